@@ -1,0 +1,52 @@
+"""`rnncon models` (Table 1) and `rnncon train`."""
+from __future__ import annotations
+
+import typer
+
+from . import app, emit, log
+
+
+@app.command("models")
+def models_cmd(json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")):
+    """Table 1: the eight architectures, our counts and measured accuracies beside the paper's."""
+    from ..zoo import models_table
+    rows = models_table()
+    if json_out:
+        emit({"models": rows})
+        return
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title="Table 1: models (ours | paper)")
+    for col in ["name", "architecture", "params", "#neurons", "#cons/step", "#cons (paper conv.)",
+                "test acc. %"]:
+        table.add_column(col)
+    for r in rows:
+        p = r["paper"]
+        acc = "not trained" if r["test_accuracy"] is None else f"{100 * r['test_accuracy']:.2f}"
+        table.add_row(r["name"], r["architecture"], f"{r['params']:,} | {p['params']:,}",
+                      f"{r['neurons']:,} | {p['neurons']:,}", f"{r['contributions_per_step']:,}",
+                      f"{r['cons_paper_convention']:,} | {p['cons']:,}",
+                      f"{acc} | {p['accuracy'] if p['accuracy'] is not None else '-'}")
+    Console(width=200).print(table)
+
+
+@app.command("train")
+def train_cmd(
+    name: str = typer.Argument(..., help="Architecture name (see `rnncon models`) or mnist-features."),
+    epochs: int = typer.Option(0, help="Most epochs (0: 30 for MNIST, 3 for IMDB)."),
+    batch_size: int = typer.Option(128, "--batch-size"),
+    seed: int = typer.Option(0),
+    validation_split: float = typer.Option(0.1, "--validation-split"),
+    patience: int = typer.Option(3, help="Early stopping patience on validation accuracy."),
+    out_dir: str = typer.Option("", "--out-dir", help="Where to save (default: assets/models)."),
+    json_out: bool = typer.Option(False, "--json"),
+):
+    """Train one architecture on our split and save it with its model card."""
+    from ..zoo import train_model
+    card = train_model(name, epochs=epochs or None, batch_size=batch_size, seed=seed,
+                       validation_split=validation_split, patience=patience,
+                       out_dir=out_dir or None)
+    if json_out:
+        emit(card)
+    else:
+        log(f"saved {name}: test accuracy {100 * card['test_accuracy']:.2f} %")

