@@ -33,18 +33,19 @@ def models_cmd(json_out: bool = typer.Option(False, "--json", help="Print one JS
 @app.command("train")
 def train_cmd(
     name: str = typer.Argument(..., help="Architecture name (see `rnncon models`) or mnist-features."),
-    epochs: int = typer.Option(0, help="Most epochs (0: 30 for MNIST, 3 for IMDB)."),
+    epochs: int = typer.Option(0, help="Most epochs (0: 80 for MNIST, 3 for IMDB)."),
     batch_size: int = typer.Option(128, "--batch-size"),
     seed: int = typer.Option(0),
     validation_split: float = typer.Option(0.1, "--validation-split"),
-    patience: int = typer.Option(3, help="Early stopping patience on validation accuracy."),
+    patience: int = typer.Option(0, help="Early stopping patience on validation accuracy "
+                                         "(0: 10 for MNIST, 1 for IMDB)."),
     out_dir: str = typer.Option("", "--out-dir", help="Where to save (default: assets/models)."),
     json_out: bool = typer.Option(False, "--json"),
 ):
     """Train one architecture on our split and save it with its model card."""
     from ..zoo import train_model
     card = train_model(name, epochs=epochs or None, batch_size=batch_size, seed=seed,
-                       validation_split=validation_split, patience=patience,
+                       validation_split=validation_split, patience=patience or None,
                        out_dir=out_dir or None)
     if json_out:
         emit(card)

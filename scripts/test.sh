@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The test command: set-up if needed, then the default suite (fast unit tests, AppTest and the
+# headless-Chromium test). Extra arguments go to pytest. pytest's "no tests collected" (5)
+# would mean the suite is missing: it is reported as a failure, not hidden.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh || exit $?
+export TF_CPP_MIN_LOG_LEVEL=2 PYTHONHASHSEED=0
+.venv/bin/python -m pytest "$@"
+rc=$?
+if [ $rc -eq 5 ]; then
+  echo "test.sh: pytest collected no tests: the test suite is missing" >&2
+  exit 1
+fi
+exit $rc
