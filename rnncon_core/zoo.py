@@ -255,7 +255,7 @@ def _stderr_progress(event: dict) -> None:
 
 
 def default_epochs(name: str) -> int:
-    return 3 if name in ARCHITECTURES and ARCHITECTURES[name].dataset == "imdb" else 80
+    return 2 if name in ARCHITECTURES and ARCHITECTURES[name].dataset == "imdb" else 80
 
 
 SHIFT_PIXELS = 2   # image models train on digits moved by up to 2 pixels (8,000 digits only)

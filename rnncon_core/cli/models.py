@@ -33,7 +33,7 @@ def models_cmd(json_out: bool = typer.Option(False, "--json", help="Print one JS
 @app.command("train")
 def train_cmd(
     name: str = typer.Argument(..., help="Architecture name (see `rnncon models`) or mnist-features."),
-    epochs: int = typer.Option(0, help="Most epochs (0: 80 for MNIST, 3 for IMDB)."),
+    epochs: int = typer.Option(0, help="Most epochs (0: 80 for MNIST, 2 for IMDB)."),
     batch_size: int = typer.Option(128, "--batch-size"),
     seed: int = typer.Option(0),
     validation_split: float = typer.Option(0.1, "--validation-split"),
