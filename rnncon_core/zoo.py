@@ -51,10 +51,16 @@ FEATURE_NET = "mnist-features"   # the small CNN whose features give FID and IS
 MNIST_STEPS, MNIST_FEATURES = 28, 28
 IMDB_STEPS, IMDB_VOCAB, IMDB_EMBED = 500, 50_000, 32
 PAPER_IMDB_STEPS = 32            # the paper multiplies IMDB contributions by 32 (see PAPER_FACTS)
+# IMDB models train on the last 200 ids of each review (2.5x faster on 2 CPU cores; the
+# weights do not depend on the length) and are saved, and evaluated, with 500-id inputs.
+IMDB_TRAIN_STEPS = 200
 
 
-def build_model(name: str, seed: int | None = None):
-    """An untrained Table 1 architecture with named layers (lstm_1, dense_32, output, ...)."""
+def build_model(name: str, seed: int | None = None, steps: int | None = None):
+    """An untrained Table 1 architecture with named layers (lstm_1, dense_32, output, ...).
+
+    ``steps`` changes the IMDB input length (training on shorter reviews); the parameters
+    do not depend on it."""
     import keras
     if name == FEATURE_NET:
         return _build_feature_net(seed)
@@ -69,7 +75,7 @@ def build_model(name: str, seed: int | None = None):
     if a.dataset == "mnist":
         layers.append(keras.Input((MNIST_STEPS, MNIST_FEATURES), name="pixels"))
     else:
-        layers.append(keras.Input((IMDB_STEPS,), dtype="int32", name="words"))
+        layers.append(keras.Input((steps or IMDB_STEPS,), dtype="int32", name="words"))
         layers.append(keras.layers.Embedding(IMDB_VOCAB, IMDB_EMBED, name="embedding"))
     if a.stacked:
         layers.append(Cell(128, return_sequences=True, name=f"{a.cell}_1"))
@@ -288,7 +294,8 @@ def train_model(name: str, epochs: int | None = None, batch_size: int = 128, see
     patience = patience or (1 if is_imdb else 10)
     dataset = "mnist" if name == FEATURE_NET else ARCHITECTURES[name].dataset
     ds = load_dataset(dataset)
-    model = build_model(name, seed=seed)
+    train_steps = IMDB_TRAIN_STEPS if is_imdb else None
+    model = build_model(name, seed=seed, steps=train_steps)
     started = time.time()
 
     class Report(keras.callbacks.Callback):
@@ -310,9 +317,11 @@ def train_model(name: str, epochs: int | None = None, batch_size: int = 128, see
         history = model.fit(_shifted_batches(x_fit, y_fit, batch_size, seed), epochs=epochs,
                             validation_data=val, callbacks=callbacks, verbose=0)
     else:
-        history = model.fit(ds.x_train, ds.y_train, epochs=epochs, batch_size=batch_size,
-                            validation_split=validation_split, callbacks=callbacks,
-                            verbose=0, shuffle=True)
+        history = model.fit(ds.x_train[:, -train_steps:], ds.y_train, epochs=epochs,
+                            batch_size=batch_size, validation_split=validation_split,
+                            callbacks=callbacks, verbose=0, shuffle=True)
+        trained, model = model, build_model(name)     # the shipped model reads 500 ids
+        model.set_weights(trained.get_weights())
     train_seconds = time.time() - started
     _, test_acc = model.evaluate(ds.x_test, ds.y_test, batch_size=512, verbose=0)
     out_dir = ensure_dir(Path(out_dir or MODELS_DIR))
@@ -333,7 +342,9 @@ def train_model(name: str, epochs: int | None = None, batch_size: int = 128, see
         "epochs_requested": epochs, "epochs_run": len(history.history["loss"]),
         "early_stopping": f"val_accuracy, patience {patience}, best weights restored",
         "augmentation": (f"random shifts of up to {SHIFT_PIXELS} pixels in both directions"
-                         if ds.kind == "image" else "none"),
+                         if ds.kind == "image" else
+                         f"none; trained on the last {IMDB_TRAIN_STEPS} ids of each review, "
+                         f"evaluated and shipped with {IMDB_STEPS}-id inputs"),
         "batch_size": batch_size, "seed": seed, "optimizer": "Adam(1e-3)",
         "training_seconds": round(train_seconds, 1),
         "test_accuracy": round(float(test_acc), 4),
