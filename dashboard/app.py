@@ -1,0 +1,35 @@
+"""RNNCon-Test dashboard: the frame around the pages (run: `streamlit run dashboard/app.py`)."""
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:          # `streamlit run` puts only dashboard/ on the path
+    sys.path.insert(0, str(ROOT))
+
+import streamlit as st  # noqa: E402
+
+from dashboard import state  # noqa: E402
+
+st.set_page_config(page_title="RNNCon-Test", page_icon=":material/biotech:", layout="wide")
+
+# The page files live in views/, not pages/: Streamlit runs a pages/ folder as an old-style
+# multipage app (each file on its own, without this frame) until some session has called
+# st.navigation, so a fresh server opened on /generate would skip the frame.
+PAGES = [
+    st.Page("views/models.py", title="Models", icon=":material/deployed_code:", default=True),
+    st.Page("views/coverage.py", title="Coverage", icon=":material/grid_on:"),
+    st.Page("views/gates.py", title="Gates", icon=":material/view_timeline:"),
+    st.Page("views/generate.py", title="Generate", icon=":material/auto_fix_high:"),
+    st.Page("views/perturbations.py", title="Perturbations", icon=":material/scatter_plot:"),
+    st.Page("views/retrain.py", title="Retrain", icon=":material/model_training:"),
+    st.Page("views/runs.py", title="Runs", icon=":material/history:"),
+]
+page = st.navigation(PAGES)
+
+selection = state.current()
+with st.sidebar:
+    st.markdown("**RNNCon-Test**  \ncontribution coverage for recurrent networks")
+    st.caption(f"Model: **{selection.label}**  \nData: **{selection.dataset or '—'}**  \n"
+               "(change them on the Models page)")
+
+page.run()

@@ -1,0 +1,286 @@
+"""The dashboard's figures: pure functions, data in, a Plotly figure out (no Streamlit here).
+
+Each builder takes what the engine returns (``by_layer()`` DataFrames, ``curve()`` arrays,
+``by_gate_step()`` DataFrames, run summaries, image arrays, t-SNE points) and draws it the way
+the paper's figures do; the figure numbers in the docstrings are the paper's.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+COLORS = {"RConC": "#1f77b4", "NC": "#ff7f0e", "HS_C": "#2ca02c", "CS_C": "#9467bd"}
+ALL = "All"
+_LAYOUT = dict(template="plotly_white", margin=dict(l=10, r=10, t=50, b=10))
+
+
+def _color(name: str, i: int) -> str:
+    return COLORS.get(name, px.colors.qualitative.Plotly[i % 10])
+
+
+def with_all(by_layer: pd.DataFrame) -> pd.DataFrame:
+    """A by_layer() table with an "All" row (covered and total summed) if it has none."""
+    df = by_layer.copy()
+    if ALL in set(df["layer"]):
+        return df
+    total, covered = int(df["total"].sum()), int(df["covered"].sum())
+    row = {"layer": ALL, "total": total, "covered": covered,
+           "rate": covered / total if total else 0.0}
+    if "kind" in df:
+        row["kind"] = "all"
+    return pd.concat([df, pd.DataFrame([row])], ignore_index=True)
+
+
+def coverage_by_layer(tables: Mapping[str, pd.DataFrame], threshold: float | None = None,
+                      title: str | None = None) -> go.Figure:
+    """Figures 7/8 at one threshold: coverage of each layer and of the whole model ("All"),
+    one bar group per layer, one bar per criterion; hovering shows covered / total."""
+    fig = go.Figure()
+    for i, (name, df) in enumerate(tables.items()):
+        df = with_all(df)
+        fig.add_bar(x=df["layer"], y=df["rate"], name=name, marker_color=_color(name, i),
+                    customdata=np.stack([df["covered"], df["total"]], axis=1),
+                    text=[f"{r:.1%}" for r in df["rate"]], textposition="outside",
+                    hovertemplate=f"{name}<br>%{{x}}: %{{y:.2%}}<br>"
+                                  "%{customdata[0]:,} of %{customdata[1]:,}<extra></extra>")
+    t = title or ("Coverage per layer" + (f" at threshold {threshold:g}" if threshold is not None
+                                          else ""))
+    fig.update_layout(title=t, barmode="group", yaxis=dict(title="coverage", range=[0, 1.08],
+                                                           tickformat=".0%"),
+                      xaxis_title="layer", legend_title="criterion", **_LAYOUT)
+    return fig
+
+
+def growth_curves(curves: Mapping[str, Sequence[float]], threshold: float | None = None
+                  ) -> go.Figure:
+    """Figure 6: coverage after the first 1, 2, ..., N inputs, one line per criterion."""
+    fig = go.Figure()
+    for i, (name, ys) in enumerate(curves.items()):
+        ys = np.asarray(ys, dtype=float)
+        fig.add_scatter(x=np.arange(1, len(ys) + 1), y=ys, mode="lines", name=name,
+                        line=dict(color=_color(name, i), width=2),
+                        hovertemplate=f"{name}<br>%{{x}} inputs: %{{y:.2%}}<extra></extra>")
+    t = "Coverage vs number of test inputs"
+    fig.update_layout(title=t + (f" (threshold {threshold:g})" if threshold is not None else ""),
+                      xaxis_title="number of test inputs",
+                      yaxis=dict(title="coverage", tickformat=".0%", rangemode="tozero"),
+                      legend_title="criterion", **_LAYOUT)
+    return fig
+
+
+def threshold_sweep(sweep: pd.DataFrame, chosen: float | None = None) -> go.Figure:
+    """Figures 7/8 over thresholds: ``sweep`` has columns threshold, criterion, layer, rate;
+    one panel per layer (and "All"), one line per criterion; ``chosen`` marks a threshold."""
+    layers = list(dict.fromkeys(sweep["layer"]))
+    if ALL in layers:                                  # the whole model first
+        layers = [ALL] + [x for x in layers if x != ALL]
+    fig = make_subplots(rows=1, cols=len(layers), subplot_titles=layers, shared_yaxes=True,
+                        horizontal_spacing=0.03)
+    for i, (name, part) in enumerate(sweep.groupby("criterion", sort=False)):
+        for col, layer in enumerate(layers, start=1):
+            d = part[part["layer"] == layer].sort_values("threshold")
+            if d.empty:
+                continue
+            fig.add_scatter(x=d["threshold"], y=d["rate"], mode="lines+markers", name=name,
+                            legendgroup=name, showlegend=col == 1,
+                            line=dict(color=_color(name, i)), row=1, col=col,
+                            hovertemplate=f"{name} · {layer}<br>threshold %{{x:g}}: "
+                                          "%{y:.2%}<extra></extra>")
+    if chosen is not None:
+        for col in range(1, len(layers) + 1):
+            fig.add_vline(x=chosen, line=dict(color="gray", dash="dot"), row=1, col=col)
+    fig.update_yaxes(tickformat=".0%", range=[0, 1.02])
+    fig.update_yaxes(title_text="coverage", row=1, col=1)
+    fig.update_xaxes(title_text="threshold")
+    fig.update_layout(title="Coverage vs threshold, per layer", legend_title="criterion",
+                      **_LAYOUT)
+    return fig
+
+
+def threshold_selection(scores: pd.DataFrame, chosen: float | None = None) -> go.Figure:
+    """The threshold-selection helper (paper §5.2): for each candidate threshold, the largest
+    difference of RConC between labels; ``scores`` has columns threshold, score."""
+    d = scores.sort_values("threshold")
+    fig = go.Figure(go.Bar(x=d["threshold"].astype(str), y=d["score"],
+                           marker_color=[("#d62728" if chosen is not None
+                                          and np.isclose(t, chosen) else "#1f77b4")
+                                         for t in d["threshold"]],
+                           hovertemplate="threshold %{x}<br>largest difference between "
+                                         "labels: %{y:.3f}<extra></extra>"))
+    fig.update_layout(title="Threshold selection: largest RConC difference between labels",
+                      xaxis_title="threshold", yaxis_title="max difference of RConC", **_LAYOUT)
+    return fig
+
+
+def gate_heatmap(table: pd.DataFrame, title: str = "Gate coverage per time step",
+                 zmax: float | None = 1.0) -> go.Figure:
+    """Figure 12, one panel: ``by_gate_step()`` (one row per gate part, one column per step)
+    as a heatmap; hovering shows the gate part, the step and the value."""
+    z = table.to_numpy(dtype=float)
+    fig = go.Figure(go.Heatmap(
+        z=z, x=[str(c) for c in table.columns], y=[str(r) for r in table.index],
+        colorscale="Viridis", zmin=0, zmax=zmax, colorbar=dict(title="coverage"),
+        hovertemplate="gate part %{y}<br>step %{x}<br>coverage %{z:.3f}<extra></extra>"))
+    fig.update_layout(title=title, xaxis_title="time step", yaxis_title="gate part",
+                      yaxis=dict(autorange="reversed"), **_LAYOUT)
+    return fig
+
+
+def gate_heatmap_pair(seed: pd.DataFrame, adversarial: pd.DataFrame,
+                      title: str = "Gate coverage: seed vs adversarial input") -> go.Figure:
+    """Figure 12: the seed's and the adversarial input's gate coverage and their difference
+    (adversarial minus seed: red where the adversarial input activates more)."""
+    if seed.shape != adversarial.shape:
+        raise ValueError(f"the two tables differ in shape: {seed.shape} vs {adversarial.shape}")
+    xs = [str(c) for c in seed.columns]
+    ys = [str(r) for r in seed.index]
+    a, b = seed.to_numpy(dtype=float), adversarial.to_numpy(dtype=float)
+    diff = b - a
+    lim = float(np.abs(diff).max()) or 1.0
+    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.04,
+                        subplot_titles=["seed", "adversarial", "difference (adv − seed)"])
+    for col, (z, kw) in enumerate([
+            (a, dict(colorscale="Viridis", zmin=0, zmax=1, showscale=False)),
+            (b, dict(colorscale="Viridis", zmin=0, zmax=1,
+                     colorbar=dict(title="coverage", x=0.64, len=0.9))),
+            (diff, dict(colorscale="RdBu_r", zmid=0, zmin=-lim, zmax=lim,
+                        colorbar=dict(title="Δ", x=1.0, len=0.9)))], start=1):
+        name = ["seed", "adversarial", "difference"][col - 1]
+        fig.add_trace(go.Heatmap(z=z, x=xs, y=ys, name=name, **kw,
+                                 hovertemplate=f"{name}<br>gate part %{{y}}<br>step %{{x}}"
+                                               "<br>%{z:.3f}<extra></extra>"), row=1, col=col)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title_text="time step")
+    fig.update_layout(title=title, **_LAYOUT)
+    return fig
+
+
+def image_grid(images: np.ndarray, captions: Sequence[str], cols: int = 8,
+               title: str | None = None) -> go.Figure:
+    """A few images (N, rows, cols) in a grid, a caption over each (a data sample)."""
+    images = np.asarray(images, dtype=float)
+    n = len(images)
+    rows = max(1, -(-n // cols))
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=list(captions),
+                        horizontal_spacing=0.01, vertical_spacing=0.08)
+    for i, img in enumerate(images):
+        fig.add_trace(go.Heatmap(z=img, colorscale="gray", zmin=0, zmax=1, showscale=False,
+                                 hovertemplate="row %{y}, column %{x}: %{z:.2f}<extra></extra>"),
+                      row=i // cols + 1, col=i % cols + 1)
+    _image_axes(fig)
+    fig.update_layout(title=title, height=110 * rows + 60, **_LAYOUT)
+    return fig
+
+
+def image_triplets(seeds: np.ndarray, generated: np.ndarray, captions: Sequence[tuple[str, str]],
+                   title: str = "Seed, generated input and their difference") -> go.Figure:
+    """Figure 9: one row per pair: the seed, the generated input and generated − seed.
+    ``captions[i]`` = (seed caption, generated caption), e.g. "7 (99 %)"."""
+    seeds, generated = np.asarray(seeds, dtype=float), np.asarray(generated, dtype=float)
+    if seeds.shape != generated.shape:
+        raise ValueError(f"seeds {seeds.shape} and generated {generated.shape} differ in shape")
+    n = len(seeds)
+    diff = generated - seeds
+    lim = float(np.abs(diff).max()) or 1.0
+    titles = []
+    for i in range(n):
+        titles += [f"seed: {captions[i][0]}", f"generated: {captions[i][1]}",
+                   f"difference (L2 {np.sqrt((diff[i] ** 2).sum()):.3f})"]
+    fig = make_subplots(rows=n, cols=3, subplot_titles=titles, horizontal_spacing=0.03,
+                        vertical_spacing=0.3 / max(n, 1))
+    for i in range(n):
+        for col, (z, kw) in enumerate([
+                (seeds[i], dict(colorscale="gray", zmin=0, zmax=1)),
+                (generated[i], dict(colorscale="gray", zmin=0, zmax=1)),
+                (diff[i], dict(colorscale="RdBu_r", zmid=0, zmin=-lim, zmax=lim))], start=1):
+            fig.add_trace(go.Heatmap(z=z, showscale=False, **kw,
+                                     hovertemplate="row %{y}, column %{x}: %{z:.3f}"
+                                                   "<extra></extra>"), row=i + 1, col=col)
+    _image_axes(fig)
+    fig.update_layout(title=title, height=230 * n + 60, **_LAYOUT)
+    return fig
+
+
+def _image_axes(fig: go.Figure) -> None:
+    fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
+    fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed",
+                     constrain="domain")
+    # square pixels: each subplot's y axis keeps the scale of its own x axis
+    for key in [k for k in fig.layout if k.startswith("yaxis")]:
+        fig.layout[key].scaleanchor = "x" + key[len("yaxis"):]
+
+
+def perturbation_map(points: np.ndarray, color: Sequence, color_label: str,
+                     hover: Sequence[str] | None = None) -> go.Figure:
+    """Figure 10: t-SNE of the perturbations (2-D points), coloured by a discrete value (the
+    number of contributions activated, or the class). The point's row number is its
+    ``customdata`` so a selection can find its seed / generated pair."""
+    points = np.asarray(points, dtype=float)
+    if points.ndim != 2 or points.shape[1] != 2:
+        raise ValueError(f"expected (N, 2) points, got {points.shape}")
+    df = pd.DataFrame({"x": points[:, 0], "y": points[:, 1],
+                       color_label: [str(c) for c in color], "row": np.arange(len(points)),
+                       "info": list(hover) if hover is not None else [""] * len(points)})
+    order = sorted(df[color_label].unique(), key=lambda v: (len(v), v))
+    fig = px.scatter(df, x="x", y="y", color=color_label, custom_data=["row"],
+                     hover_data={"info": True, "x": False, "y": False, "row": True},
+                     category_orders={color_label: order})
+    fig.update_traces(marker=dict(size=9, line=dict(width=0.5, color="white")))
+    fig.update_layout(title=f"t-SNE of the perturbations, coloured by {color_label}",
+                      xaxis_title="t-SNE 1", yaxis_title="t-SNE 2", dragmode="select", **_LAYOUT)
+    return fig
+
+
+def before_after(metrics: pd.DataFrame, title: str = "Before and after retraining"
+                 ) -> go.Figure:
+    """Table 6 / Figure 13: one bar pair (before, after) per metric; ``metrics`` has columns
+    metric, before, after."""
+    fig = go.Figure()
+    for name, color in (("before", "#7f7f7f"), ("after", "#2ca02c")):
+        fig.add_bar(x=metrics["metric"], y=metrics[name], name=name, marker_color=color,
+                    text=[f"{v:.4f}" for v in metrics[name]], textposition="outside",
+                    hovertemplate=f"{name}<br>%{{x}}: %{{y:.4f}}<extra></extra>")
+    lo = float(np.nanmin(metrics[["before", "after"]].to_numpy()))
+    fig.update_layout(title=title, barmode="group", legend_title="",
+                      yaxis=dict(range=[max(0.0, lo - 0.05), 1.02]), **_LAYOUT)
+    return fig
+
+
+def repeats(values: pd.DataFrame, title: str = "Over repeated retrainings") -> go.Figure:
+    """Figure 14: the spread over repeated retrainings; ``values`` has columns metric, stage
+    ("before"/"after") and value, one row per repeat."""
+    fig = px.box(values, x="metric", y="value", color="stage", points="all",
+                 color_discrete_map={"before": "#7f7f7f", "after": "#2ca02c"})
+    fig.update_layout(title=title, legend_title="", **_LAYOUT)
+    return fig
+
+
+def compare_runs(summaries: Mapping[str, Mapping], keys: Sequence[str]) -> go.Figure:
+    """Two or more runs side by side: one panel per summary key, one bar per run."""
+    keys = [k for k in keys if any(isinstance(s.get(k), (int, float)) for s in summaries.values())]
+    fig = make_subplots(rows=1, cols=max(1, len(keys)), subplot_titles=keys,
+                        horizontal_spacing=0.06)
+    for i, (run_id, summary) in enumerate(summaries.items()):
+        for col, key in enumerate(keys, start=1):
+            v = summary.get(key)
+            fig.add_bar(x=[run_id[-6:]], y=[v if isinstance(v, (int, float)) else None],
+                        name=run_id, legendgroup=run_id, showlegend=col == 1,
+                        marker_color=px.colors.qualitative.Plotly[i % 10], row=1, col=col,
+                        hovertemplate=f"{run_id}<br>{key}: %{{y:.4g}}<extra></extra>")
+    fig.update_layout(title="Runs compared", legend_title="run", **_LAYOUT)
+    return fig
+
+
+def progress_history(history: Mapping[str, Sequence[float]], title: str) -> go.Figure:
+    """Per-epoch curves (e.g. a retraining's accuracy and loss)."""
+    fig = go.Figure()
+    for i, (name, ys) in enumerate(history.items()):
+        fig.add_scatter(x=np.arange(1, len(ys) + 1), y=list(ys), mode="lines+markers", name=name,
+                        line=dict(color=px.colors.qualitative.Plotly[i % 10]))
+    fig.update_layout(title=title, xaxis_title="epoch", **_LAYOUT)
+    return fig

@@ -1,0 +1,273 @@
+"""Background jobs: generation and retraining run in worker threads, the run store is the truth.
+
+A job is the engine's own entry point (``run_generation``, ``run_retraining``) called in a
+thread with a run store that notes the id of the run it creates. The worker never calls
+Streamlit; the page polls the store (``progress.json``, the run's status and error) from a
+``st.fragment(run_every=...)``, so progress survives reruns and page reloads, a crashing job
+shows its error on its own card, cancelling goes through the store (any session, any process),
+and a restarted server still lists every run.
+"""
+from __future__ import annotations
+
+import calendar
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import streamlit as st
+
+from rnncon_core.errors import InputError, RNNConError
+from rnncon_core.runs import RunStore
+
+POLL_SECONDS = 1.0
+ACTIVE = ("starting", "running")
+
+
+@dataclass
+class Job:
+    """One job started by this server process."""
+    job_id: str
+    kind: str
+    label: str
+    started: float = field(default_factory=time.time)
+    run_id: str | None = None       # set by the engine's store.start(...)
+    error: str | None = None        # an error raised before (or outside) the run
+    thread: threading.Thread | None = field(default=None, repr=False)
+
+    @property
+    def alive(self) -> bool:
+        return self.thread is not None and self.thread.is_alive()
+
+
+_JOBS: dict[str, Job] = {}
+_LOCK = threading.Lock()
+
+
+class _TrackingStore(RunStore):
+    """A RunStore that tells its job the id of the first run the engine starts with it."""
+
+    def __init__(self, job: Job, root=None):
+        super().__init__(root)
+        self._job = job
+
+    def start(self, *args, **kwargs):
+        run = super().start(*args, **kwargs)
+        if self._job.run_id is None:
+            self._job.run_id = run.run_id
+        return run
+
+
+def store() -> RunStore:
+    return RunStore()
+
+
+def start(kind: str, label: str, fn: Callable[..., Any], /, **kwargs) -> Job:
+    """Run ``fn(**kwargs, store=...)`` in a worker thread; return its Job at once."""
+    job = Job(job_id=secrets.token_hex(4), kind=kind, label=label)
+
+    def work():
+        try:
+            fn(**kwargs, store=_TrackingStore(job))
+        except RNNConError as e:          # bad input, cancelled, missing part: its message
+            job.error = str(e)
+        except Exception as e:            # a crash: the run (if any) holds the traceback
+            job.error = one_line(e)
+
+    job.thread = threading.Thread(target=work, name=f"rnncon-{kind}-{job.job_id}", daemon=True)
+    with _LOCK:
+        _JOBS[job.job_id] = job
+    job.thread.start()
+    return job
+
+
+def one_line(e: BaseException) -> str:
+    """An unexpected error as one line (its type and the last line of its message): the
+    traceback stays in the run's error.txt, never on the page."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    last, name = (lines[-1] if lines else "no message"), type(e).__name__
+    return last if last.startswith(f"{name}:") else f"{name}: {last}"
+
+
+def get(job_id: str) -> Job | None:
+    return _JOBS.get(job_id)
+
+
+def cancel(run_id: str) -> None:
+    """Ask a running run to stop at its next check (through the store)."""
+    try:
+        store().request_cancel(run_id)
+    except InputError:
+        pass                               # it finished meanwhile: nothing to cancel
+
+
+# ---------------------------------------------------------------- what a card shows
+
+@dataclass
+class Card:
+    title: str
+    state: str                     # starting, running, finished, failed, cancelled
+    run_id: str | None = None
+    done: int = 0
+    total: int = 0
+    message: str = ""
+    elapsed: float = 0.0
+    error: str | None = None
+    mine: bool = True              # started by this browser session
+    ident: str = ""                # the job's id (or the run's, for a run started elsewhere)
+
+    @property
+    def fraction(self) -> float:
+        return min(1.0, self.done / self.total) if self.total else 0.0
+
+    @property
+    def eta(self) -> float | None:
+        return eta_seconds(self.elapsed, self.done, self.total)
+
+
+def eta_seconds(elapsed: float, done: int, total: int) -> float | None:
+    """Seconds left at the pace so far (None until something is done)."""
+    if done <= 0 or total <= 0 or elapsed <= 0:
+        return None
+    return max(0.0, elapsed * (total - done) / done)
+
+
+def _created_epoch(created: str) -> float:
+    return calendar.timegm(time.strptime(created, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def card_for_run(info, title: str, mine: bool, started: float | None = None) -> Card:
+    progress = info.progress() or {}
+    end = time.time() if info.status == "running" else _created_epoch(info.updated)
+    began = started if started is not None else _created_epoch(info.created)
+    error = None
+    if info.status == "failed":
+        error = info.error or "the job failed"
+    return Card(title=title, state=info.status, run_id=info.run_id,
+                done=int(progress.get("done", 0)), total=int(progress.get("total", 0)),
+                message=progress.get("message", ""), elapsed=max(0.0, end - began),
+                error=error, mine=mine, ident=info.run_id)
+
+
+def card_for_job(job: Job) -> Card:
+    card = _card_for_job(job)
+    card.ident = job.job_id
+    return card
+
+
+def _card_for_job(job: Job) -> Card:
+    if job.run_id is not None:
+        try:
+            info = store().get(job.run_id)
+        except RNNConError as e:
+            return Card(job.label, "failed", job.run_id, error=str(e))
+        card = card_for_run(info, job.label, True)
+        if job.error and card.state == "failed":
+            card.error = job.error
+        if job.error and card.state == "running" and not job.alive:
+            card.state, card.error = "failed", job.error
+        return card
+    if job.error:
+        return Card(job.label, "failed", error=job.error, elapsed=time.time() - job.started)
+    if job.alive:
+        return Card(job.label, "starting", message="loading the model and the data…",
+                    elapsed=time.time() - job.started)
+    return Card(job.label, "failed", error="the job ended without creating a run")
+
+
+def cards(kind: str, job_ids: list[str]) -> list[Card]:
+    """This session's jobs of a kind (newest first), then runs of that kind still running
+    that other sessions or processes started."""
+    out, known = [], set()
+    for job_id in reversed(job_ids):
+        job = get(job_id)
+        if job is None or job.kind != kind:
+            continue
+        out.append(card_for_job(job))
+        if job.run_id:
+            known.add(job.run_id)
+    for info in store().list(kind=kind, status="running"):
+        if info.run_id not in known:
+            out.append(card_for_run(info, f"{info.method or kind} on {info.model}", mine=False))
+    return out
+
+
+# ---------------------------------------------------------------- the Streamlit side
+
+def session_jobs() -> list[str]:
+    return st.session_state.setdefault("jobs", [])
+
+
+def launch(kind: str, label: str, fn: Callable[..., Any], /, **kwargs) -> Job:
+    """Start a job and remember it in this browser session."""
+    job = start(kind, label, fn, **kwargs)
+    session_jobs().append(job.job_id)
+    return job
+
+
+def pop_ended(kind: str) -> str | None:
+    """The run id of this session's job of a kind that ended since the page last asked."""
+    return st.session_state.setdefault("jobs_ended", {}).pop(kind, None)
+
+
+def _fmt_seconds(s: float | None) -> str:
+    if s is None:
+        return "…"
+    s = int(round(s))
+    return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
+
+
+def render_card(card: Card, key: str) -> None:
+    with st.container(border=True):
+        head = f"**{card.title}**" + (f" · `{card.run_id}`" if card.run_id else "")
+        if not card.mine:
+            head += " · started in another session"
+        st.markdown(head)
+        if card.state in ACTIVE:
+            text = f"{card.state}: {card.done} of {card.total}" if card.total else card.state
+            text += f" · {card.message}" if card.message else ""
+            text += f" · elapsed {_fmt_seconds(card.elapsed)}"
+            if card.eta is not None:
+                text += f" · about {_fmt_seconds(card.eta)} left"
+            st.progress(card.fraction, text=text)
+            if card.run_id and st.button("Cancel", key=f"cancel-{key}-{card.run_id}",
+                                         icon=":material/cancel:"):
+                cancel(card.run_id)
+                st.toast(f"Cancel requested for {card.run_id}")
+        elif card.state == "finished":
+            st.success(f"finished in {_fmt_seconds(card.elapsed)}", icon=":material/check:")
+        elif card.state == "cancelled":
+            st.warning(f"cancelled after {card.done} of {card.total}; what it had finished "
+                       "is kept", icon=":material/cancel:")
+        else:
+            st.error(f"failed: {card.error}", icon=":material/error:")
+
+
+def job_panel(kind: str, limit: int = 4) -> None:
+    """The cards of a kind's jobs, polled while any of them is active. When one ends, the
+    whole page reruns so its results show (``pop_ended`` names the run that just ended)."""
+    watch = st.session_state.setdefault("jobs_watch", {})
+
+    def note(now: list[Card]) -> set:
+        """Remember what is active; return what ended since the last look."""
+        still = {c.ident for c in now if c.state in ACTIVE}
+        ended = watch.get(kind, set()) - still
+        watch[kind] = still
+        mine = [c.run_id for c in now if c.ident in ended and c.mine and c.run_id
+                and c.state in ("finished", "cancelled")]
+        if mine:
+            st.session_state.setdefault("jobs_ended", {})[kind] = mine[0]
+        return ended
+
+    note(cards(kind, session_jobs())[:limit])
+    active = bool(watch[kind])
+
+    def panel():
+        now = cards(kind, session_jobs())[:limit]
+        if note(now):                      # ended while only this fragment was rerunning
+            st.rerun()
+        for i, card in enumerate(now):
+            render_card(card, key=f"{kind}-{i}")
+
+    st.fragment(panel, run_every=POLL_SECONDS if active else None)()

@@ -1,0 +1,111 @@
+"""Reading runs for display: pure functions from run-store records to frames and arrays."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+METRIC_NAMES = {"accuracy": "Accuracy", "precision": "Precision", "recall": "Recall",
+                "f1": "F1", "auc": "AUC", "rconc": "RConC"}
+
+
+def run_label(info) -> str:
+    s = info.summary or {}
+    bits = [info.run_id, info.method or info.kind, info.status]
+    if "adv_rate" in s:
+        bits.append(f"{s.get('n_adversarial', 0)}/{s.get('n_seeds', 0)} adversarial")
+    if "accuracy" in s and info.kind == "retrain":
+        bits.append(f"accuracy {100 * s['accuracy']:.2f} %")
+    return " · ".join(str(b) for b in bits)
+
+
+def generation_runs(store, model: str | None = None, with_outputs: bool = True) -> list:
+    """Generation runs (newest first) that have outputs to show: finished, or cancelled /
+    failed ones that kept the seeds they had finished."""
+    out = []
+    for info in store.list(kind="generate", model=model):
+        if info.status == "running":
+            continue
+        if with_outputs and not (info.path / "outputs.npz").exists():
+            continue
+        out.append(info)
+    return out
+
+
+def retrain_sources(store, model: str) -> list[str]:
+    """Ids of this model's generation runs that found adversarial inputs."""
+    return [r.run_id for r in generation_runs(store, model)
+            if (r.summary or {}).get("n_adversarial", 0) > 0]
+
+
+def metric_keys(summary: dict) -> list[tuple[str, str]]:
+    """(key, name) of the metrics a retraining summary holds: Table 6's, then RConC at the
+    thresholds it was measured at (``rconc_0.5`` -> "RConC (θ=0.5)")."""
+    before = summary.get("before", {})
+    keys = [(k, n) for k, n in METRIC_NAMES.items() if k in before]
+    keys += [(k, f"RConC (θ={k.split('_', 1)[1]})") for k in sorted(before)
+             if k.startswith("rconc_") and k in summary.get("after", {})]
+    return keys
+
+
+def table6(summary: dict) -> pd.DataFrame:
+    """Table 6: each metric before, after (mean ± std over repeats), control, and the gains."""
+    rows = []
+    for key, name in metric_keys(summary):
+        after = summary["after"][key]
+        row = {"metric": name, "before": round(summary["before"][key], 4),
+               "after (mean)": round(after["mean"], 4), "after (std)": round(after["std"], 4),
+               "gain": round(summary["gain"][key]["mean"], 4)}
+        if "control" in summary:
+            row["control (mean)"] = round(summary["control"][key]["mean"], 4)
+            row["gain over control"] = round(summary["gain_over_control"][key]["mean"], 4)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def before_after_frame(summary: dict) -> pd.DataFrame:
+    """metric, before, after (mean over repeats): the input of charts.before_after."""
+    keys = metric_keys(summary)
+    return pd.DataFrame({"metric": [name for _, name in keys],
+                         "before": [summary["before"][k] for k, _ in keys],
+                         "after": [summary["after"][k]["mean"] for k, _ in keys]})
+
+
+def repeats_frame(summary: dict, keys=("accuracy", "rconc")) -> pd.DataFrame:
+    """metric, stage, value: one row per repeat after retraining (and the control arm), plus
+    the value before: the input of charts.repeats (Figure 14)."""
+    rows = []
+    for key in keys:
+        if key not in summary.get("before", {}):
+            continue
+        rows.append({"metric": METRIC_NAMES[key], "stage": "before",
+                     "value": summary["before"][key]})
+        for v in summary["after"][key]["values"]:
+            rows.append({"metric": METRIC_NAMES[key], "stage": "after", "value": v})
+        for v in summary.get("control", {}).get(key, {}).get("values", []):
+            rows.append({"metric": METRIC_NAMES[key], "stage": "control", "value": v})
+    return pd.DataFrame(rows, columns=["metric", "stage", "value"])
+
+
+def gallery_order(outputs: dict, only_adversarial: bool) -> np.ndarray:
+    """Row numbers of a run's outputs to show: adversarial first (or only), seed order."""
+    adv = np.asarray(outputs["adversarial"]).astype(bool)
+    rows = np.arange(len(adv))
+    if only_adversarial:
+        return rows[adv]
+    return np.concatenate([rows[adv], rows[~adv]])
+
+
+def captions(outputs: dict, rows: np.ndarray) -> list[tuple[str, str]]:
+    """(seed caption, generated caption) per row: label, prediction and its confidence."""
+    out = []
+    for i in rows:
+        seed = f"label {int(outputs['y_seed'][i])}"
+        if "pred_seed" in outputs:
+            seed += f", predicted {int(outputs['pred_seed'][i])}"
+        gen = f"predicted {int(outputs['pred_gen'][i])}" if "pred_gen" in outputs else ""
+        if "conf_gen" in outputs:
+            gen += f" ({float(outputs['conf_gen'][i]):.0%})"
+        if bool(outputs["adversarial"][i]):
+            gen += " ✗ adversarial"
+        out.append((seed, gen))
+    return out

@@ -1,0 +1,319 @@
+"""What the pages share: the model and data set under test, and the cached calls into the engine.
+
+Models and data sets are cached with ``st.cache_resource`` (one shared, read-only object per
+process: a Keras model cannot be pickled, and copying 200 MB of Fashion-MNIST on every rerun
+would be slow); small arrays and tables with ``st.cache_data``. Pages never import TensorFlow
+themselves: they go through here.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import streamlit as st
+
+from dashboard.runtime import keep_keras_session
+from rnncon_core import data, zoo
+from rnncon_core.errors import ModelLoadError, RNNConError
+
+keep_keras_session()
+
+DEFAULT_MODEL = "mnist-lstm"
+MAX_UPLOAD_MB = 50          # also server.maxUploadSize in .streamlit/config.toml
+UPLOAD_DIR = Path(tempfile.gettempdir()) / "rnncon-uploads"
+# the engine parts, by module, with the issue that delivers each (for the "not yet" notes)
+PARTS = {"trace": "Coverage engine", "coverage": "Coverage engine",
+         "generate": "Test generation", "runs": "Test generation (run store)",
+         "quality": "Quality and repair", "retrain": "Quality and repair",
+         "text": "Text models"}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The model and data set the pages work on."""
+    model: str | None       # a shipped name (``mnist-lstm``) or the path of an uploaded file
+    label: str              # what the user sees
+    dataset: str | None
+
+    @property
+    def shipped(self) -> bool:
+        return self.model in zoo.ARCHITECTURES
+
+
+# ---------------------------------------------------------------- engine parts
+
+def engine(module: str):
+    """``rnncon_core.<module>``, or None while that part of the engine is not written yet."""
+    try:
+        return importlib.import_module(f"rnncon_core.{module}")
+    except ModuleNotFoundError as e:
+        if e.name in (f"rnncon_core.{module}", f"rnncon_core.{module.split('.')[0]}"):
+            return None
+        raise
+
+
+def need(module: str, what: str):
+    """The engine module, or stop the page with a note that says which part is missing."""
+    mod = engine(module)
+    if mod is None:
+        part = PARTS.get(module.split(".")[0], module)
+        st.info(f"{what} needs `rnncon_core.{module}`, which is not in this checkout yet "
+                f"(it comes with the \"{part}\" part of the engine). The other pages work.")
+        st.stop()
+    return mod
+
+
+def show_error(e: Exception) -> None:
+    """An engine error as one red box: its message says what is wrong and what to do."""
+    if isinstance(e, RNNConError):
+        st.error(str(e))
+    else:
+        st.error(f"{type(e).__name__}: {e}")
+
+
+# ---------------------------------------------------------------- the selection
+
+def shipped() -> list[str]:
+    """Shipped Table 1 models (files appear while the background training runs)."""
+    return [n for n in zoo.shipped_models() if n in zoo.ARCHITECTURES]
+
+
+def default_selection() -> Selection:
+    names = shipped()
+    name = DEFAULT_MODEL if DEFAULT_MODEL in names else (names[0] if names else None)
+    ds = zoo.ARCHITECTURES[name].dataset if name else None
+    return Selection(name, name or "no model", ds)
+
+
+def current() -> Selection:
+    """The selection of this browser session (set on the Models page)."""
+    sel = st.session_state.get("selection")
+    if sel is None or (sel.shipped and sel.model not in shipped()) \
+            or (sel.model and not sel.shipped and not Path(sel.model).exists()):
+        sel = default_selection()
+        st.session_state["selection"] = sel
+    return sel
+
+
+def select(model: str | None, label: str, dataset: str | None) -> None:
+    """Change the selection and rerun, so the frame (sidebar) shows it at once."""
+    st.session_state["selection"] = Selection(model, label, dataset)
+    st.rerun()
+
+
+def require_model() -> Selection:
+    """The selection, or stop the page when there is no model to work on."""
+    sel = current()
+    if sel.model is None:
+        st.info("No trained model is in `assets/models` yet (the shipped models are being "
+                "trained; they appear here as they finish). Upload a `.keras` file on the "
+                "Models page, or train one with `rnncon train mnist-lstm`.")
+        st.stop()
+    return sel
+
+
+def datasets_for(model_ref: str) -> list[str]:
+    """The data sets whose inputs fit the model (its own first for a shipped model)."""
+    if model_ref in zoo.ARCHITECTURES:
+        return ["mnist", "fashion-mnist"] if zoo.ARCHITECTURES[model_ref].dataset == "mnist" \
+            else ["imdb"]
+    shape = tuple(model(model_ref).input_shape[1:])
+    if len(shape) == 1:
+        return ["imdb"]
+    if shape == (28, 28):
+        return ["mnist", "fashion-mnist"]
+    if shape == (8, 8):
+        return ["digits"]
+    return []
+
+
+def save_upload(name: str, content: bytes) -> Path:
+    """Write an uploaded file to a temporary folder named by its hash; return the path."""
+    if len(content) > MAX_UPLOAD_MB * 1024 * 1024:
+        raise ModelLoadError(f"{name} is {len(content) / 2**20:.1f} MB; uploads are limited to "
+                             f"{MAX_UPLOAD_MB} MB")
+    if not name.lower().endswith(".keras"):
+        raise ModelLoadError(f"{name}: only Keras 3 '.keras' files are supported (in Keras, "
+                             f"model.save('model.keras') writes one)")
+    digest = hashlib.sha256(content).hexdigest()[:16]
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", Path(name).name)
+    path = UPLOAD_DIR / digest / safe
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        path.write_bytes(content)
+    return path
+
+
+# ---------------------------------------------------------------- cached engine calls
+
+@st.cache_resource(show_spinner="Loading the model…", max_entries=8)
+def model(model_ref: str):
+    """The Keras model (safe loading: ``zoo.load_model`` refuses code-carrying files)."""
+    return zoo.load_model(model_ref)
+
+
+@st.cache_resource(show_spinner="Loading the data set…", max_entries=4)
+def dataset(name: str) -> data.Dataset:
+    return data.load_dataset(name)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def test_inputs(name: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first n inputs of the test split and their labels."""
+    ds = dataset(name)
+    return ds.x_test[:n], ds.y_test[:n]
+
+
+def _cards_signature() -> tuple:
+    return tuple((n, zoo.card_path(n).stat().st_mtime) for n in zoo.ARCHITECTURES
+                 if zoo.card_path(n).exists())
+
+
+@st.cache_data(show_spinner="Building Table 1…")
+def _table1(signature: tuple) -> list[dict]:
+    return zoo.models_table()
+
+
+def table1() -> list[dict]:
+    """zoo.models_table(), recomputed when a model card appears or changes."""
+    return _table1(_cards_signature())
+
+
+def model_card(name: str) -> dict | None:
+    """The shipped model's card (re-read when it changes)."""
+    return _card(name, _cards_signature())
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _card(name: str, signature: tuple) -> dict | None:
+    return zoo.read_card(name)
+
+
+def predictions(model_ref: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted labels and their confidences for a few inputs."""
+    return _predictions(model_ref, x)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _predictions(model_ref: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    p = np.asarray(model(model_ref).predict(x, verbose=0, batch_size=256))
+    if p.shape[-1] == 1:                              # sigmoid head: P(positive)
+        p = np.concatenate([1 - p, p], axis=-1)
+    return p.argmax(-1), p.max(-1)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def traced_layers(model_ref: str) -> list[dict]:
+    """The traced layers of the model in order: name, kind, units, steps (the Tracer checks
+    that the model is supported: UnsupportedModelError says why not)."""
+    from rnncon_core.trace import Tracer
+    return [{"name": s.name, "kind": s.kind, "units": s.units, "steps": s.steps,
+             "gates": list(s.gates)} for s in Tracer(model(model_ref)).specs]
+
+
+def kind_of(dataset_name: str) -> str:
+    return "text" if dataset_name == "imdb" else "image"
+
+
+def run_outputs(info, name: str = "outputs") -> dict | None:
+    """A run's ``<name>.npz`` arrays (re-read when the file changes), or None."""
+    path = info.path / f"{name}.npz"
+    if not path.exists():
+        return None
+    return _npz(str(path), path.stat().st_mtime)
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _npz(path: str, mtime: float) -> dict:
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+# ---------------------------------------------------------------- coverage
+
+THRESHOLD_GRID = tuple(round(0.05 * i, 2) for i in range(20))     # 0.0 ... 0.95
+INPUT_CHOICES = (50, 100, 200, 500, 1000, 2000)
+
+
+def default_threshold(dataset_name: str | None) -> float:
+    """The paper's thresholds: 0.25 for the MNIST models, 0.5 for the IMDB ones."""
+    return 0.5 if dataset_name == "imdb" else 0.25
+
+
+def nearest_grid(threshold: float) -> float:
+    return min(THRESHOLD_GRID, key=lambda t: abs(t - threshold))
+
+
+@st.cache_resource(show_spinner="Computing coverage (one forward pass over the inputs)…",
+                   max_entries=6)
+def coverage(model_ref: str, dataset_name: str, n_inputs: int, granularity: str = "unit",
+             normalize: str = "model") -> dict:
+    """The criteria after ``update`` over the first n test inputs: {"RConC", "NC", "HS_C",
+    "CS_C" (LSTM models only, else None)}. Each keeps its per-item maxima, so any threshold,
+    layer table and growth curve (on THRESHOLD_GRID) is read without another forward pass.
+    Shared read-only between sessions: pages only read them."""
+    from rnncon_core.coverage import (CellStateCoverage, ContributionCoverage,
+                                      HiddenStateCoverage, NeuronCoverage)
+    from rnncon_core.errors import UnsupportedModelError
+    from rnncon_core.trace import Tracer
+    tracer = Tracer(model(model_ref))
+    x, _ = test_inputs(dataset_name, n_inputs)
+    crits = {"RConC": ContributionCoverage(tracer, granularity=granularity, normalize=normalize,
+                                           curve_thresholds=THRESHOLD_GRID),
+             "NC": NeuronCoverage(tracer, curve_thresholds=THRESHOLD_GRID),
+             "HS_C": HiddenStateCoverage(tracer)}
+    try:
+        crits["CS_C"] = CellStateCoverage(tracer)
+    except UnsupportedModelError:
+        crits["CS_C"] = None                           # a GRU model has no cell state
+    for c in crits.values():
+        if c is not None:
+            c.update(x)
+    return crits
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def sweep(model_ref: str, dataset_name: str, n_inputs: int, granularity: str, normalize: str,
+          by: str = "layer") -> "pd.DataFrame":
+    """RConC and NC per layer (and "All") at every threshold of the grid."""
+    import pandas as pd
+    from dashboard.charts import with_all
+    crits = coverage(model_ref, dataset_name, n_inputs, granularity, normalize)
+    rows = []
+    for t in THRESHOLD_GRID:
+        for name in ("RConC", "NC"):
+            df = with_all(crits[name].by_layer(t, by=by) if name == "RConC"
+                          else crits[name].by_layer(t))
+            rows += [{"threshold": t, "criterion": name, "layer": r.layer, "rate": r.rate}
+                     for r in df.itertuples()]
+    return pd.DataFrame(rows)
+
+
+@st.cache_data(show_spinner="Trying the candidate thresholds on each label…", max_entries=16)
+def threshold_choice(model_ref: str, dataset_name: str, n_inputs: int, granularity: str,
+                     normalize: str, candidates: tuple) -> tuple[float, "pd.DataFrame"]:
+    """§5.2's threshold selection on the first n test inputs."""
+    from rnncon_core.coverage import select_threshold
+    x, y = test_inputs(dataset_name, n_inputs)
+    return select_threshold(model(model_ref), x, y, candidates=candidates,
+                            granularity=granularity, normalize=normalize)
+
+
+@st.cache_data(show_spinner="Running t-SNE on the perturbations…", max_entries=16)
+def tsne(run_id: str, mtime: float, rows: tuple, perplexity: float = 30.0,
+         seed: int = 0) -> np.ndarray:
+    """2-D t-SNE of the perturbations (x_gen − x_seed, flattened) of some rows of a run."""
+    from sklearn.manifold import TSNE
+    from dashboard.jobs import store
+    out = run_outputs(store().get(run_id))
+    idx = np.asarray(rows, dtype=np.int64)
+    p = (out["x_gen"][idx].astype(np.float32) - out["x_seed"][idx].astype(np.float32))
+    p = p.reshape(len(idx), -1)
+    perplexity = float(min(perplexity, max(1.0, (len(idx) - 1) / 3)))
+    return TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed,
+                max_iter=500).fit_transform(p)

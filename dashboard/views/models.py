@@ -1,0 +1,134 @@
+"""Models: Table 1, the model under test (shipped or uploaded), its data set and provenance."""
+import streamlit as st
+
+from dashboard import charts, state, tables
+from rnncon_core import data, zoo
+from rnncon_core.errors import RNNConError
+
+st.title("Models")
+st.caption("Pick the model under test and the data set it reads; every other page works on "
+           "this choice.")
+
+current = state.current()
+names = state.shipped()
+missing = [n for n in zoo.ARCHITECTURES if n not in names]
+
+left, right = st.columns([1, 1], gap="large")
+with left:
+    st.subheader("Model under test")
+    sources = ["Shipped model", "Upload a .keras file"]
+    source = st.radio("Source", sources, horizontal=True, key="models_source",
+                      index=0 if current.shipped or current.model is None else 1)
+    if source == sources[0]:
+        if not names:
+            st.info("No trained model is in `assets/models` yet: the shipped models are being "
+                    "trained and appear here as they finish. Meanwhile, upload a `.keras` file.")
+        else:
+            name = st.selectbox("Model", names, key="models_pick",
+                                index=names.index(current.model) if current.model in names else 0)
+            if name != current.model:
+                state.select(name, name, zoo.ARCHITECTURES[name].dataset)
+        if missing:
+            st.caption("Not trained yet: " + ", ".join(missing) + ".")
+    else:
+        upload = st.file_uploader(f"A Keras 3 `.keras` model (at most {state.MAX_UPLOAD_MB} MB; "
+                                  "models with Lambda layers or custom code are refused)",
+                                  type=["keras"], key="models_upload",
+                                  max_upload_size=state.MAX_UPLOAD_MB)
+        if upload is not None:
+            try:
+                path = state.save_upload(upload.name, upload.getvalue())
+                state.model(str(path))                 # loads and checks it (cached)
+                fits = state.datasets_for(str(path))
+                if not fits:
+                    raise RNNConError(
+                        f"{upload.name}: its input shape {state.model(str(path)).input_shape} "
+                        "fits none of the data sets (28×28 images, 8×8 digits or 500 IMDB word "
+                        "ids); save a model that reads one of them")
+            except RNNConError as e:
+                state.show_error(e)
+            else:
+                if str(path) != current.model:
+                    state.select(str(path), f"upload: {upload.name}", fits[0])
+                st.success(f"Loaded {upload.name}.")
+        elif not current.shipped and current.model:
+            st.caption(f"Using {current.label}.")
+
+current = state.current()
+with right:
+    st.subheader("Data set")
+    if current.model is None:
+        st.info("Choose a model first.")
+    else:
+        try:
+            options = state.datasets_for(current.model)
+        except RNNConError as e:
+            state.show_error(e)
+            options = []
+        if options:
+            ds_name = st.selectbox("Inputs", options, key="models_dataset",
+                                   index=options.index(current.dataset)
+                                   if current.dataset in options else 0,
+                                   help="Test inputs come from the test split of this data set.")
+            if ds_name != current.dataset:
+                state.select(current.model, current.label, ds_name)
+            try:
+                ds = state.dataset(ds_name)
+            except RNNConError as e:
+                state.show_error(e)
+            else:
+                st.markdown(f"**Provenance of the data:** {ds.source}")
+                s = ds.summary()
+                st.caption(f"{s['train']:,} training and {s['test']:,} test inputs, each "
+                           f"{' × '.join(map(str, s['input_shape']))}, {s['num_classes']} "
+                           "classes.")
+
+if current.model is not None and current.dataset is not None:
+    st.subheader("Provenance of the model")
+    if current.shipped:
+        card = state.model_card(current.model)
+        if card is None:
+            st.info(f"{current.model} has no model card yet.")
+        else:
+            cols = st.columns(4)
+            cols[0].metric("Test accuracy (ours)", f"{100 * card['test_accuracy']:.2f} %",
+                           help=f"measured on our test split of {card['test_size']:,} inputs")
+            paper = zoo.ARCHITECTURES[current.model].paper_accuracy
+            cols[1].metric("Paper's accuracy", f"{paper:.2f} %" if paper else "—",
+                           help="trained on the full data set: not comparable one to one")
+            cols[2].metric("Parameters", f"{card['params']:,}")
+            cols[3].metric("Epochs", f"{card['epochs_run']} of {card['epochs_requested']}")
+            st.markdown(f"{card['architecture']}; trained on {card['data_source']}; "
+                        f"{card['early_stopping']}; augmentation: {card['augmentation']}; "
+                        f"{card['optimizer']}, batch {card['batch_size']}, seed {card['seed']}; "
+                        f"{card['training_seconds']:.0f} s of training on "
+                        f"{card['trained_at']}.")
+            st.caption("Versions: " + ", ".join(f"{k} {v}" for k, v in card["versions"].items()))
+    else:
+        m = state.model(current.model)
+        st.markdown(f"Uploaded file `{current.label.removeprefix('upload: ')}`: "
+                    f"{m.count_params():,} parameters, input {m.input_shape}, layers "
+                    + " → ".join(f"{type(layer).__name__}" for layer in m.layers) + ".")
+
+    st.subheader("A sample of the test inputs")
+    try:
+        x, y = state.test_inputs(current.dataset, 16)
+        pred, conf = state.predictions(current.model, x)
+    except RNNConError as e:
+        state.show_error(e)
+    else:
+        ds = state.dataset(current.dataset)
+        if ds.kind == "image":
+            captions = [f"{t} → {p} ({c:.0%})" for t, p, c in zip(y, pred, conf)]
+            st.plotly_chart(charts.image_grid(data.to_images(x), captions,
+                                              title="label → prediction (confidence)"),
+                            width="stretch", key="models_sample")
+        else:
+            st.dataframe([{"label": int(t), "prediction": int(p), "confidence": f"{c:.0%}",
+                           "review (start)": " ".join(ds.vocab.decode(row))[:200]}
+                          for t, p, c, row in zip(y, pred, conf, x)], width="stretch")
+
+st.subheader("Table 1: the models")
+st.caption("Our counts are computed from the built architectures; accuracies are measured on "
+           "our test split (see each model card). The paper's figures are shown beside them.")
+st.dataframe(tables.table1(state.table1()), hide_index=True, width="stretch")

@@ -1,0 +1,79 @@
+"""Retrain: add a generation run's adversarial inputs to the training data, retrain, compare."""
+import streamlit as st
+
+from dashboard import charts, jobs, results, state
+
+st.title("Retrain")
+st.caption("From the trained weights, the adversarial inputs of a generation run (labelled "
+           "with their seeds' labels) join the training data and the model trains a few more "
+           "epochs, several times over; a control arm trains on as many clean inputs "
+           "(Table 6, Figures 13 and 14).")
+
+retrain = state.need("retrain", "Retraining")
+sel = state.require_model()
+store = jobs.store()
+
+sources = results.retrain_sources(store, sel.model)
+with st.form("retrain_form"):
+    st.markdown(f"**Model:** {sel.label} · **data:** {sel.dataset}")
+    if not sources:
+        st.info("No generation run with adversarial inputs for this model yet: start one on "
+                "the Generate page, then come back.")
+    run_id = st.selectbox("Generation run whose adversarial inputs are added", sources,
+                          format_func=lambda r: results.run_label(store.get(r)),
+                          key="retrain_from")
+    c = st.columns(4)
+    epochs = c[0].number_input("Epochs per retraining", 1, 50, 2, key="retrain_epochs",
+                               help="The paper trains 10 more epochs.")
+    repeats = c[1].number_input("Repeats", 1, 20, 2, key="retrain_repeats",
+                                help="The paper repeats 10 times (Figure 14).")
+    coverage_inputs = c[2].number_input("Inputs for RConC", 50, 2000, 200, step=50,
+                                        key="retrain_cov_inputs")
+    control = c[3].checkbox("Control arm (clean inputs)", True, key="retrain_control")
+    submitted = st.form_submit_button("Start retraining", type="primary",
+                                      disabled=not sources, icon=":material/play_arrow:")
+if submitted and run_id:
+    jobs.launch("retrain", f"retrain {sel.label} with {run_id}", retrain.run_retraining,
+                model=sel.model, from_run=run_id, dataset=sel.dataset, epochs=int(epochs),
+                repeats=int(repeats), control=bool(control),
+                coverage_inputs=int(coverage_inputs))
+
+jobs.job_panel("retrain")
+
+st.subheader("Results")
+done = [r for r in store.list(kind="retrain") if r.summary and r.summary.get("repeats_done")]
+if not done:
+    st.info("No retraining has finished yet.")
+    st.stop()
+ended = jobs.pop_ended("retrain")
+if ended in {r.run_id for r in done}:
+    st.session_state["retrain_show"] = ended
+shown = st.selectbox("Retraining run", [r.run_id for r in done],
+                     format_func=lambda r: results.run_label(store.get(r)), key="retrain_show")
+summary = store.get(shown).summary
+st.caption(f"{summary['model']} retrained with the {summary['n_inputs']} adversarial inputs of "
+           f"run {summary['from_run']}: {summary['repeats_done']} of {summary['repeats']} "
+           f"repeats of {summary['epochs']} epochs; evaluated on {summary['evaluated_on']}.")
+st.dataframe(results.table6(summary), hide_index=True, width="stretch")
+left, right = st.columns(2)
+with left:
+    st.plotly_chart(charts.before_after(results.before_after_frame(summary),
+                                        title="Before and after retraining (mean over repeats)"),
+                    width="stretch", key="retrain_bars")
+with right:
+    st.plotly_chart(charts.repeats(results.repeats_frame(summary),
+                                   title="Spread over the repeats (Figure 14)"),
+                    width="stretch", key="retrain_repeats_chart")
+if "robustness" in summary:
+    rob = summary["robustness"]
+    c = st.columns(3)
+    c[0].metric("Adv. rate vs original", f"{100 * rob['original']['adv_rate']:.1f} %")
+    c[1].metric("Adv. rate vs retrained", f"{100 * rob['retrained']['adv_rate']:.1f} %",
+                delta=f"{-100 * rob['drop']:.1f} points", delta_color="inverse")
+quality = summary.get("quality") or {}
+if quality.get("skipped"):
+    st.caption(f"Quality of the inputs used: not computed ({quality['skipped']}).")
+elif quality:
+    st.caption("Quality of the inputs used: " + ", ".join(
+        f"{k} {v:.4g}" for k, v in quality.items() if isinstance(v, (int, float)))
+        + (f". {quality['note']}" if quality.get("note") else ""))

@@ -1,0 +1,70 @@
+"""Runs: the history of the run store, two runs compared, downloads."""
+import json
+
+import streamlit as st
+
+from dashboard import charts, jobs, tables
+
+st.title("Runs")
+store = jobs.store()
+st.caption(f"Every job (generation, retraining, …) is a run in the store at `{store.root}`; "
+           "they stay after a restart of the server.")
+
+runs = store.list()
+if not runs:
+    st.info("No runs yet: start one on the Generate page (or with `rnncon generate`).")
+    st.stop()
+
+c1, c2 = st.columns(2)
+kinds = sorted({r.kind for r in runs})
+kind = c1.selectbox("Kind", ["all"] + kinds, key="runs_kind")
+statuses = sorted({r.status for r in runs})
+status = c2.selectbox("Status", ["all"] + statuses, key="runs_status")
+shown = [r for r in runs if (kind == "all" or r.kind == kind)
+         and (status == "all" or r.status == status)]
+
+history = tables.runs_history(shown)
+st.dataframe(history, hide_index=True, width="stretch")
+st.download_button("Download this history (CSV)", history.to_csv(index=False),
+                   file_name="runs.csv", mime="text/csv", key="runs_history_csv")
+
+st.subheader("Compare runs")
+ids = [r.run_id for r in shown]
+picked = st.multiselect("Runs to compare", ids, default=ids[:2], max_selections=4,
+                        key="runs_compare")
+if len(picked) >= 2:
+    summaries = {r: store.get(r).summary or {} for r in picked}
+    st.dataframe(tables.compare(summaries), width="stretch")
+    keys = [k for k in ("adv_rate", "avg_l2", "avg_l1", "avg_linf", "seconds",
+                        "accuracy_after", "rconc_after") if any(k in s for s in summaries.values())]
+    if keys:
+        st.plotly_chart(charts.compare_runs(summaries, keys), width="stretch",
+                        key="runs_compare_chart")
+else:
+    st.caption("Pick two runs to see them side by side.")
+
+st.subheader("One run")
+run_id = st.selectbox("Run", ids, key="runs_one")
+if run_id:
+    info = store.get(run_id)
+    st.markdown(f"**{info.kind}** · {info.method or ''} · model `{info.model}` · "
+                f"**{info.status}** · started {info.created}, last update {info.updated}")
+    if info.error:
+        st.error(f"{info.status}: {info.error}")
+    with st.expander("Configuration"):
+        st.json(info.config)
+    cols = st.columns(3)
+    if info.summary:
+        cols[0].download_button("summary (JSON)", json.dumps(info.summary, indent=2),
+                                file_name=f"{run_id}-summary.json", mime="application/json",
+                                key="runs_dl_summary")
+    outputs = info.load_npz("outputs")
+    if outputs is not None:
+        cols[1].download_button("per input (CSV)", tables.per_input(outputs).to_csv(index=False),
+                                file_name=f"{run_id}-inputs.csv", mime="text/csv",
+                                key="runs_dl_csv")
+    for i, name in enumerate(f for f in info.files() if f.endswith(".npz")):
+        cols[2].download_button(f"{name} (NPZ)", (info.path / name).read_bytes(),
+                                file_name=f"{run_id}-{name}", mime="application/octet-stream",
+                                key=f"runs_dl_npz_{i}")
+    st.caption("Files: " + ", ".join(info.files()))

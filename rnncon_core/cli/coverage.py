@@ -1,0 +1,151 @@
+"""`rnncon coverage`, `rnncon sweep` and `rnncon report coverage`."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import typer
+
+from . import app, emit, log, report_app
+from ..errors import InputError
+
+CRITERION_HELP = "rconc (contribution), nc (neuron), hsc (hidden state), csc (cell state)."
+
+
+def _load_inputs(dataset: str, split: str, n: int, inputs: str):
+    """(x, y or None, description) from a data set split or an .npy file."""
+    import numpy as np
+    if bool(dataset) == bool(inputs):
+        raise InputError("give either --dataset NAME or --inputs FILE.npy (one of them)")
+    if n < 0:
+        raise InputError(f"--n must be 0 (all) or a positive count, got {n}")
+    if inputs:
+        path = Path(inputs)
+        if not path.exists():
+            raise InputError(f"no such inputs file: {path}")
+        try:
+            x = np.load(path, allow_pickle=False)
+        except (ValueError, OSError) as e:
+            raise InputError(f"{path.name} is not a readable .npy array ({e}); save one with "
+                             f"numpy.save") from None
+        y, what = None, str(path)
+    else:
+        from ..data import load_dataset
+        ds = load_dataset(dataset)
+        x, y = ds.split(split)
+        what = f"{dataset} {split} split"
+    if n:
+        x = x[:n]
+        y = None if y is None else y[:n]
+    return x, y, what
+
+
+def _criterion(model, criterion: str, threshold: float, granularity: str, normalize: str,
+               include_input: bool = False):
+    from ..coverage import get_criterion
+    params = {"rconc": {"threshold": threshold, "granularity": granularity,
+                        "normalize": normalize},
+              "nc": {"threshold": threshold, "include_input": include_input},
+              "hsc": {}, "csc": {}}
+    if criterion not in params:
+        raise InputError(f"unknown criterion {criterion!r}; choose one of {', '.join(params)}")
+    return get_criterion(criterion, model, **params[criterion])
+
+
+def _print_table(title: str, summary: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title=title)
+    for col in ("layer", "kind", "total", "covered", "rate %"):
+        table.add_column(col)
+    for row in summary["by_layer"]:
+        table.add_row(row["layer"], row["kind"], f"{row['total']:,}", f"{row['covered']:,}",
+                      f"{100 * row['rate']:.2f}")
+    table.add_row("all", "", f"{summary['total']:,}", f"{summary['covered']:,}",
+                  f"{100 * summary['rate']:.2f}")
+    Console(width=120).print(table)
+
+
+MODEL_OPT = typer.Option(..., "--model", help="Shipped model name or a .keras file.")
+DATASET_OPT = typer.Option("", "--dataset", help="mnist, fashion-mnist, imdb or digits.")
+SPLIT_OPT = typer.Option("test", "--split", help="train or test.")
+N_OPT = typer.Option(0, "--n", help="Use the first N inputs (0: all).")
+INPUTS_OPT = typer.Option("", "--inputs", help="An .npy file of inputs instead of a data set.")
+CRIT_OPT = typer.Option("rconc", "--criterion", help=CRITERION_HELP)
+GRAN_OPT = typer.Option("unit", "--granularity", help="unit or edge (rconc only).")
+NORM_OPT = typer.Option("model", "--normalize", help="model or layer (rconc only).")
+JSON_OPT = typer.Option(False, "--json", help="Print one JSON object.")
+
+
+@app.command("coverage")
+def coverage_cmd(model: str = MODEL_OPT, dataset: str = DATASET_OPT, split: str = SPLIT_OPT,
+                 n: int = N_OPT, inputs: str = INPUTS_OPT, criterion: str = CRIT_OPT,
+                 threshold: float = typer.Option(0.25, "--threshold", help="Activation threshold."),
+                 granularity: str = GRAN_OPT, normalize: str = NORM_OPT,
+                 include_input: bool = typer.Option(False, "--include-input",
+                                                    help="NC: count the input layer too."),
+                 json_out: bool = JSON_OPT):
+    """Coverage of a set of inputs under one criterion, per layer and in all."""
+    from ..zoo import load_model
+    x, _, what = _load_inputs(dataset, split, n, inputs)
+    m = load_model(model)
+    cov = _criterion(m, criterion, threshold, granularity, normalize, include_input)
+    started = time.time()
+    cov.update(x)
+    log(f"{criterion} over {len(x):,} inputs ({what}) in {time.time() - started:.1f}s")
+    summary = cov.summary()
+    if json_out:
+        emit(summary)
+    else:
+        _print_table(f"{criterion} of {model} on {what}", summary)
+
+
+@app.command("sweep")
+def sweep_cmd(model: str = MODEL_OPT, dataset: str = DATASET_OPT, split: str = SPLIT_OPT,
+              n: int = N_OPT, inputs: str = INPUTS_OPT, criterion: str = CRIT_OPT,
+              thresholds: str = typer.Option("0,0.25,0.5,0.75", "--thresholds",
+                                             help="Comma-separated thresholds."),
+              granularity: str = GRAN_OPT, normalize: str = NORM_OPT,
+              json_out: bool = JSON_OPT):
+    """The coverage at a grid of thresholds from one pass over the inputs."""
+    from ..zoo import load_model
+    try:
+        grid = [float(t) for t in thresholds.split(",") if t.strip()]
+    except ValueError:
+        raise InputError(f"--thresholds must be numbers separated by commas, got {thresholds!r}") from None
+    if criterion in ("hsc", "csc"):
+        raise InputError(f"{criterion} has no threshold to sweep; use `rnncon coverage`")
+    if not grid:
+        raise InputError("give at least one threshold")
+    x, _, what = _load_inputs(dataset, split, n, inputs)
+    cov = _criterion(load_model(model), criterion, grid[0], granularity, normalize)
+    cov.update(x)
+    rows = [cov.summary(t) for t in grid]
+    if json_out:
+        emit({"criterion": criterion, "granularity": rows[0]["granularity"],
+              "normalize": rows[0]["normalize"], "n_inputs": cov.n_inputs, "total": cov.total,
+              "sweep": [{k: r[k] for k in ("threshold", "covered", "rate", "by_layer")}
+                        for r in rows]})
+        return
+    for r in rows:
+        _print_table(f"{criterion} of {model} on {what}, threshold {r['threshold']}", r)
+
+
+@report_app.command("coverage")
+def report_coverage_cmd(
+    out: str = typer.Option("reports/coverage", "--out", help="Output folder."),
+    models: str = typer.Option("", "--models", help="Comma-separated names (default: every "
+                                                   "shipped Table 1 model)."),
+    n_mnist: int = typer.Option(0, "--n-mnist", help="MNIST test inputs per model (0: all)."),
+    n_imdb: int = typer.Option(1000, "--n-imdb", help="IMDB test inputs per model (0: all)."),
+    json_out: bool = JSON_OPT,
+):
+    """Figures 6, 7/8 and 12 as CSV plus a markdown summary, on the shipped models."""
+    from ..coverage.report import write_report
+    names = [m.strip() for m in models.split(",") if m.strip()] or None
+    result = write_report(Path(out), names, n_mnist=n_mnist, n_imdb=n_imdb, progress=log)
+    if json_out:
+        emit(result)
+    else:
+        log(f"wrote {', '.join(result['files'])}")

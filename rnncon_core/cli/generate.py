@@ -1,0 +1,123 @@
+"""`rnncon generate` (one stored run of one strategy) and `rnncon report generation`."""
+from __future__ import annotations
+
+import typer
+
+from . import app, emit, log, report_app
+
+_JSON_KEYS = ("run_id", "method", "model", "n_seeds", "n_adversarial", "adv_rate", "avg_l2",
+              "avg_l1", "avg_linf", "seconds", "outputs")
+
+
+def _params(method: str, **opts) -> dict:
+    """The options that apply to ``method``, leaving out the ones not given (None)."""
+    from ..generate import generator_class
+    kind = generator_class(method).input_kind
+    wanted = {
+        "rconc": ("target", "k", "threshold", "granularity", "step", "iterations", "constraint",
+                  "stop_on_target", "pool", "short"),
+        "nc": ("target", "k", "threshold", "step", "iterations", "constraint", "stop_on_target",
+               "pool", "short"),
+        "rnntest": ("target", "k", "step", "iterations", "constraint", "lambda_state", "pool",
+                    "short"),
+        "differential": ("step", "iterations", "constraint", "lambda1", "lambda2"),
+        "fgsm": ("eps", "constraint"),
+        "pgd": ("eps", "step", "iterations", "constraint"),
+        "noise": ("l2",),
+    }.get(method, ("max_changes",) if kind == "text" else ())
+    given = {k: v for k, v in opts.items() if v is not None}
+    ignored = sorted(set(given) - set(wanted))
+    if ignored:
+        log(f"note: {', '.join('--' + k.replace('_', '-') for k in ignored)} does not apply to "
+            f"method {method!r} and is ignored")
+    return {k: given[k] for k in wanted if k in given}
+
+
+@app.command("generate")
+def generate_cmd(
+    model: str = typer.Option(..., "--model", help="Shipped model name or .keras path."),
+    method: str = typer.Option("rconc", "--method",
+                               help="rconc|nc|rnntest|differential|fgsm|pgd|noise "
+                                    "(text models: eda|synonym-gradient)"),
+    target: str = typer.Option(None, "--target", help="random | LAYER | dense (coverage "
+                                                      "methods)"),
+    constraint: str = typer.Option(None, "--constraint", help="none|light|occlusion|blackout"),
+    seeds: int = typer.Option(100, "--seeds", help="Number of seeds: the first N test inputs "
+                                                   "the model predicts right."),
+    seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same run)."),
+    k: int = typer.Option(None, "--k", help="Contributions/neurons activated at once."),
+    threshold: float = typer.Option(None, "--threshold", help="Activation threshold."),
+    granularity: str = typer.Option(None, "--granularity", help="unit | edge (rconc)."),
+    step: float = typer.Option(None, "--step", help="Per-pixel RMS change per iteration."),
+    iterations: int = typer.Option(None, "--iterations", help="Iteration budget per seed."),
+    stop_on_target: bool = typer.Option(None, "--stop-on-target/--no-stop-on-target",
+                                        help="Also stop a seed once its targets are active."),
+    pool: str = typer.Option(None, "--pool", help="seed: items the seed leaves inactive "
+                                                  "(default); set: items no seed activates."),
+    short: str = typer.Option(None, "--short", help="error (default) | lowest: when a seed "
+                                                    "leaves fewer than k items inactive."),
+    eps: float = typer.Option(None, "--eps", help="L-infinity radius (fgsm, pgd)."),
+    l2: float = typer.Option(None, "--l2", help="L2 norm of the noise (noise)."),
+    models: str = typer.Option("", "--models", help="Other models, comma separated "
+                                                    "(differential)."),
+    lambda1: float = typer.Option(None, "--lambda1", help="DeepXplore's lambda1."),
+    lambda2: float = typer.Option(None, "--lambda2", help="DeepXplore's lambda2."),
+    lambda_state: float = typer.Option(None, "--lambda-state", help="RNN-Test's state weight."),
+    max_changes: int = typer.Option(None, "--max-changes", help="Most words changed (text)."),
+    batch_size: int = typer.Option(None, "--batch-size", help="Seeds per batch (partial "
+                                                              "outputs are saved after each)."),
+    runs_dir: str = typer.Option("", "--runs-dir", help="Run store (default: RNNCON_RUNS or "
+                                                        "./runs)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+):
+    """Generate one test input per seed with one strategy; the run goes to the run store."""
+    from ..generate import run_generation
+    from ..runs import RunStore
+    params = _params(method, target=target, constraint=constraint, k=k, threshold=threshold,
+                     granularity=granularity, step=step, iterations=iterations,
+                     stop_on_target=stop_on_target, pool=pool, short=short, eps=eps, l2=l2, lambda1=lambda1,
+                     lambda2=lambda2, lambda_state=lambda_state, max_changes=max_changes)
+    others = [m.strip() for m in models.split(",") if m.strip()]
+    if method == "differential" and not others:
+        from ..zoo import ARCHITECTURES, shipped_models
+        ds = ARCHITECTURES[model].dataset if model in ARCHITECTURES else None
+        others = [m for m in shipped_models() if m != model and m in ARCHITECTURES
+                  and ARCHITECTURES[m].dataset == ds]
+        log(f"differential: comparing with {', '.join(others) or 'no other model'}")
+    out = run_generation(model, method, seeds, seed=seed, others=others, batch_size=batch_size,
+                         store=RunStore(runs_dir or None),
+                         progress=lambda d, t: log(f"[{method}] {d}/{t} seeds"), **params)
+    if json_out:
+        emit({key: out.get(key) for key in _JSON_KEYS} | {
+            k: v for k, v in out.items() if k in ("avg_words_changed", "adv_per_second")})
+        return
+    fmt = lambda v: "-" if v is None else f"{v:.3f}"   # noqa: E731
+    norms = (f"avg words changed {fmt(out.get('avg_words_changed'))}"
+             if "avg_words_changed" in out else
+             f"avg L2 {fmt(out['avg_l2'])}, L1 {fmt(out['avg_l1'])}, Linf {fmt(out['avg_linf'])}")
+    log(f"run {out['run_id']}: {out['n_adversarial']}/{out['n_seeds']} adversarial "
+        f"({100 * out['adv_rate']:.1f} %), {norms}, {out['seconds']:.1f} s "
+        f"({out['adv_per_second']:.1f} adv/s); outputs {out['outputs']}")
+
+
+@report_app.command("generation")
+def report_generation_cmd(
+    seeds: int = typer.Option(500, "--seeds", help="Seeds per model (the paper: 500)."),
+    models: str = typer.Option("", "--models", help="Comma separated (default: the four MNIST "
+                                                    "models that are shipped)."),
+    out_dir: str = typer.Option("reports/generation", "--out-dir"),
+    iterations: int = typer.Option(None, "--iterations", help="Iteration budget per seed."),
+    runs_dir: str = typer.Option("", "--runs-dir"),
+    json_out: bool = typer.Option(False, "--json"),
+):
+    """Tables 2, 3 and 4 and the t-SNE data of Figure 10, measured, beside the paper's."""
+    from ..generate.report import generation_report
+    from ..runs import RunStore
+    rep = generation_report(n_seeds=seeds,
+                            models=[m.strip() for m in models.split(",") if m.strip()] or None,
+                            out_dir=out_dir, iterations=iterations,
+                            store=RunStore(runs_dir or None), log=log)
+    if json_out:
+        emit(rep)
+    else:
+        log(f"wrote {rep['files']}")

@@ -1,0 +1,439 @@
+"""The generator base classes: a template method that validates, batches and judges.
+
+``Generator.generate(x, y)`` is final: it checks the inputs, runs ``_prepare`` once over all
+seeds, cuts them into batches, calls the subclass's ``_generate_batch`` on each (vectorized over
+the batch's seeds), then re-runs the model on what came back and applies the oracle. Progress
+goes through a callback, cancellation through ``should_stop`` (checked between batches); the
+randomness of batch b comes from ``numpy.random.default_rng([seed, b_start])``, so the same
+seed gives the same run.
+
+``GradientGenerator`` adds the gradient-ascent loop every image strategy shares: a per-seed
+objective to maximize, a constraint that shapes each step, images kept in [0, 1], and early
+stopping per seed (finished seeds leave the batch).
+"""
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar
+
+import numpy as np
+
+from ..errors import InputError
+
+ProgressFn = Callable[[int, int], None]
+StopFn = Callable[[], bool]
+
+
+@dataclass
+class BatchOutput:
+    """What ``_generate_batch`` returns for its B seeds."""
+    x_gen: np.ndarray                       # same shape and dtype kind as the batch
+    iterations: np.ndarray                  # (B,) int, steps used per seed
+    targets: np.ndarray | None = None       # (B, k) flat indices of the targeted items, -1 none
+    n_activated: np.ndarray | None = None   # (B,) how many targets ended above the threshold
+    extras: dict[str, np.ndarray] = field(default_factory=dict)   # (B, ...) per-seed arrays
+
+
+@dataclass
+class GenerationResult:
+    """One generated input per seed, the oracle's verdict and the perturbation's norms."""
+    method: str
+    input_kind: str                 # "image" or "text"
+    x_seed: np.ndarray
+    y_seed: np.ndarray
+    x_gen: np.ndarray
+    adversarial: np.ndarray         # (N,) bool
+    pred_seed: np.ndarray
+    pred_gen: np.ndarray
+    conf_gen: np.ndarray            # probability the model gives its predicted class on x_gen
+    iterations: np.ndarray
+    targets: np.ndarray             # (N, k) int, -1 where the strategy targets nothing
+    n_activated: np.ndarray         # (N,) int, -1 where not applicable
+    seconds: float
+    stopped: bool = False           # True when should_stop ended it before all seeds were done
+    target_info: list[list[dict]] = field(default_factory=list)   # describe() of each target
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return int(len(self.y_seed))
+
+    @property
+    def perturbation(self) -> np.ndarray:
+        return self.x_gen.astype(np.float32) - self.x_seed.astype(np.float32)
+
+    def norms(self) -> dict[str, np.ndarray]:
+        """Per-seed L2, L1 and L-infinity norms of the perturbation (over every pixel)."""
+        p = self.perturbation.reshape(self.n, -1)
+        return {"l2": np.linalg.norm(p, axis=1), "l1": np.abs(p).sum(axis=1),
+                "linf": np.abs(p).max(axis=1, initial=0.0)}
+
+    def words_changed(self) -> np.ndarray:
+        if "words_changed" in self.extras:
+            return np.asarray(self.extras["words_changed"])
+        return (self.x_gen != self.x_seed).reshape(self.n, -1).sum(axis=1)
+
+    def summary(self, model: str = "") -> dict:
+        """The run's figures. Norms are the means over the adversarial inputs (the paper's
+        Avg. Perturb); ``*_all`` are over every generated input."""
+        adv = self.adversarial.astype(bool)
+        n_adv = int(adv.sum())
+        out = {"method": self.method, "model": model, "n_seeds": self.n,
+               "n_adversarial": n_adv, "adv_rate": n_adv / self.n if self.n else 0.0,
+               "seconds": round(self.seconds, 3),
+               "adv_per_second": n_adv / self.seconds if self.seconds > 0 else 0.0,
+               "accuracy_gen": float(np.mean(self.pred_gen == self.y_seed)) if self.n else 0.0,
+               "mean_iterations": float(np.mean(self.iterations)) if self.n else 0.0,
+               "stopped": self.stopped}
+        mean = lambda v: float(np.mean(v)) if len(v) else None   # noqa: E731
+        if self.input_kind == "text":
+            w = self.words_changed()
+            out["avg_words_changed"] = mean(w[adv])
+            out["avg_words_changed_all"] = mean(w)
+        else:
+            for k, v in self.norms().items():
+                out[f"avg_{k}"] = mean(v[adv])
+                out[f"avg_{k}_all"] = mean(v)
+        if (self.n_activated >= 0).any():
+            out["mean_activated"] = mean(self.n_activated[self.n_activated >= 0])
+        return out
+
+    def arrays(self, seed_index: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The arrays of outputs.npz."""
+        out = {"seed_index": np.arange(self.n) if seed_index is None else np.asarray(seed_index),
+               "x_seed": self.x_seed, "y_seed": self.y_seed, "x_gen": self.x_gen,
+               "adversarial": self.adversarial.astype(bool), "pred_seed": self.pred_seed,
+               "pred_gen": self.pred_gen, "conf_gen": self.conf_gen,
+               "iterations": self.iterations, "n_activated": self.n_activated,
+               "targets": self.targets}
+        out.update({k: np.asarray(v) for k, v in self.extras.items()})
+        return out
+
+    @staticmethod
+    def concat(parts: list["GenerationResult"]) -> "GenerationResult":
+        first = parts[0]
+        k = max(p.targets.shape[1] for p in parts)
+        pad = lambda t: np.pad(t, ((0, 0), (0, k - t.shape[1])), constant_values=-1)  # noqa
+        cat = lambda name: np.concatenate([getattr(p, name) for p in parts])           # noqa
+        return GenerationResult(
+            method=first.method, input_kind=first.input_kind, x_seed=cat("x_seed"),
+            y_seed=cat("y_seed"), x_gen=cat("x_gen"), adversarial=cat("adversarial"),
+            pred_seed=cat("pred_seed"), pred_gen=cat("pred_gen"), conf_gen=cat("conf_gen"),
+            iterations=cat("iterations"), targets=np.concatenate([pad(p.targets) for p in parts]),
+            n_activated=cat("n_activated"), seconds=sum(p.seconds for p in parts),
+            stopped=any(p.stopped for p in parts),
+            target_info=[t for p in parts for t in p.target_info],
+            extras={key: np.concatenate([p.extras[key] for p in parts]) for key in first.extras})
+
+
+def predict_proba(model, x: np.ndarray, batch_size: int = 512) -> np.ndarray:
+    """Class probabilities (N, C); a sigmoid output (N, 1) becomes two columns."""
+    import tensorflow as tf
+    outs = []
+    for i in range(0, len(x), batch_size):
+        outs.append(np.asarray(model(tf.convert_to_tensor(x[i:i + batch_size]), training=False)))
+    p = np.concatenate(outs) if outs else np.zeros((0, 1), np.float32)
+    if p.ndim == 2 and p.shape[1] == 1:
+        p = np.concatenate([1.0 - p, p], axis=1)
+    return p
+
+
+def labels_of(out: np.ndarray) -> np.ndarray:
+    """Predicted classes of model outputs (softmax: argmax; sigmoid (N, 1): above one half)."""
+    out = np.asarray(out)
+    if out.ndim == 2 and out.shape[1] == 1:
+        return (out[:, 0] > 0.5).astype(np.int64)
+    return out.argmax(-1).astype(np.int64)
+
+
+_SHARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def shared(model, key, factory):
+    """One object per (model, key), kept while the model lives: generators of the same model
+    reuse compiled functions (a criterion, the forward pass) instead of tracing them again.
+    Only stateless uses may share (the criteria are used for values/profile/describe)."""
+    with _SHARED_LOCK:
+        per_model = _SHARED.setdefault(model, {})
+        if key not in per_model:
+            per_model[key] = factory()
+        return per_model[key]
+
+
+def compiled_forward(model):
+    import tensorflow as tf
+    return shared(model, ("forward",), lambda: tf.function(lambda x: model(x, training=False),
+                                                           reduce_retracing=True))
+
+
+class Generator(ABC):
+    """Base class of every strategy. Subclasses set ``method`` and ``input_kind`` and
+    implement ``_generate_batch`` (and, if they need the whole seed set, ``_prepare``)."""
+
+    method: ClassVar[str] = ""
+    input_kind: ClassVar[str] = "image"     # "image": float in [0, 1]; "text": int word ids
+
+    def __init__(self, model, *, batch_size: int = 128, seed: int = 0):
+        if batch_size < 1:
+            raise InputError(f"batch_size must be at least 1, got {batch_size}")
+        self.model = model
+        self.batch_size = int(batch_size)
+        self.seed = int(seed)
+
+    # ---- the template method
+    def generate(self, x, y, progress: ProgressFn | None = None,
+                 should_stop: StopFn | None = None,
+                 on_batch: Callable[[GenerationResult], None] | None = None) -> GenerationResult:
+        """One generated input per seed. ``progress(done, total)`` after each batch;
+        ``should_stop()`` is asked before each batch (True: return what is done, ``stopped``);
+        ``on_batch(result_so_far)`` lets a caller save partial outputs."""
+        x, y = self.validate(x, y)
+        start = time.perf_counter()
+        self._prepare(x, y)
+        prep_seconds = time.perf_counter() - start
+        parts: list[GenerationResult] = []
+        stopped = False
+        for b0 in range(0, len(x), self.batch_size):
+            if should_stop is not None and should_stop():
+                stopped = True
+                break
+            t0 = time.perf_counter()
+            xb, yb = x[b0:b0 + self.batch_size], y[b0:b0 + self.batch_size]
+            rng = np.random.default_rng([self.seed, b0])
+            out = self._generate_batch(xb, yb, rng)
+            part = self._judge(xb, yb, out, time.perf_counter() - t0 + (prep_seconds if not parts
+                                                                          else 0.0))
+            parts.append(part)
+            if on_batch is not None:
+                on_batch(GenerationResult.concat(parts))
+            if progress is not None:
+                progress(min(b0 + self.batch_size, len(x)), len(x))
+        if not parts:
+            result = self._judge(x[:0], y[:0], BatchOutput(x[:0], np.zeros(0, int)), prep_seconds)
+        else:
+            result = GenerationResult.concat(parts)
+        result.stopped = stopped
+        return result
+
+    def validate(self, x, y) -> tuple[np.ndarray, np.ndarray]:
+        x = np.asarray(x)
+        y = np.asarray(y).reshape(-1)
+        if len(x) == 0:
+            raise InputError("the seed set is empty: give at least one seed input")
+        if len(x) != len(y):
+            raise InputError(f"{len(x)} seed inputs but {len(y)} labels: give one label per seed")
+        want = tuple(int(d) if d is not None else None for d in self.model.input_shape[1:])
+        if len(want) != x.ndim - 1 or any(w is not None and w != s
+                                          for w, s in zip(want, x.shape[1:])):
+            raise InputError(f"seed inputs of shape {x.shape[1:]} do not fit the model's input "
+                             f"{want}")
+        if self.input_kind == "image":
+            if not np.issubdtype(x.dtype, np.floating):
+                raise InputError(f"method {self.method!r} works on float images in [0, 1]; got "
+                                 f"dtype {x.dtype} (for word ids use a text method)")
+            x = x.astype(np.float32)
+            if not np.isfinite(x).all():
+                raise InputError("seed inputs contain NaN or inf")
+            if x.min() < 0 or x.max() > 1:
+                raise InputError(f"seed images must lie in [0, 1] (got {x.min():.3g} to "
+                                 f"{x.max():.3g}); divide 8-bit pixels by 255")
+        else:
+            if not np.issubdtype(x.dtype, np.integer):
+                raise InputError(f"method {self.method!r} works on int word ids; got {x.dtype}")
+            x = x.astype(np.int32)
+        if not np.issubdtype(y.dtype, np.integer):
+            if not np.all(np.equal(np.mod(y, 1), 0)):
+                raise InputError("labels must be class indices (integers)")
+        return x, y.astype(np.int64)
+
+    # ---- hooks
+    def _prepare(self, x: np.ndarray, y: np.ndarray) -> None:
+        """Called once with all seeds before batching (e.g. the seed set's coverage)."""
+
+    @abstractmethod
+    def _generate_batch(self, x: np.ndarray, y: np.ndarray,
+                        rng: np.random.Generator) -> BatchOutput:
+        """B generated inputs for B seeds, vectorized over the seeds."""
+
+    def _describe_targets(self, targets: np.ndarray) -> list[list[dict]]:
+        return [[] for _ in range(len(targets))]
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return predict_proba(self.model, x)
+
+    def _oracle(self, y, pred_seed, pred_gen, x_gen) -> np.ndarray:
+        """The paper's oracle: the seed is predicted right and the generated input wrong."""
+        return (pred_seed == y) & (pred_gen != y)
+
+    def _judge(self, x, y, out: BatchOutput, seconds: float) -> GenerationResult:
+        n = len(x)
+        if n:
+            p_seed, p_gen = self.predict(x), self.predict(out.x_gen)
+            pred_seed, pred_gen = p_seed.argmax(1), p_gen.argmax(1)
+            conf = p_gen[np.arange(n), pred_gen]
+        else:
+            pred_seed = pred_gen = np.zeros(0, np.int64)
+            conf = np.zeros(0, np.float32)
+        targets = out.targets if out.targets is not None else np.full((n, 0), -1, np.int64)
+        n_act = out.n_activated if out.n_activated is not None else np.full(n, -1, np.int64)
+        return GenerationResult(
+            method=self.method, input_kind=self.input_kind, x_seed=x, y_seed=y, x_gen=out.x_gen,
+            adversarial=self._oracle(y, pred_seed, pred_gen, out.x_gen).astype(bool),
+            pred_seed=pred_seed.astype(np.int64), pred_gen=pred_gen.astype(np.int64),
+            conf_gen=conf.astype(np.float32), iterations=np.asarray(out.iterations, np.int64),
+            targets=np.asarray(targets, np.int64), n_activated=np.asarray(n_act, np.int64),
+            seconds=seconds, target_info=self._describe_targets(targets),
+            extras=dict(out.extras))
+
+    def get_config(self) -> dict:
+        return {"method": self.method, "batch_size": self.batch_size, "seed": self.seed}
+
+
+class GradientGenerator(Generator):
+    # True: _objective uses TF ops only and runs inside one compiled gradient step
+    graph_objective: ClassVar[bool] = True
+
+    """Gradient ascent on a per-seed objective, shaped by a constraint, images kept in [0, 1].
+
+    ``step`` is the per-pixel RMS change of one iteration (DeepXplore's normalized gradient
+    times s); a seed leaves the loop as soon as it turns adversarial (and, with
+    ``stop_on_target``, when the strategy says its targets are reached). At most ``window``
+    seeds are worked on at once; a batch (``batch_size``) streams through that window.
+    """
+
+    def __init__(self, model, *, step: float = 0.02, iterations: int = 50,
+                 constraint="none", window: int = 128, batch_size: int = 256, seed: int = 0,
+                 **constraint_params):
+        from .constraints import get_constraint
+        super().__init__(model, batch_size=batch_size, seed=seed)
+        if not step > 0:
+            raise InputError(f"step must be positive, got {step}")
+        if iterations < 1:
+            raise InputError(f"iterations must be at least 1, got {iterations}")
+        if window < 1:
+            raise InputError(f"window must be at least 1, got {window}")
+        self.step = float(step)
+        self.iterations = int(iterations)
+        self.window = int(window)
+        self.constraint = get_constraint(constraint, **constraint_params)
+        self._forward = None
+        self._step_fn = None
+
+    # ---- what subclasses provide
+    @abstractmethod
+    def _objective(self, x, y, ctx: dict):
+        """tf: (B,) values to maximize, differentiable w.r.t. the float input x (B, T, F)."""
+
+    def _context(self, x: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> dict:
+        """Per-seed numpy arrays (first axis B) the objective needs, e.g. the targets; keys
+        starting with "_" are shared by all seeds (not cut down to the active ones)."""
+        return {}
+
+    def _target_reached(self, x: np.ndarray, ctx: dict) -> np.ndarray | None:
+        """(B,) bool: targets reached (used with stop_on_target); None: no such notion."""
+        return None
+
+    def _finish_batch(self, x_gen: np.ndarray, ctx: dict, out: BatchOutput) -> BatchOutput:
+        return out
+
+    def _initial_perturbation(self, x0: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return np.zeros_like(x0)
+
+    def _direction(self, grad, x0, p, cstate, rng) -> np.ndarray:
+        return self.constraint.direction(grad, x0, p, cstate, rng)
+
+    def _project(self, p: np.ndarray, x0: np.ndarray) -> np.ndarray:
+        return self.constraint.project(p, x0)
+
+    # ---- the loop
+    def forward(self, x):
+        """The model's output for a float tf batch, compiled once (differentiable)."""
+        if self._forward is None:
+            self._forward = compiled_forward(self.model)
+        return self._forward(x)
+
+    def _gradient_and_prediction(self, x: np.ndarray, y: np.ndarray, ctx: dict):
+        """d objective / d x and the model's predictions at x, in one compiled step when the
+        objective is graph-safe (``graph_objective``), else with an eager tape around the
+        compiled pieces."""
+        import tensorflow as tf
+
+        def step(xt, yt, ctx_t):
+            with tf.GradientTape() as tape:
+                tape.watch(xt)
+                obj = self._objective(xt, yt, ctx_t)
+            grad = tape.gradient(obj, xt)
+            return (tf.zeros_like(xt) if grad is None else grad), self.forward(xt)
+
+        args = (tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(y, tf.int64),
+                {k: tf.convert_to_tensor(v) for k, v in ctx.items()})
+        grad = out = None
+        if self.graph_objective:
+            first = self._step_fn is None
+            if first:
+                self._step_fn = tf.function(step, reduce_retracing=True)
+            try:
+                grad, out = self._step_fn(*args)
+            except (TypeError, ValueError, NotImplementedError,
+                    tf.errors.OperatorNotAllowedInGraphError):
+                if not first:
+                    raise
+                # the objective cannot be traced into a graph: run it eagerly from now on
+                self.graph_objective = False
+        if grad is None:
+            grad, out = step(*args)
+        return grad.numpy(), labels_of(out.numpy())
+
+    def _is_done(self, pred: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return pred != y
+
+    def _generate_batch(self, x, y, rng):
+        """Gradient ascent on up to ``window`` seeds at once; a seed leaves as soon as it is
+        done (adversarial, targets reached, or its budget spent) and the next one of the batch
+        takes its place, so the slow seeds' tail is shared by the whole batch."""
+        x0 = x.astype(np.float32)
+        B = len(x0)
+        ctx = self._context(x0, y, rng)
+        cstate = self.constraint.init(x0, rng)
+        p = self._initial_perturbation(x0, rng)
+        iters = np.zeros(B, np.int64)
+        live = np.ones(B, bool)
+        while True:
+            idx = np.flatnonzero(live)[:self.window]
+            if len(idx) == 0:
+                break
+            sub = _subset(ctx, idx)
+            xa = np.clip(x0[idx] + p[idx], 0.0, 1.0)
+            grad, pred = self._gradient_and_prediction(xa, y[idx], sub)
+            # done: predicted wrong (adversarial; at iteration 0, a seed that starts wrong
+            # is not worked on)
+            done = self._is_done(pred, y[idx])
+            if getattr(self, "stop_on_target", False):
+                reached = self._target_reached(xa, sub)
+                if reached is not None:
+                    done |= reached
+            live[idx[done]] = False
+            ids = idx[~done]
+            if len(ids):
+                d = self._direction(grad[~done], x0[ids], p[ids],
+                                    {k: v[ids] for k, v in cstate.items()}, rng)
+                p[ids] = self._project(p[ids] + self.step * d, x0[ids])
+                iters[ids] += 1
+                live[ids[iters[ids] >= self.iterations]] = False   # budget spent: judged below
+        x_gen = np.clip(x0 + p, 0.0, 1.0).astype(np.float32)
+        out = BatchOutput(x_gen=x_gen, iterations=iters)
+        return self._finish_batch(x_gen, ctx, out)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "step": self.step, "iterations": self.iterations,
+                "window": self.window,
+                "constraint": self.constraint.get_config()}
+
+
+def _subset(ctx: dict, idx: np.ndarray) -> dict:
+    return {k: (v if k.startswith("_") else v[idx]) for k, v in ctx.items()}

@@ -1,0 +1,147 @@
+"""DeepXplore's image constraints: they reshape each gradient step so the change stays realistic.
+
+Inputs are (B, T, F) sequences whose image is ``to_images``: pixel (row r, column c) is
+``x[c, r]``. Rectangles are given in image coordinates (row, column, height m, width n).
+
+- ``none``: the gradient, scaled to unit per-pixel RMS (DeepXplore's ``normalize``).
+- ``light``: every pixel moves by one amount, up or down by the sign of mean(gradient); the
+  perturbation is a single brightness shift (pixels that hit 0 or 1 stay clipped).
+- ``occlusion``: only one m x n rectangle changes (given position, or random per seed).
+- ``blackout``: at each iteration, ``patches`` m x m squares at random positions; a square whose
+  mean gradient is negative is darkened uniformly (by ``scale`` x step), the others are left
+  alone, so pixels only get darker.
+
+``direction(grad, x0, p, state, rng)`` gives the step direction, ``project(p, x0)`` keeps the
+image in [0, 1].
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+
+CONSTRAINTS = ("none", "light", "occlusion", "blackout")
+_EPS = 1e-12
+
+
+def _rms(a: np.ndarray, axis=(1, 2)) -> np.ndarray:
+    return np.sqrt(np.mean(np.square(a), axis=axis, keepdims=True))
+
+
+class Constraint:
+    name = "none"
+
+    def init(self, x0: np.ndarray, rng: np.random.Generator) -> dict:
+        """Per-seed state (arrays with first axis B), e.g. the occlusion masks."""
+        return {}
+
+    def direction(self, grad, x0, p, state, rng) -> np.ndarray:
+        return grad / (_rms(grad) + _EPS)
+
+    def project(self, p: np.ndarray, x0: np.ndarray) -> np.ndarray:
+        return np.clip(x0 + p, 0.0, 1.0) - x0
+
+    def get_config(self) -> dict:
+        return {"name": self.name}
+
+
+class Light(Constraint):
+    name = "light"
+
+    def direction(self, grad, x0, p, state, rng):
+        sign = np.sign(grad.mean(axis=(1, 2), keepdims=True))
+        return np.broadcast_to(sign, grad.shape).astype(np.float32)
+
+    def project(self, p, x0):
+        # the shift stays one number per seed; clipping happens when the image is formed
+        return p
+
+
+class Occlusion(Constraint):
+    name = "occlusion"
+
+    def __init__(self, size=(10, 10), position=None):
+        self.size = _pair(size, "size")
+        self.position = None if position is None else _pair(position, "position", low=0)
+
+    def init(self, x0, rng):
+        B, T, F = x0.shape          # image: F rows, T columns
+        m, n = self.size
+        if m > F or n > T:
+            raise InputError(f"occlusion rectangle {m}x{n} does not fit the {F}x{T} image")
+        if self.position is not None:
+            i, j = self.position
+            if i + m > F or j + n > T:
+                raise InputError(f"occlusion rectangle {m}x{n} at (row {i}, column {j}) leaves "
+                                 f"the {F}x{T} image; move it or make it smaller")
+            rows, cols = np.full(B, i), np.full(B, j)
+        else:
+            rows, cols = rng.integers(0, F - m + 1, B), rng.integers(0, T - n + 1, B)
+        mask = np.zeros(x0.shape, bool)
+        for b in range(B):
+            mask[b, cols[b]:cols[b] + n, rows[b]:rows[b] + m] = True
+        return {"mask": mask}
+
+    def direction(self, grad, x0, p, state, rng):
+        mask = state["mask"]
+        g = np.where(mask, grad, 0.0)
+        rms = np.sqrt(np.sum(g * g, axis=(1, 2), keepdims=True) / mask.sum(axis=(1, 2),
+                                                                          keepdims=True))
+        return (g / (rms + _EPS)).astype(np.float32)
+
+    def get_config(self):
+        return {"name": self.name, "size": list(self.size),
+                "position": None if self.position is None else list(self.position)}
+
+
+class Blackout(Constraint):
+    name = "blackout"
+
+    def __init__(self, size: int = 6, patches: int = 1, scale: float = 10.0):
+        self.size = int(size)
+        self.patches = int(patches)
+        self.scale = float(scale)         # a patch darkens by scale * step per iteration
+        if self.size < 1 or self.patches < 1:
+            raise InputError("blackout needs a patch size and a patch count of at least 1")
+
+    def direction(self, grad, x0, p, state, rng):
+        B, T, F = grad.shape
+        m = self.size
+        if m > min(T, F):
+            raise InputError(f"blackout patch {m}x{m} does not fit the {F}x{T} image")
+        d = np.zeros_like(grad)
+        for _ in range(self.patches):
+            rows, cols = rng.integers(0, F - m + 1, B), rng.integers(0, T - m + 1, B)
+            for b in range(B):
+                sl = (b, slice(cols[b], cols[b] + m), slice(rows[b], rows[b] + m))
+                if grad[sl].mean() < 0:       # the objective wants this patch darker
+                    d[sl] = -self.scale
+        return d
+
+    def get_config(self):
+        return {"name": self.name, "size": self.size, "patches": self.patches,
+                "scale": self.scale}
+
+
+def _pair(v, what: str, low: int = 1) -> tuple[int, int]:
+    try:
+        a, b = (int(v), int(v)) if np.isscalar(v) else (int(v[0]), int(v[1]))
+    except (TypeError, ValueError, IndexError):
+        raise InputError(f"occlusion {what} must be two integers (rows, columns), got {v!r}") \
+            from None
+    if a < low or b < low:
+        raise InputError(f"occlusion {what} must be at least {low}, got {v!r}")
+    return a, b
+
+
+def get_constraint(name="none", **params) -> Constraint:
+    """A constraint by name (or an instance, returned as is) with its parameters."""
+    if isinstance(name, Constraint):
+        return name
+    classes = {"none": Constraint, "light": Light, "occlusion": Occlusion, "blackout": Blackout}
+    if name not in classes:
+        raise InputError(f"unknown constraint {name!r}; choose one of {', '.join(CONSTRAINTS)}")
+    try:
+        return classes[name](**params)
+    except TypeError as e:
+        raise InputError(f"bad parameters for constraint {name!r}: {e}") from None

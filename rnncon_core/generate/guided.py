@@ -1,0 +1,271 @@
+"""Coverage-guided generation: RNNCon-Test (Algorithm 2), DeepXplore's NC objective, RNN-Test.
+
+All three pick, per seed, k items (contributions, neurons, hidden-state units) that are not
+activated yet, and make their normalized values (``criterion.values``) the loss of a gradient
+ascent on the input. RNN-Test adds the prediction loss to its state-coverage term.
+
+"Not activated yet" (Algorithm 2's C_all minus C(X)): with ``pool="seed"`` (default) X is the
+seed itself, i.e. the items whose value on that seed is at most the threshold; with
+``pool="set"`` X is the whole seed set (``criterion.uncovered(layer)`` after ``update``). On
+the shipped MNIST models 128 seeds already cover every contribution at 0.25 (Eq. 3 maps a zero
+contribution to about 0.4), so the set pool is empty there and the per-seed pool is the one
+that works.
+
+Targets: ``"random"`` (any layer), a layer name (e.g. ``lstm_1``), or ``"dense"``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from .base import BatchOutput, GradientGenerator, shared
+from .baselines import loss_from_output
+
+
+class CoverageGuided(GradientGenerator):
+    """Gradient ascent on the normalized values of k not-yet-activated items per seed."""
+
+    criterion_name = ""
+
+    def __init__(self, model, *, target: str = "random", k: int = 1, threshold: float = 0.25,
+                 pool: str = "seed", short: str = "error", stop_on_target: bool = False, step: float = 0.02, iterations: int = 50,
+                 constraint="none", window: int = 128, batch_size: int = 256, seed: int = 0,
+                 criterion_params: dict | None = None, **constraint_params):
+        super().__init__(model, step=step, iterations=iterations, constraint=constraint,
+                         window=window, batch_size=batch_size, seed=seed, **constraint_params)
+        if int(k) < 1:
+            raise InputError(f"k (contributions activated at once) must be at least 1, got {k}")
+        if pool not in ("seed", "set"):
+            raise InputError(f"pool must be 'seed' (items the seed itself leaves inactive) or "
+                             f"'set' (items no seed activates), got {pool!r}")
+        self.pool_mode = pool
+        if short not in ("error", "lowest"):
+            raise InputError(f"short must be 'error' or 'lowest', got {short!r}")
+        self.short = short
+        self._short = None
+        self.k = int(k)
+        self.target = str(target)
+        self.threshold = float(threshold)
+        self.stop_on_target = bool(stop_on_target)
+        self.criterion_params = dict(criterion_params or {})
+        self.criterion = self._make_criterion()
+        # edge values need a lookup in Python: eager (see graph_values)
+        self.graph_objective = hasattr(self.criterion, "_values_fn") and \
+            getattr(self.criterion, "granularity", "unit") != "edge"
+        self._set_criterion = None
+        self._layer = self._target_layer(self.target)
+        self.pool = np.zeros(0, np.int64)
+
+    # ---- criterion and targets
+    def _criterion_params(self) -> dict:
+        return {"threshold": self.threshold, **self.criterion_params}
+
+    def _make_criterion(self, private: bool = False):
+        """The criterion (shared by the generators of this model unless private: only the
+        set pool updates its state)."""
+        from ..coverage import get_criterion
+        params = self._criterion_params()
+        make = lambda: get_criterion(self.criterion_name, self.model, **params)   # noqa: E731
+        if private:
+            return make()
+        key = ("criterion", self.criterion_name, _key(params))
+        return shared(self.model, key, make)
+
+    def _items_of_layer(self) -> np.ndarray:
+        """Every item of the target layer (what a fresh criterion leaves uncovered)."""
+        from ..coverage import get_criterion
+        params = self._criterion_params()
+        key = ("items", self.criterion_name, _key(params), self._layer)
+        return shared(self.model, key, lambda: np.asarray(get_criterion(
+            self.criterion_name, self.criterion.tracer, **params).uncovered(self._layer),
+            np.int64))
+
+    def _layer_names(self) -> list[str]:
+        from ..trace import Tracer
+        tracer = getattr(self.criterion, "tracer", None) or Tracer(self.model)
+        return [s.name for s in tracer.specs]
+
+    def _target_layer(self, target: str):
+        """None (all layers), "dense", or a layer name; unknown names raise InputError."""
+        if target == "random":
+            return None
+        if target == "dense":
+            return "dense"
+        names = self._layer_names()
+        if target not in names:
+            raise InputError(f"unknown target layer {target!r}; choose 'random', 'dense' or one "
+                             f"of this model's layers: {', '.join(names)}")
+        return target
+
+    def _prepare(self, x, y):
+        """The candidate items of the target layer, and with pool="set" the seed set's
+        not-yet-activated ones (the union over all seeds)."""
+        self.layer_items = self._items_of_layer()
+        where = "all layers" if self._layer is None else f"layer {self._layer!r}"
+        if len(self.layer_items) < self.k:
+            raise InputError(f"k={self.k} targets asked but {where} holds only "
+                             f"{len(self.layer_items)} items; lower k or pick another target")
+        if self.pool_mode == "set":
+            if self._set_criterion is None:
+                self._set_criterion = self._make_criterion(private=True)
+            crit = self._set_criterion
+            crit.reset()
+            for i in range(0, len(x), 256):
+                crit.update(x[i:i + 256])
+            self.pool = np.asarray(crit.uncovered(self._layer), np.int64)
+            if len(self.pool) < self.k:
+                raise InputError(f"k={self.k} targets asked but only {len(self.pool)} items of "
+                                 f"{where} are not yet activated by the {len(x)} seeds at "
+                                 f"threshold {self.threshold}; lower k, use pool='seed' (each "
+                                 f"seed's own inactivated items), raise the threshold or pick "
+                                 f"another target layer")
+
+    def _inactive(self, x: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+        """(B, len(candidates)) bool: the candidate items each seed does not activate."""
+        return np.asarray(self.criterion.values(x, candidates)) <= self.threshold
+
+    def _seed_targets(self, x, rng) -> np.ndarray:
+        """k items per seed among those that seed itself leaves inactive (pool="seed")."""
+        B, items = len(x), self.layer_items
+        where = "all layers" if self._layer is None else f"layer {self._layer!r}"
+        exact = len(items) <= 100_000
+        if exact:       # every item of the layer, checked on every seed
+            cand = np.broadcast_to(items, (B, len(items)))
+            inactive = self._inactive(x, items)
+        else:           # a huge layout (edge granularity): check a random sample per seed
+            draw = min(len(items), max(256, 64 * self.k))
+            cand = np.stack([rng.choice(items, draw, replace=False) for _ in range(B)])
+            union, inv = np.unique(cand, return_inverse=True)
+            inactive = np.take_along_axis(self._inactive(x, union), inv.reshape(B, draw), 1)
+        targets = np.empty((B, self.k), np.int64)
+        self._short = np.zeros(B, bool)
+        for b in range(B):
+            free = cand[b][inactive[b]]
+            if len(free) < self.k and self.short == "lowest":
+                # fewer than k inactivated: take the k least activated items of the layer
+                vals = np.asarray(self.criterion.values(x[b:b + 1], cand[b]))[0]
+                free = cand[b][np.argsort(vals, kind="stable")[:max(self.k, len(free))]]
+                self._short[b] = True
+            if len(free) < self.k:
+                raise InputError(
+                    f"k={self.k} targets asked but seed {b} of this batch leaves only "
+                    f"{len(free)} items of {where} inactive at threshold {self.threshold}"
+                    + ("" if exact else f" (among {cand.shape[1]} sampled)")
+                    + "; lower k, raise the threshold, pick another target layer, or pass "
+                      "short='lowest' (take the least activated items)")
+            targets[b] = rng.choice(free, self.k, replace=False)
+        return targets
+
+    def _context(self, x, y, rng):
+        B = len(x)
+        if self.pool_mode == "set":
+            targets = np.stack([rng.choice(self.pool, self.k, replace=False) for _ in range(B)])
+        else:
+            targets = self._seed_targets(x, rng)
+        union, pos = np.unique(targets, return_inverse=True)
+        return {"targets": targets, "pos": pos.reshape(B, self.k).astype(np.int64),
+                "_union": union.astype(np.int64)}
+
+    def _target_values(self, x, ctx):
+        """tf (B, k): the normalized values of each seed's own targets."""
+        import tensorflow as tf
+        v = graph_values(self.criterion, x, ctx["_union"])            # (B, U)
+        return tf.gather(v, ctx["pos"], axis=1, batch_dims=1)          # (B, k)
+
+    def _objective(self, x, y, ctx):
+        import tensorflow as tf
+        return tf.reduce_sum(self._target_values(x, ctx), axis=1)
+
+    def _activated(self, x: np.ndarray, ctx: dict) -> np.ndarray:
+        """(B, k) bool: each target's value above the threshold (covered)."""
+        v = np.asarray(self.criterion.values(x, ctx["_union"]))
+        return np.take_along_axis(v, ctx["pos"], axis=1) > self.threshold
+
+    def _target_reached(self, x, ctx):
+        return self._activated(x, ctx).all(axis=1)
+
+    def _finish_batch(self, x_gen, ctx, out: BatchOutput) -> BatchOutput:
+        out.targets = ctx["targets"]
+        if self.pool_mode == "seed":
+            out.extras["short_pool"] = np.asarray(self._short, bool)
+        out.n_activated = self._activated(x_gen, ctx).sum(axis=1).astype(np.int64)
+        return out
+
+    def _describe_targets(self, targets):
+        cache: dict[int, dict] = {}
+
+        def desc(i: int) -> dict:
+            if i not in cache:
+                cache[i] = {k: (v.item() if isinstance(v, np.generic) else v)
+                            for k, v in dict(self.criterion.describe(i)).items()}
+            return cache[i]
+        return [[desc(int(i)) for i in row if i >= 0] for row in targets]
+
+    def get_config(self):
+        return {**super().get_config(), "target": self.target, "k": self.k, "pool": self.pool_mode, "short": self.short,
+                "threshold": self.threshold, "stop_on_target": self.stop_on_target,
+                "criterion": self.criterion_name, "criterion_params": self.criterion_params}
+
+
+class ContributionGuided(CoverageGuided):
+    """RNNCon-Test (the paper's Algorithm 2): activate k inactivated contributions at once.
+    ``granularity`` "unit" (the paper's implementation) or "edge" (Definition 1)."""
+    method = "rconc"
+    criterion_name = "rconc"
+
+    def __init__(self, model, *, granularity: str = "unit", **kw):
+        params = dict(kw.pop("criterion_params", None) or {})
+        params["granularity"] = granularity
+        self.granularity = granularity
+        super().__init__(model, criterion_params=params, **kw)
+
+
+class NeuronGuided(CoverageGuided):
+    """DeepXplore's coverage objective: raise k not-yet-activated neurons' scaled outputs."""
+    method = "nc"
+    criterion_name = "nc"
+
+
+class StateGuided(CoverageGuided):
+    """RNN-Test (Guo et al.): the prediction loss plus ``lambda_state`` times the values of k
+    hidden-state units outside the seed set's top-k coverage."""
+    method = "rnntest"
+    criterion_name = "hsc"
+
+    def __init__(self, model, *, lambda_state: float = 1.0, threshold: float = 0.25, **kw):
+        self.lambda_state = float(lambda_state)
+        super().__init__(model, threshold=threshold, **kw)
+
+    def _criterion_params(self) -> dict:
+        return dict(self.criterion_params)        # HS_C has no threshold
+
+    def _objective(self, x, y, ctx):
+        import tensorflow as tf
+        state = tf.reduce_sum(self._target_values(x, ctx), axis=1)
+        return loss_from_output(self.forward(x), y) + self.lambda_state * state
+
+    def _inactive(self, x, candidates):
+        return np.asarray(self.criterion.profile(x))[:, candidates] < 0.5
+
+    def _activated(self, x, ctx):
+        """A hidden unit is activated when it is among its vector's top k (HS_C)."""
+        scores = self.criterion.profile(x)                       # (B, total) 0/1
+        return np.take_along_axis(scores, ctx["targets"], axis=1) > 0.5
+
+    def get_config(self):
+        return {**super().get_config(), "lambda_state": self.lambda_state}
+
+
+def graph_values(criterion, x, indices):
+    """``criterion.values(x, indices)`` usable inside a tf.function: the criterion's compiled
+    values function (the public ``values`` checks its inputs in Python, which a graph cannot)."""
+    import tensorflow as tf
+    fn = getattr(criterion, "_values_fn", None)
+    if fn is None or tf.executing_eagerly() or getattr(criterion, "granularity", "") == "edge":
+        return criterion.values(x, indices)
+    return fn(x, False, tf.cast(indices, tf.int32))
+
+
+def _key(params: dict) -> str:
+    import json
+    return json.dumps(params, sort_keys=True, default=str)

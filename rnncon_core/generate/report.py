@@ -1,0 +1,320 @@
+"""`rnncon report generation`: the paper's Tables 2, 3 and 4 and Figure 10's t-SNE data, measured.
+
+Every figure comes from runs of ``run_generation`` on the same seeds (the first N test inputs
+each model predicts right), stored in the run store; the paper's values stand beside ours.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..errors import InputError
+
+MNIST_MODELS = ("stacked-mnist-lstm", "mnist-lstm", "stacked-mnist-gru", "mnist-gru")
+
+# The paper's Table 2 (500 seeds): row -> (#adv, avg L2, adv rate %); rows named as ours.
+PAPER_TABLE2 = {
+    "stacked-mnist-lstm": {"random": (428, 0.334, 85.60), "lstm_1": (436, 0.321, 87.20),
+                           "lstm_2": (424, 0.210, 84.80), "dense": (358, 0.061, 71.60),
+                           "constraint": (355, 0.002, 71.00)},
+    "mnist-lstm": {"random": (422, 0.139, 84.40), "lstm_1": (443, 0.170, 88.60),
+                   "dense": (402, 0.113, 84.40), "constraint": (361, 0.029, 72.20)},
+    "stacked-mnist-gru": {"random": (444, 0.282, 88.80), "gru_1": (435, 0.266, 87.00),
+                          "gru_2": (441, 0.231, 88.20), "dense": (418, 0.044, 83.60),
+                          "constraint": (351, 0.029, 70.20)},
+    "mnist-gru": {"random": (422, 0.191, 84.40), "gru_1": (427, 0.208, 85.40),
+                  "dense": (446, 0.127, 89.20), "constraint": (396, 0.029, 79.20)},
+}
+PAPER_TABLE3 = {"rnntest": (500, 348, 1.740, 69.6), "rconc": (500, 422, 0.139, 84.4)}
+PAPER_TABLE4 = {"model": "mnist-gru", "original": 98.53, "rnntest": 20.00, "rconc": 10.80,
+                "adv_rate_rnntest": 79.31, "adv_rate_rconc": 89.20}
+CONSTRAINTS = ("light", "occlusion", "blackout")
+TARGET_RATE, TARGET_SPEED = 0.85, 20.0
+
+
+def _rows_for(model_name: str, layers: list[str]) -> list[tuple[str, str, dict]]:
+    """(row label, method, params) of one model's Table 2 block."""
+    rows = [("random", "rconc", {"target": "random"})]
+    # a layer may hold no contribution a seed leaves inactive (Eq. 3 normalizes over the whole
+    # model): such seeds target the layer's least activated ones (counted in short_pool)
+    rows += [(name, "rconc", {"target": name, "short": "lowest"}) for name in layers]
+    rows.append(("dense", "rconc", {"target": "dense", "short": "lowest"}))
+    rows += [(f"constraint:{c}", "rconc", {"target": "random", "constraint": c})
+             for c in CONSTRAINTS]
+    rows += [("nc", "nc", {"target": "random"}), ("rnntest", "rnntest", {"target": "random"}),
+             ("differential", "differential", {}), ("fgsm", "fgsm", {}), ("pgd", "pgd", {})]
+    return rows
+
+
+def generation_report(n_seeds: int = 500, models=None, out_dir="reports/generation",
+                      iterations: int | None = None, store=None, tsne_model: str = "mnist-lstm",
+                      reuse: bool = True, log: Callable[[str], None] = print) -> dict:
+    """Run every strategy on every model's seeds, write the tables, return them as a dict.
+    With ``reuse``, a finished run of the store with the same request (model, method, seeds,
+    parameters) is read instead of being run again (so an interrupted report resumes)."""
+    from ..runs import RunStore
+    from ..zoo import ARCHITECTURES, load_model, read_card, shipped_models
+    from ..trace import Tracer
+    from . import run_generation
+
+    store = store if store is not None else RunStore()
+    shipped = set(shipped_models())
+    models = list(models) if models else [m for m in MNIST_MODELS if m in shipped]
+    if not models:
+        raise InputError("no MNIST model is shipped: train them first (`rnncon train "
+                         "mnist-lstm`, ...)")
+    for m in models:
+        if m not in ARCHITECTURES or ARCHITECTURES[m].dataset != "mnist":
+            raise InputError(f"{m!r} is not one of the MNIST models ({', '.join(MNIST_MODELS)})")
+        if m not in shipped:
+            raise InputError(f"model {m!r} is not trained yet: `rnncon train {m}`")
+    extra = {} if iterations is None else {"iterations": int(iterations)}
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    table2, table4, runs = [], [], {}
+
+    def run(model, label, method, params):
+        t0 = time.time()
+        p = dict(params)
+        if method not in ("fgsm", "noise"):
+            p.update(extra)
+        if method == "differential":
+            p["others"] = [o for o in models if o != model] or \
+                [o for o in shipped if o in ARCHITECTURES and o != model
+                 and ARCHITECTURES[o].dataset == "mnist"]
+        s = _reusable(store, model, method, n_seeds, p) if reuse else None
+        if s is None:
+            s = run_generation(model, method, n_seeds, store=store, **p)
+        else:
+            log(f"[{model}] {label}: reusing finished run {s['run_id']}")
+        log(f"[{model}] {label}: {s['n_adversarial']}/{s['n_seeds']} adversarial, "
+            f"avg L2 {s['avg_l2'] if s['avg_l2'] is None else round(s['avg_l2'], 3)}, "
+            f"{time.time() - t0:.0f} s")
+        runs[(model, label)] = s
+        return s
+
+    for model in models:
+        keras_model = load_model(model)
+        layers = [s.name for s in Tracer(keras_model).specs if s.kind != "dense"]
+        for label, method, params in _rows_for(model, layers):
+            s = run(model, label, method, params)
+            table2.append(_row(model, label, method, s))
+        # random noise with, per seed, the L2 norm of the RNNCon-Test (random) perturbation
+        z = np.load(runs[(model, "random")]["outputs"])
+        l2 = np.linalg.norm((z["x_gen"] - z["x_seed"]).reshape(len(z["x_seed"]), -1), axis=1)
+        s = run(model, "noise (same L2)", "noise", {"l2": l2})
+        table2.append(_row(model, "noise (same L2)", "noise", s))
+        card = read_card(model) or {}
+        table4.append({"model": model,
+                       "original_test_accuracy": card.get("test_accuracy"),
+                       **{f"accuracy_{lab}": runs[(model, lab)]["accuracy_gen"]
+                          for lab in ("random", "rnntest", "nc", "fgsm", "pgd")},
+                       "adv_rate_rconc": runs[(model, "random")]["adv_rate"],
+                       "adv_rate_rnntest": runs[(model, "rnntest")]["adv_rate"]})
+
+    table3 = [_row(tsne_model if tsne_model in models else models[0], lab, lab,
+                   runs[(tsne_model if tsne_model in models else models[0],
+                         "random" if lab == "rconc" else lab)])
+              for lab in ("rnntest", "rconc")]
+    for r in table3:
+        p = PAPER_TABLE3[r["method"]]
+        r.update(paper_seeds=p[0], paper_adv=p[1], paper_avg_l2=p[2], paper_adv_rate=p[3])
+
+    # Figure 10: perturbations of activating 1, 2 and 3 contributions on the same seeds
+    tm = tsne_model if tsne_model in models else models[0]
+    tsne_runs = {1: runs[(tm, "random")]}
+    for k in (2, 3):
+        # a seed may leave fewer than k contributions inactive: it takes the least activated
+        tsne_runs[k] = run(tm, f"k={k}", "rconc", {"target": "random", "k": k,
+                                                   "short": "lowest"})
+    tsne_rows = _tsne(tsne_runs)
+
+    targets = _targets(models, runs)
+    report = {"n_seeds": n_seeds, "models": models, "iterations": iterations,
+              "seconds": round(time.time() - started, 1), "table2": table2, "table3": table3,
+              "table4": table4, "paper_table4": PAPER_TABLE4, "targets": targets,
+              "tsne_model": tm, "run_ids": {f"{m}/{lab}": s["run_id"]
+                                            for (m, lab), s in runs.items()}}
+    files = _write(out, report, tsne_rows)
+    report["files"] = files
+    return report
+
+
+_DEFAULTS = {"constraint": "none", "short": "error", "k": 1, "target": "random"}
+
+
+def _reusable(store, model: str, method: str, n_seeds: int, params: dict) -> dict | None:
+    """The summary of a finished run that answered this very request, or None."""
+    if "l2" in params:          # matched noise depends on another run: always run it (cheap)
+        return None
+    for info in store.list(kind="generate", status="finished", model=model):
+        cfg = info.config
+        g = cfg.get("generator", {})
+        if info.method != method or cfg.get("n_seeds") != n_seeds or cfg.get("seed") != 0 \
+                or cfg.get("seed_indices_given") or "window" not in g and method != "fgsm" \
+                and method != "noise":
+            continue
+        want = {k: v for k, v in _DEFAULTS.items() if k in g or k == "constraint"}
+        if method not in ("fgsm", "noise"):
+            want["iterations"] = 50                 # the generators' default budget
+        want.update({k: v for k, v in params.items() if k != "others"})
+        ok = sorted(cfg.get("others", [])) == sorted(map(str, params.get("others", [])))
+        for k, v in want.items():
+            got = g.get("constraint", {}).get("name", "none") if k == "constraint" else g.get(k)
+            ok &= got == v
+        if ok and (info.path / "outputs.npz").exists() and info.summary:
+            return {**info.summary, "run_id": info.run_id,
+                    "outputs": str(info.path / "outputs.npz")}
+    return None
+
+
+def _row(model: str, label: str, method: str, s: dict) -> dict:
+    key = "constraint" if label.startswith("constraint:") else label
+    paper = PAPER_TABLE2.get(model, {}).get(key) if method == "rconc" else None
+    return {"model": model, "row": label, "method": method, "seeds": s["n_seeds"],
+            "n_adversarial": s["n_adversarial"], "adv_rate": s["adv_rate"],
+            "avg_l2": s["avg_l2"], "avg_l1": s["avg_l1"], "avg_linf": s["avg_linf"],
+            "mean_iterations": s["mean_iterations"], "seconds": s["seconds"],
+            "adv_per_second": s["adv_per_second"], "accuracy_gen": s["accuracy_gen"],
+            "run_id": s["run_id"], "short_pool_seeds": _short_count(s),
+            "paper_adv": None if paper is None else paper[0],
+            "paper_avg_l2": None if paper is None else paper[1],
+            "paper_adv_rate": None if paper is None else paper[2]}
+
+
+def _short_count(s: dict):
+    z = np.load(s["outputs"])
+    return int(z["short_pool"].sum()) if "short_pool" in z.files else None
+
+
+def _targets(models, runs) -> list[dict]:
+    out = []
+    for m in models:
+        rc, rt = runs[(m, "random")], runs[(m, "rnntest")]
+        out.append({"model": m, "rconc_adv_rate": rc["adv_rate"],
+                    "rate_target_met": rc["adv_rate"] >= TARGET_RATE,
+                    "rate_gap": rc["adv_rate"] - TARGET_RATE,
+                    "rconc_avg_l2": rc["avg_l2"], "rnntest_avg_l2": rt["avg_l2"],
+                    "l2_target_met": rc["avg_l2"] is not None and rt["avg_l2"] is not None
+                    and rc["avg_l2"] < rt["avg_l2"],
+                    "rconc_adv_per_second": rc["adv_per_second"],
+                    "speed_target_met": rc["adv_per_second"] >= TARGET_SPEED
+                    if m == "mnist-lstm" else None})
+    return out
+
+
+def _tsne(tsne_runs: dict) -> list[dict]:
+    from sklearn.manifold import TSNE
+    zs = {k: np.load(s["outputs"]) for k, s in tsne_runs.items()}
+    seeds = zs[1]["seed_index"]
+    for k, z in zs.items():
+        if not np.array_equal(z["seed_index"], seeds):
+            raise AssertionError("the t-SNE runs did not see the same seeds")
+    pert = np.concatenate([(z["x_gen"] - z["x_seed"]).reshape(len(seeds), -1)
+                           for z in zs.values()])
+    ks = np.concatenate([np.full(len(seeds), k) for k in zs])
+    perplexity = float(min(30, max(2, (len(pert) - 1) // 3)))
+    emb = TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=0) \
+        .fit_transform(pert)
+    adv = np.concatenate([z["adversarial"] for z in zs.values()])
+    return [{"seed_index": int(s), "k": int(k), "tsne_x": float(e[0]), "tsne_y": float(e[1]),
+             "adversarial": bool(a), "l2": float(np.linalg.norm(p))}
+            for s, k, e, a, p in zip(np.tile(seeds, len(zs)), ks, emb, adv, pert)]
+
+
+def _write(out: Path, report: dict, tsne_rows: list[dict]) -> list[str]:
+    files = []
+
+    def csv_out(name, rows):
+        if not rows:
+            return
+        p = out / name
+        with open(p, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        files.append(str(p))
+
+    csv_out("table2.csv", report["table2"])
+    csv_out("table3.csv", report["table3"])
+    csv_out("table4.csv", report["table4"])
+    csv_out("figure10_tsne.csv", tsne_rows)
+    p = out / "generation.json"
+    p.write_text(json.dumps(report, indent=2, default=str))
+    files.append(str(p))
+    p = out / "README.md"
+    p.write_text(_markdown(report))
+    files.append(str(p))
+    return files
+
+
+def _f(v, nd=3, pct=False):
+    if v is None:
+        return "-"
+    return f"{100 * v:.1f}" if pct else f"{v:.{nd}f}"
+
+
+def _markdown(r: dict) -> str:
+    L = ["# Test generation: Tables 2, 3, 4 and Figure 10 (measured)", "",
+         f"Generated by `rnncon report generation --seeds {r['n_seeds']}` in {r['seconds']:.0f} s "
+         f"on this machine. Seeds: the first {r['n_seeds']} test inputs each model predicts "
+         f"right (the paper: 500). One generated input per seed. Avg. L2 is the mean L2 norm "
+         f"of the perturbation over the adversarial inputs, on [0, 1] pixels (784 per image). "
+         f"Paper values are in the `paper` columns (500 seeds; the paper does not say how its "
+         f"L2 is scaled, nor which constraint its Constraint row used).", "",
+         "## Table 2: adversarial inputs per model and strategy", "",
+         "| model | row | method | #seeds | #adv | adv rate % | avg L2 | avg L∞ | mean iters "
+         "| adv/s | seeds w/o inactive target | paper #adv | paper L2 | paper rate % |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for x in r["table2"]:
+        L.append(f"| {x['model']} | {x['row']} | {x['method']} | {x['seeds']} | "
+                 f"{x['n_adversarial']} | {_f(x['adv_rate'], pct=True)} | {_f(x['avg_l2'])} | "
+                 f"{_f(x['avg_linf'])} | {_f(x['mean_iterations'], 1)} | "
+                 f"{_f(x['adv_per_second'], 1)} | "
+                 f"{'-' if x['short_pool_seeds'] is None else x['short_pool_seeds']} | "
+                 f"{x['paper_adv'] or '-'} | "
+                 f"{_f(x['paper_avg_l2'])} | {x['paper_adv_rate'] or '-'} |")
+    L += ["", f"## Table 3: RNNCon-Test vs RNN-Test on {r['table3'][0]['model']}", "",
+          "| method | #seeds | #adv | avg L2 | adv rate % | paper #seeds | paper #adv | paper L2 "
+          "| paper rate % |", "|---|---|---|---|---|---|---|---|---|"]
+    for x in r["table3"]:
+        L.append(f"| {x['method']} | {x['seeds']} | {x['n_adversarial']} | {_f(x['avg_l2'])} | "
+                 f"{_f(x['adv_rate'], pct=True)} | {x['paper_seeds']} | {x['paper_adv']} | "
+                 f"{x['paper_avg_l2']} | {x['paper_adv_rate']} |")
+    p4 = r["paper_table4"]
+    L += ["", "## Table 4: accuracy (%) on the generated inputs", "",
+          "Original = the model's test accuracy on our whole test split; the others = accuracy "
+          "on the generated inputs of the seeds (all predicted right before).", "",
+          "| model | original | RNNCon (random) | RNN-Test | NC | FGSM | PGD | adv rate RNNCon | "
+          "adv rate RNN-Test |", "|---|---|---|---|---|---|---|---|---|"]
+    for x in r["table4"]:
+        L.append(f"| {x['model']} | {_f(x['original_test_accuracy'], pct=True)} | "
+                 f"{_f(x['accuracy_random'], pct=True)} | {_f(x['accuracy_rnntest'], pct=True)} | "
+                 f"{_f(x['accuracy_nc'], pct=True)} | {_f(x['accuracy_fgsm'], pct=True)} | "
+                 f"{_f(x['accuracy_pgd'], pct=True)} | {_f(x['adv_rate_rconc'], pct=True)} | "
+                 f"{_f(x['adv_rate_rnntest'], pct=True)} |")
+    L.append(f"| paper: {p4['model']} | {p4['original']} | {p4['rconc']} | {p4['rnntest']} | - "
+             f"| - | - | {p4['adv_rate_rconc']} | {p4['adv_rate_rnntest']} |")
+    L += ["", "## Targets", "",
+          "| model | RNNCon rate % | ≥ 85 %? | RNNCon L2 | RNN-Test L2 | lower? | adv/s "
+          "(RNNCon) | ≥ 20/s? |", "|---|---|---|---|---|---|---|---|"]
+    yn = lambda b: "-" if b is None else ("yes" if b else "**no**")   # noqa: E731
+    for t in r["targets"]:
+        L.append(f"| {t['model']} | {_f(t['rconc_adv_rate'], pct=True)} "
+                 f"({100 * t['rate_gap']:+.1f}) | {yn(t['rate_target_met'])} | "
+                 f"{_f(t['rconc_avg_l2'])} | {_f(t['rnntest_avg_l2'])} | "
+                 f"{yn(t['l2_target_met'])} | {_f(t['rconc_adv_per_second'], 1)} | "
+                 f"{yn(t['speed_target_met'])} |")
+    L += ["", "Adv/s here is each stored run's own figure (model loading excluded, TensorFlow "
+          "tracing included, the machine shared with other jobs); "
+          "`benchmarks/bench_generate.py` measures the warm throughput.", "",
+          f"## Figure 10", "", f"`figure10_tsne.csv`: t-SNE (scikit-learn, perplexity ≤ 30, "
+          f"PCA init, random_state 0) of the perturbations of activating k = 1, 2, 3 random "
+          f"contributions on the same seeds of {r['tsne_model']}; one row per (seed, k).", ""]
+    return "\n".join(L)

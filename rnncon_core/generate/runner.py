@@ -1,0 +1,136 @@
+"""``run_generation``: the one entry point of the CLI and the dashboard.
+
+It loads the model and its data set, picks the seeds (by default the first N inputs of the
+test split the model predicts right, so two methods with the same N see the same seeds), runs
+the strategy batch by batch inside a run of the run store (outputs.npz and summary.json are
+rewritten after every batch, so a cancelled or crashed run keeps every finished seed) and
+returns the summary.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ..errors import InputError, JobCancelled
+from . import generator_class, get_generator
+from .base import GenerationResult, predict_proba
+
+
+def model_dataset(model, name_or_path: str | os.PathLike | None = None) -> str:
+    """The data set a model was trained on: its model card, else guessed from its input."""
+    from ..zoo import ARCHITECTURES, read_card
+    name = None if name_or_path is None else Path(str(name_or_path)).name.removesuffix(".keras")
+    if name in ARCHITECTURES:
+        return ARCHITECTURES[name].dataset
+    if name is not None:
+        card = read_card(name)
+        if card and card.get("dataset"):
+            return card["dataset"]
+    shape = tuple(model.input_shape[1:])
+    if len(shape) == 1:
+        return "imdb"
+    if shape == (28, 28):
+        return "mnist"
+    if shape == (8, 8):
+        return "digits"
+    raise InputError(f"cannot tell which data set fits a model with input {shape}; pass "
+                     f"dataset= (mnist, fashion-mnist, imdb, digits)")
+
+
+def select_seeds(model, x: np.ndarray, y: np.ndarray, n: int, correct_only: bool = True,
+                 batch_size: int = 512) -> np.ndarray:
+    """Indices of the first ``n`` inputs (predicted right by ``model`` when correct_only)."""
+    if n < 1:
+        raise InputError(f"the seed set is empty: ask for at least one seed (got {n})")
+    if not correct_only:
+        return np.arange(min(n, len(x)))
+    picked: list[np.ndarray] = []
+    count = 0
+    for i in range(0, len(x), batch_size):
+        pred = predict_proba(model, x[i:i + batch_size]).argmax(1)
+        ok = np.flatnonzero(pred == y[i:i + batch_size]) + i
+        picked.append(ok)
+        count += len(ok)
+        if count >= n:
+            break
+    idx = np.concatenate(picked)[:n] if picked else np.zeros(0, np.int64)
+    if len(idx) == 0:
+        raise InputError("the model predicts none of the inputs right: no seeds to start from")
+    return idx
+
+
+def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0,
+                   seed_indices=None, split: str = "test", dataset: str | None = None,
+                   correct_only: bool = True, others=(), batch_size: int | None = None, store=None,
+                   progress: Callable[[int, int], None] | None = None,
+                   should_stop: Callable[[], bool] | None = None, **params) -> dict:
+    """Generate one input per seed with ``method`` and store the run.
+
+    ``model``: a shipped name or a .keras path. ``others``: names/paths of the other models
+    (``differential``). ``params``: the strategy's own (target, k, constraint, step, ...).
+    Returns the summary plus ``run_id`` and ``outputs`` (the .npz path)."""
+    from ..data import load_dataset
+    from ..runs import RunStore
+    from ..zoo import load_model
+
+    cls = generator_class(method)      # unknown method: fail before loading anything
+    keras_model = load_model(model)
+    ds_name = dataset or model_dataset(keras_model, model)
+    ds = load_dataset(ds_name)
+    x_all, y_all = ds.split(split)
+    if seed_indices is not None:
+        idx = np.asarray(seed_indices, np.int64).reshape(-1)
+        if len(idx) == 0:
+            raise InputError("the seed set is empty: give at least one seed index")
+        if idx.min() < 0 or idx.max() >= len(x_all):
+            raise InputError(f"seed indices must lie in [0, {len(x_all)}) for the {split} split")
+    else:
+        idx = select_seeds(keras_model, x_all, y_all, int(n_seeds), correct_only)
+    if cls.input_kind == "image" and ds.kind != "image":
+        raise InputError(f"method {method!r} perturbs images, but {model} reads {ds.kind}; use "
+                         f"a text method ({', '.join(m for m in ('eda', 'synonym-gradient'))})")
+    if cls.input_kind == "text" and ds.kind != "text":
+        raise InputError(f"method {method!r} edits text, but {model} reads {ds.kind}")
+    if method == "differential":
+        if not others:
+            raise InputError("differential testing needs other models: give others= "
+                             "(CLI: --models a,b)")
+        params["others"] = [load_model(o) for o in others]
+    if batch_size is not None:
+        params["batch_size"] = batch_size
+    gen = get_generator(method, keras_model, seed=seed, **params)
+
+    store = store if store is not None else RunStore()
+    config = {"method": method, "model": str(model), "dataset": ds_name, "split": split,
+              "n_seeds": int(len(idx)), "seed": int(seed), "correct_only": bool(correct_only),
+              "seed_indices_given": seed_indices is not None,
+              "others": [str(o) for o in others], "generator": gen.get_config()}
+    name = str(model)
+    with store.start("generate", model=name, method=method, config=config) as run:
+        run.save_npz("seeds", seed_index=idx, y_seed=y_all[idx])
+        run.progress(0, len(idx), "starting")
+
+        def on_batch(partial: GenerationResult) -> None:
+            run.save_npz("outputs", **partial.arrays(idx[:partial.n]))
+            run.save_json("summary", {**partial.summary(name), "partial": True})
+            run.save_json("targets", partial.target_info)
+
+        def report(done: int, total: int) -> None:
+            run.progress(done, total, f"{done}/{total} seeds")
+            if progress is not None:
+                progress(done, total)
+
+        stop = (lambda: run.cancel_requested() or bool(should_stop and should_stop()))
+        result = gen.generate(x_all[idx], y_all[idx], progress=report, should_stop=stop,
+                              on_batch=on_batch)
+        summary = result.summary(name)
+        if result.stopped:
+            raise JobCancelled(f"run {run.run_id} was cancelled after {result.n} of {len(idx)} "
+                               f"seeds; they are kept in {run.path}")
+        outputs = run.save_npz("outputs", **result.arrays(idx))
+        run.save_json("targets", result.target_info)
+        run.finish(summary)
+    return {"run_id": run.run_id, **summary, "outputs": str(outputs)}

@@ -1,0 +1,379 @@
+"""The run store: every job (generation, retraining, ...) in its own directory, indexed in SQLite.
+
+Layout of ``<root>/``::
+
+    index.sqlite                 one row per run (WAL mode; a connection per call, so threads
+                                 and processes may write at once)
+    <run_id>/config.json         what was asked
+    <run_id>/versions.json       python / tensorflow / keras / numpy / rnncon versions
+    <run_id>/model.json          the model's name or path, size and sha256
+    <run_id>/progress.json       {done, total, message, updated} for polling
+    <run_id>/<name>.npz|.json    outputs (written by the job, e.g. outputs.npz, summary.json)
+    <run_id>/error.txt           the error of a failed run
+
+Every file is written atomically (a temporary file, then ``os.replace``), so a reader never
+sees half a file, and a run that crashes keeps what it last wrote. Cancelling works across
+processes: ``request_cancel`` sets a column in the index, ``Run.check_cancel`` reads it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import socket
+import sqlite3
+import sys
+import time
+import traceback
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError, JobCancelled
+from .paths import RUNS_DIR
+
+STATUSES = ("running", "finished", "failed", "cancelled")
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    model TEXT,
+    method TEXT,
+    created TEXT NOT NULL,
+    updated TEXT NOT NULL,
+    summary TEXT,
+    error TEXT,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    pid INTEGER,
+    host TEXT
+)"""
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _tmp_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = _tmp_path(path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(path, json.dumps(obj, indent=2, default=_json_default).encode())
+
+
+def atomic_write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    tmp = _tmp_path(path)
+    try:
+        with open(tmp, "wb") as f:
+            np.savez_compressed(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _json_default(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")
+
+
+def _versions() -> dict:
+    """Package versions, read from the installed metadata (no TensorFlow import)."""
+    from importlib import metadata
+    out = {"python": sys.version.split()[0]}
+    for key, dists in {"tensorflow": ("tensorflow-cpu", "tensorflow"), "keras": ("keras",),
+                       "numpy": ("numpy",), "rnncon": ("rnncon-test",)}.items():
+        for dist in dists:
+            try:
+                out[key] = metadata.version(dist)
+                break
+            except metadata.PackageNotFoundError:
+                continue
+    return out
+
+
+def _model_record(model: str | None) -> dict | None:
+    """Name/path of the model plus the file's size and sha256 when it can be found."""
+    if model is None:
+        return None
+    from .paths import MODELS_DIR
+    rec: dict[str, Any] = {"model": str(model)}
+    for candidate in (MODELS_DIR / f"{model}.keras", Path(str(model))):
+        if candidate.is_file():
+            h = hashlib.sha256()
+            with open(candidate, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+            rec.update(path=str(candidate.resolve()), bytes=candidate.stat().st_size,
+                       sha256=h.hexdigest())
+            break
+    return rec
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass
+class RunInfo:
+    """One row of the index plus where its files are. ``to_dict()`` is the `rnncon runs` row."""
+    run_id: str
+    kind: str
+    status: str
+    model: str | None
+    method: str | None
+    created: str
+    updated: str
+    summary: dict | None
+    error: str | None
+    cancel_requested: bool
+    path: Path = field(repr=False)
+
+    def to_dict(self) -> dict:
+        return {"run_id": self.run_id, "kind": self.kind, "status": self.status,
+                "model": self.model, "method": self.method, "created": self.created,
+                "summary": self.summary}
+
+    @property
+    def config(self) -> dict:
+        return self.load_json("config") or {}
+
+    def progress(self) -> dict | None:
+        return self.load_json("progress")
+
+    def load_json(self, name: str):
+        p = self.path / f"{name}.json"
+        return json.loads(p.read_text()) if p.exists() else None
+
+    def load_npz(self, name: str) -> dict[str, np.ndarray] | None:
+        """The arrays of ``<name>.npz`` (loaded into memory), or None if it was never written."""
+        p = self.path / f"{name}.npz"
+        if not p.exists():
+            return None
+        with np.load(p, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+
+    def files(self) -> list[str]:
+        return sorted(p.name for p in self.path.iterdir() if not p.name.startswith("."))
+
+
+class Run:
+    """The handle a job writes through. Use it as a context manager (``store.start(...)``):
+    leaving the block by an exception marks the run failed (or cancelled for JobCancelled);
+    leaving it normally without ``finish`` finishes it with the last saved summary."""
+
+    def __init__(self, store: "RunStore", run_id: str):
+        self.store = store
+        self.run_id = run_id
+        self.path = store.root / run_id
+        self._closed = False
+
+    # ---- files
+    def save_json(self, name: str, obj) -> Path:
+        """``<name>.json``; a "summary" is also put in the index (so listings show a running
+        run's partial summary)."""
+        p = self.path / f"{name}.json"
+        atomic_write_json(p, obj)
+        if name == "summary":
+            self.store._set_summary(self.run_id, obj)
+        return p
+
+    def save_npz(self, name: str, **arrays) -> Path:
+        p = self.path / f"{name}.npz"
+        atomic_write_npz(p, {k: np.asarray(v) for k, v in arrays.items()})
+        return p
+
+    def progress(self, done: int, total: int, message: str = "") -> None:
+        self.save_json("progress", {"done": int(done), "total": int(total),
+                                    "message": message, "updated": _now()})
+
+    # ---- cancellation
+    def cancel_requested(self) -> bool:
+        """True once anyone (any process) asked to cancel this run; usable as ``should_stop``."""
+        return self.store._cancel_flag(self.run_id)
+
+    def check_cancel(self) -> None:
+        if self.cancel_requested():
+            raise JobCancelled(f"run {self.run_id} was cancelled; the seeds it had finished are "
+                               f"kept in {self.path}")
+
+    # ---- end states
+    def finish(self, summary: dict | None = None) -> None:
+        if summary is not None:
+            atomic_write_json(self.path / "summary.json", summary)
+        self.store._set_status(self.run_id, "finished", summary=summary)
+        self._closed = True
+
+    def fail(self, error: str, status: str = "failed") -> None:
+        atomic_write_bytes(self.path / "error.txt", error.encode())
+        summary = None
+        if (self.path / "summary.json").exists():
+            summary = json.loads((self.path / "summary.json").read_text())
+        self.store._set_status(self.run_id, status, error=error.strip().splitlines()[-1]
+                               if error.strip() else status, summary=summary)
+        self._closed = True
+
+    def info(self) -> RunInfo:
+        return self.store.get(self.run_id)
+
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if self._closed:
+            return False
+        if exc is None:
+            p = self.path / "summary.json"
+            self.finish(json.loads(p.read_text()) if p.exists() else None)
+        elif isinstance(exc, JobCancelled):
+            self.fail(f"JobCancelled: {exc}", status="cancelled")
+        else:
+            self.fail("".join(traceback.format_exception(exc_type, exc, tb)))
+        return False
+
+
+class RunStore:
+    """All runs under one root (default ``rnncon_core.paths.RUNS_DIR``, env ``RNNCON_RUNS``)."""
+
+    def __init__(self, root: str | os.PathLike | None = None):
+        self.root = Path(root) if root is not None else RUNS_DIR
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.db = self.root / "index.sqlite"
+        with closing(self._connect()) as con:
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute(_SCHEMA)
+            con.commit()
+
+    def _connect(self) -> sqlite3.Connection:
+        con = sqlite3.connect(self.db, timeout=30)
+        con.row_factory = sqlite3.Row
+        return con
+
+    def _execute(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
+        with closing(self._connect()) as con:
+            with con:   # one transaction, committed on success
+                rows = con.execute(sql, args).fetchall()
+        return rows
+
+    # ---- writing
+    def start(self, kind: str, model: str | None = None, method: str | None = None,
+              config: dict | None = None) -> Run:
+        """Create a running run (its directory, config, versions, model record) and return it."""
+        if not kind or not isinstance(kind, str):
+            raise InputError("a run needs a kind (generate, retrain, coverage, ...)")
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        run_id = f"{stamp}-{kind}-{secrets.token_hex(3)}"
+        path = self.root / run_id
+        path.mkdir(parents=True)
+        atomic_write_json(path / "config.json", config or {})
+        atomic_write_json(path / "versions.json", _versions())
+        rec = _model_record(model)
+        if rec is not None:
+            atomic_write_json(path / "model.json", rec)
+        now = _now()
+        self._execute("INSERT INTO runs (run_id, kind, status, model, method, created, updated, "
+                      "pid, host) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
+                      (run_id, kind, None if model is None else str(model), method, now, now,
+                       os.getpid(), socket.gethostname()))
+        return Run(self, run_id)
+
+    def request_cancel(self, run_id: str) -> None:
+        """Ask a running run to stop at its next check (works from any thread or process)."""
+        info = self.get(run_id)
+        if info.status != "running":
+            raise InputError(f"run {run_id} is {info.status}, not running: nothing to cancel")
+        self._execute("UPDATE runs SET cancel_requested = 1, updated = ? WHERE run_id = ?",
+                      (_now(), run_id))
+
+    def delete(self, run_id: str) -> None:
+        import shutil
+        self.get(run_id)
+        self._execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+        shutil.rmtree(self.root / run_id, ignore_errors=True)
+
+    def _set_status(self, run_id: str, status: str, summary: dict | None = None,
+                    error: str | None = None) -> None:
+        assert status in STATUSES
+        self._execute("UPDATE runs SET status = ?, updated = ?, summary = ?, error = ? "
+                      "WHERE run_id = ?",
+                      (status, _now(), None if summary is None else
+                       json.dumps(summary, default=_json_default), error, run_id))
+
+    def _set_summary(self, run_id: str, summary) -> None:
+        self._execute("UPDATE runs SET summary = ?, updated = ? WHERE run_id = ?",
+                      (json.dumps(summary, default=_json_default), _now(), run_id))
+
+    def _cancel_flag(self, run_id: str) -> bool:
+        rows = self._execute("SELECT cancel_requested FROM runs WHERE run_id = ?", (run_id,))
+        return bool(rows and rows[0]["cancel_requested"])
+
+    # ---- reading
+    def _info(self, row: sqlite3.Row) -> RunInfo:
+        status, error = row["status"], row["error"]
+        if status == "running" and row["host"] == socket.gethostname() \
+                and not _pid_alive(row["pid"]):
+            # the process died without marking the run (killed, power loss): say so once
+            status, error = "failed", "the process running it ended without finishing"
+            self._execute("UPDATE runs SET status = ?, error = ?, updated = ? WHERE run_id = ? "
+                          "AND status = 'running'", (status, error, _now(), row["run_id"]))
+            err = self.root / row["run_id"] / "error.txt"
+            if not err.exists():
+                atomic_write_bytes(err, error.encode())
+        return RunInfo(run_id=row["run_id"], kind=row["kind"], status=status, model=row["model"],
+                       method=row["method"], created=row["created"], updated=row["updated"],
+                       summary=json.loads(row["summary"]) if row["summary"] else None,
+                       error=error, cancel_requested=bool(row["cancel_requested"]),
+                       path=self.root / row["run_id"])
+
+    def get(self, run_id: str) -> RunInfo:
+        rows = self._execute("SELECT * FROM runs WHERE run_id = ?", (run_id,))
+        if not rows:
+            raise InputError(f"no run {run_id!r} in {self.root}; `rnncon runs` lists them")
+        return self._info(rows[0])
+
+    def list(self, kind: str | None = None, status: str | None = None,
+             model: str | None = None, limit: int | None = None) -> list[RunInfo]:
+        """Runs, newest first, optionally filtered."""
+        where, args = [], []
+        for col, val in (("kind", kind), ("status", status), ("model", model)):
+            if val is not None:
+                where.append(f"{col} = ?")
+                args.append(val)
+        sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "") + \
+              " ORDER BY created DESC, rowid DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return [self._info(r) for r in self._execute(sql, tuple(args))]

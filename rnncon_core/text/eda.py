@@ -1,0 +1,191 @@
+"""Easy Data Augmentation (Wei & Zou, EMNLP 2019) over a model's vocabulary.
+
+The four operations, as the EDA paper (and RNNCon's Algorithm 2) describe them:
+
+- synonym replacement (SR): n words that are not stop words are replaced, each by a random
+  WordNet synonym (n = max(1, int(alpha_sr * len)); one position per picked word);
+- random insertion (RI): n times, a random synonym of a random non-stop word is inserted at a
+  random position;
+- random swap (RS): n times, two random positions swap their words;
+- random deletion (RD): each word is deleted with probability p_rd; a review is never emptied
+  (when every word would go, one random word stays, as in EDA's code).
+
+Stop words are scikit-learn's ENGLISH_STOP_WORDS (318 words); SR and RI never pick one (RS and
+RD work on any word, as in EDA). Synonyms are those WordNet gives that are single words of the
+model's vocabulary, so an edit never produces an out-of-vocabulary id. A word of the review
+outside the vocabulary is what the model's tokenizer makes of it: the OOV id (shown ``<unk>``);
+it has no synonyms and is only moved or deleted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..data import IMDB_MAXLEN, INDEX_FROM, OOV, PAD, START, Vocabulary, pad_sequences, tokenize
+from ..errors import InputError
+
+OPERATIONS = ("sr", "ri", "rs", "rd")
+OPERATION_NAMES = {"sr": "synonym replacement", "ri": "random insertion",
+                   "rs": "random swap", "rd": "random deletion"}
+UNK = "<unk>"
+
+
+def stop_words() -> frozenset[str]:
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+    return frozenset(ENGLISH_STOP_WORDS)
+
+
+class Lexicon:
+    """A vocabulary with its in-vocabulary WordNet synonyms and the stop words."""
+
+    def __init__(self, vocab: Vocabulary, table: dict[str, list[str]] | None = None):
+        if table is None:
+            from .wordnet import synonym_table
+            table = synonym_table(vocab.words)
+        self.vocab = vocab
+        self.table = table
+        self.stop = stop_words()
+
+    def synonyms(self, word: str) -> list[str]:
+        return self.table.get(word, [])
+
+    def is_stop(self, word: str) -> bool:
+        return word in self.stop
+
+    def replaceable(self, word: str) -> bool:
+        """A word SR and RI may pick: not a stop word, with at least one synonym."""
+        return word not in self.stop and bool(self.table.get(word))
+
+    # ---- ids <-> words (the model's own encoding: 0 pad, 1 start, 2 OOV, rank r -> r + 2)
+
+    def words_of(self, row: np.ndarray) -> tuple[list[str], bool]:
+        """One padded id row -> its words (OOV as ``<unk>``) and whether it holds the start mark."""
+        ids = [int(i) for i in np.asarray(row).ravel() if i != PAD]
+        had_start = bool(ids) and ids[0] == START
+        words = self.vocab.words
+        return [UNK if i == OOV else words[i - INDEX_FROM] for i in ids if i != START], had_start
+
+    def ids_of(self, words: Sequence[str], had_start: bool = True, maxlen: int = IMDB_MAXLEN
+               ) -> np.ndarray:
+        """Words -> one padded id row, cut at the front as Keras' pad_sequences does."""
+        ids = ([START] if had_start else []) + [self.vocab.word_id(w) for w in words]
+        return pad_sequences([ids], maxlen)[0]
+
+    def check_review(self, words: Sequence[str], what: str = "the review") -> None:
+        """A review EDA can work on: some words, not all of them outside the vocabulary."""
+        if not words:
+            raise InputError(f"{what} is empty: give a review with at least one word")
+        if all(w == UNK or w not in self.vocab for w in words):
+            raise InputError(f"{what} is made only of words outside the model's vocabulary "
+                             f"({len(self.vocab):,} ids): the model sees nothing but the "
+                             f"unknown-word id; give a review in English")
+
+
+# ---------------------------------------------------------------- the four operations
+
+def synonym_replacement(words: list[str], n: int, rng: np.random.Generator, lex: Lexicon
+                        ) -> list[str]:
+    out = list(words)
+    positions = [i for i, w in enumerate(out) if lex.replaceable(w)]
+    for i in rng.permutation(positions)[:n].tolist():
+        syns = lex.synonyms(out[i])
+        out[i] = syns[int(rng.integers(len(syns)))]
+    return out
+
+
+def random_insertion(words: list[str], n: int, rng: np.random.Generator, lex: Lexicon
+                     ) -> list[str]:
+    out = list(words)
+    for _ in range(n):
+        pool = [w for w in out if lex.replaceable(w)]
+        if not pool:
+            break
+        syns = lex.synonyms(pool[int(rng.integers(len(pool)))])
+        out.insert(int(rng.integers(len(out) + 1)), syns[int(rng.integers(len(syns)))])
+    return out
+
+
+def random_swap(words: list[str], n: int, rng: np.random.Generator) -> list[str]:
+    out = list(words)
+    if len(out) < 2:
+        return out
+    for _ in range(n):
+        i, j = rng.choice(len(out), size=2, replace=False).tolist()
+        out[i], out[j] = out[j], out[i]
+    return out
+
+
+def random_deletion(words: list[str], p: float, rng: np.random.Generator) -> list[str]:
+    if len(words) <= 1:
+        return list(words)
+    keep = rng.random(len(words)) > p
+    if not keep.any():
+        return [words[int(rng.integers(len(words)))]]
+    return [w for w, k in zip(words, keep) if k]
+
+
+# ---------------------------------------------------------------- EDA
+
+@dataclass
+class EDA:
+    """EDA's parameters: alpha per operation (share of the words it touches), n augmented.
+
+    ``alpha_* = 0`` switches an operation off. ``seed`` makes every call reproducible.
+    """
+    lexicon: Lexicon
+    alpha_sr: float = 0.1
+    alpha_ri: float = 0.1
+    alpha_rs: float = 0.1
+    p_rd: float = 0.1
+    n_aug: int = 9
+    seed: int | None = 0
+
+    def __post_init__(self):
+        for name in ("alpha_sr", "alpha_ri", "alpha_rs", "p_rd"):
+            v = getattr(self, name)
+            if not 0.0 <= float(v) <= 1.0:
+                raise InputError(f"EDA {name} = {v}: it must lie in [0, 1]")
+        if not self.operations:
+            raise InputError("EDA: every operation is switched off (all alphas are 0): give at "
+                             "least one alpha above 0")
+        if int(self.n_aug) < 1:
+            raise InputError(f"EDA n_aug = {self.n_aug}: ask for at least one augmented review")
+
+    @property
+    def operations(self) -> tuple[str, ...]:
+        alphas = {"sr": self.alpha_sr, "ri": self.alpha_ri, "rs": self.alpha_rs, "rd": self.p_rd}
+        return tuple(op for op in OPERATIONS if alphas[op] > 0)
+
+    def rng(self, rng: np.random.Generator | None = None) -> np.random.Generator:
+        return rng if rng is not None else np.random.default_rng(self.seed)
+
+    def apply(self, op: str, words: list[str], rng: np.random.Generator) -> list[str]:
+        """One operation on a list of words (a new list)."""
+        n = lambda alpha: max(1, int(alpha * len(words)))
+        if op == "sr":
+            return synonym_replacement(words, n(self.alpha_sr), rng, self.lexicon)
+        if op == "ri":
+            return random_insertion(words, n(self.alpha_ri), rng, self.lexicon)
+        if op == "rs":
+            return random_swap(words, n(self.alpha_rs), rng)
+        if op == "rd":
+            return random_deletion(words, self.p_rd, rng)
+        raise InputError(f"unknown EDA operation {op!r}; choose one of {', '.join(OPERATIONS)}")
+
+    def augment_words(self, words: Sequence[str], rng: np.random.Generator | None = None
+                      ) -> list[tuple[str, list[str]]]:
+        """``n_aug`` augmented reviews as (operation, words), each made by one operation,
+        the operations in equal shares (EDA's ``int(n_aug / k) + 1`` each, shuffled, cut)."""
+        words = list(words)
+        self.lexicon.check_review(words)
+        rng = self.rng(rng)
+        per_op = self.n_aug // len(self.operations) + 1
+        made = [(op, self.apply(op, words, rng)) for op in self.operations for _ in range(per_op)]
+        order = rng.permutation(len(made))[: self.n_aug]
+        return [made[i] for i in order.tolist()]
+
+    def augment(self, text: str, rng: np.random.Generator | None = None) -> list[str]:
+        """A review's text -> ``n_aug`` augmented texts (tokenized as the model's tokenizer)."""
+        return [" ".join(w) for _, w in self.augment_words(tokenize(text), rng)]

@@ -1,0 +1,372 @@
+"""Text generators: coverage-targeted EDA (Algorithm 2, lines 13-18) and gradient-guided synonym
+substitution. Both work on padded word-id rows (N, T) of a model that starts with an Embedding,
+change at most a budget of words per review, and stop a seed as soon as its prediction flips.
+
+Budget: ``min(max_changes, floor(max_fraction * words))`` words of a review (at least 1),
+counted as the word-level edit distance to the seed (:func:`rnncon_core.text.diff.words_changed`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..data import INDEX_FROM, VOCAB_FILE, Vocabulary
+from ..errors import DataMissingError, InputError, UnsupportedModelError
+from ..generate.base import BatchOutput, Generator
+from .diff import words_changed
+from .eda import EDA, Lexicon
+
+IMDB_THRESHOLD = 0.5        # the paper's threshold for the IMDB models
+
+
+def load_vocabulary(vocab=None) -> Vocabulary:
+    """The vocabulary saved with the models (or a given Vocabulary / path to one); before any
+    model is saved, the IMDB data set's own (the one training uses and saves)."""
+    if isinstance(vocab, Vocabulary):
+        return vocab
+    path = Path(vocab) if vocab is not None else VOCAB_FILE
+    if path.exists():
+        return Vocabulary.load(path)
+    if vocab is None:
+        from ..data import load_dataset
+        ds_vocab = load_dataset("imdb").vocab
+        if ds_vocab is not None:
+            return ds_vocab
+    raise DataMissingError(f"the vocabulary of the text models is missing ({path}): it is "
+                           f"saved by `rnncon train imdb-lstm`; or pass vocab=")
+
+
+class TextGenerator(Generator):
+    """What both text strategies share: vocabulary and synonyms, the word budget, the coverage
+    of the seed set and one random set of uncovered contributions per seed."""
+
+    input_kind = "text"
+
+    def __init__(self, model, *, vocab=None, max_changes: int | None = None,
+                 max_fraction: float = 0.1, criterion: str = "rconc",
+                 threshold: float = IMDB_THRESHOLD, layer: str | None = None, n_targets: int = 8,
+                 lexicon: Lexicon | None = None, batch_size: int = 64, seed: int = 0):
+        from ..coverage import get_criterion
+        from ..trace import Tracer
+        super().__init__(model, batch_size=batch_size, seed=seed)
+        self.tracer = Tracer(model)
+        if self.tracer.embedding is None:
+            raise UnsupportedModelError(f"method {self.method!r} needs a text model that starts "
+                                        f"with an Embedding of word ids; this one reads vectors")
+        if max_changes is not None and int(max_changes) < 1:
+            raise InputError(f"max_changes must be at least 1, got {max_changes}")
+        if not 0 < float(max_fraction) <= 1:
+            raise InputError(f"max_fraction must lie in (0, 1], got {max_fraction}")
+        if int(n_targets) < 1:
+            raise InputError(f"n_targets must be at least 1, got {n_targets}")
+        self.lexicon = lexicon or Lexicon(load_vocabulary(vocab))
+        n_ids = int(self.tracer.embedding[1].shape[0])
+        if self.lexicon.vocab.num_words > n_ids:
+            raise InputError(f"the vocabulary has {self.lexicon.vocab.num_words:,} ids but the "
+                             f"model's Embedding only {n_ids:,}: give the vocabulary the model "
+                             f"was trained with")
+        self.max_changes = None if max_changes is None else int(max_changes)
+        self.max_fraction = float(max_fraction)
+        self.criterion_name = criterion
+        self.threshold = float(threshold)
+        self.layer = layer
+        self.n_targets = int(n_targets)
+        self.coverage = get_criterion(criterion, self.tracer, threshold=self.threshold)
+        self._pool = np.zeros(0, np.int64)
+
+    def budget(self, n_words: int) -> int:
+        b = int(np.floor(self.max_fraction * n_words))
+        if self.max_changes is not None:
+            b = min(b, self.max_changes)
+        return max(1, b)
+
+    def _prepare(self, x, y):
+        for n, row in enumerate(x):      # every seed must be a review the model can read
+            self.lexicon.check_review(self.lexicon.words_of(row)[0], f"seed review {n}")
+        self.coverage.reset()            # the seed set's coverage; targets are what it misses
+        self.coverage.update(x)
+        self._pool = np.asarray(self.coverage.uncovered(self.layer), np.int64)
+
+    def _pick_targets(self, B: int, rng) -> np.ndarray:
+        if len(self._pool) == 0:
+            return np.full((B, 0), -1, np.int64)
+        k = min(self.n_targets, len(self._pool))
+        return np.stack([rng.choice(self._pool, size=k, replace=False) for _ in range(B)])
+
+    def _activated(self, x_ids: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """(M,) how many of each row's own targets (M, k) its input lifts above the threshold."""
+        if targets.shape[1] == 0 or len(x_ids) == 0:
+            return np.zeros(len(x_ids), np.int64)
+        return (self._target_values(x_ids, targets) > self.threshold).sum(axis=1)
+
+    def _target_values(self, x_ids: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """(M, k) normalized values of each row's own targets, in chunks (``values`` makes
+        every contribution of an input: a million for a stacked IMDB model)."""
+        union, inv = np.unique(targets, return_inverse=True)
+        inv = inv.reshape(targets.shape)
+        rows = max(1, 2 ** 24 // max(1, self.coverage.total))
+        out = [np.take_along_axis(np.asarray(self.coverage.values(x_ids[s:s + rows], union)),
+                                  inv[s:s + rows], axis=1)
+               for s in range(0, len(x_ids), rows)]
+        return np.concatenate(out)
+
+    def _describe_targets(self, targets):
+        return [[self.coverage.describe(int(t)) for t in row if t >= 0] for row in targets]
+
+    def _seeds(self, x):
+        words, starts = zip(*(self.lexicon.words_of(row) for row in x))
+        return list(words), list(starts)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "max_changes": self.max_changes,
+                "max_fraction": self.max_fraction, "criterion": self.criterion_name,
+                "threshold": self.threshold, "layer": self.layer, "n_targets": self.n_targets,
+                "vocab_size": self.lexicon.vocab.num_words}
+
+
+def _edit_bound(a: list[str], b: list[str]) -> int:
+    """An upper bound of words_changed(a, b) for b made from a by one EDA operation: the
+    positions that differ when the lengths agree (SR, RS), else the length difference (RI
+    only inserts, RD only deletes)."""
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b))
+    return abs(len(a) - len(b))
+
+
+class CoverageEDA(TextGenerator):
+    """Algorithm 2, lines 13-18: EDA edits until the review raises the coverage asked for.
+
+    Each round makes ``n_aug`` EDA variants of the current review (the four operations in turn,
+    each with its alpha), drops those beyond the word budget, and keeps the variant that flips
+    the prediction, else the one that activates most of the seed's uncovered target
+    contributions, else the one least sure of the seed's label. A seed stops when its prediction
+    flips, when no variant fits the budget, after ``max_rounds``, or (``stop_at_coverage``) as
+    soon as it activates a target: the literal line 18, "reaches the coverage asked for".
+    """
+
+    method = "eda"
+
+    def __init__(self, model, *, alpha_sr: float = 0.02, alpha_ri: float = 0.02,
+                 alpha_rs: float = 0.02, p_rd: float = 0.02, n_aug: int = 8,
+                 max_rounds: int = 30, stop_at_coverage: bool = False, **kw):
+        super().__init__(model, **kw)
+        if int(max_rounds) < 1:
+            raise InputError(f"max_rounds must be at least 1, got {max_rounds}")
+        self.eda = EDA(self.lexicon, alpha_sr, alpha_ri, alpha_rs, p_rd, n_aug, seed=self.seed)
+        self.max_rounds = int(max_rounds)
+        self.stop_at_coverage = bool(stop_at_coverage)
+
+    def _generate_batch(self, x, y, rng):
+        T = x.shape[1]
+        seeds, starts = self._seeds(x)
+        budgets = np.array([self.budget(len(w)) for w in seeds])
+        targets = self._pick_targets(len(x), rng)
+        # a seed's state is the id row the model reads (a review grown past T is cut at the
+        # front, as the tokenizer does) and the words of that row
+        rows = x.copy()
+        current = [list(w) for w in seeds]
+        changed = np.zeros(len(x), np.int64)
+        activated = np.zeros(len(x), np.int64)
+        rounds = np.zeros(len(x), np.int64)
+        active = self.predict(x).argmax(1) == y        # a seed predicted wrong is not worked on
+        ops = self.eda.operations
+        for _ in range(self.max_rounds):
+            cands, owner = [], []
+            for i in np.flatnonzero(active):
+                first = int(rng.integers(len(ops)))
+                for k in range(self.eda.n_aug):
+                    c = self.eda.apply(ops[(first + k) % len(ops)], current[i], rng)
+                    row = self.lexicon.ids_of(c, self.lexicon.words_of(rows[i])[1], T)
+                    c = self.lexicon.words_of(row)[0]
+                    # an upper bound of the distance to the seed is enough to keep the budget;
+                    # the exact distance is computed for the variant kept
+                    if c != current[i] and changed[i] + _edit_bound(current[i], c) <= budgets[i]:
+                        cands.append((row, c)), owner.append(i)
+            stuck = np.setdiff1d(np.flatnonzero(active), owner)
+            active[stuck] = False
+            if not cands:
+                break
+            owner = np.array(owner)
+            xc = np.stack([row for row, _ in cands])
+            proba = self.predict(xc)
+            flips = proba.argmax(1) != y[owner]
+            act = self._activated(xc, targets[owner])
+            sure = proba[np.arange(len(owner)), y[owner]]
+            # best first: a flip, then most targets activated, then least sure of the label
+            order = np.lexsort((sure, -act, ~flips))
+            best = {}
+            for m in order.tolist():
+                best.setdefault(int(owner[m]), m)
+            for i, m in best.items():
+                rows[i], current[i] = cands[m]
+                activated[i] = act[m]
+                changed[i] = words_changed(seeds[i], current[i])
+                rounds[i] += 1
+                if flips[m] or (self.stop_at_coverage and act[m] > 0):
+                    active[i] = False
+            if not active.any():
+                break
+        n_words = np.array([len(w) for w in seeds])
+        return BatchOutput(x_gen=rows.astype(np.int32), iterations=rounds, targets=targets,
+                           n_activated=activated,
+                           extras={"words_changed": changed, "n_words": n_words,
+                                   "budget": budgets})
+
+    def get_config(self) -> dict:
+        e = self.eda
+        return {**super().get_config(), "alpha_sr": e.alpha_sr, "alpha_ri": e.alpha_ri,
+                "alpha_rs": e.alpha_rs, "p_rd": e.p_rd, "n_aug": e.n_aug,
+                "max_rounds": self.max_rounds, "stop_at_coverage": self.stop_at_coverage}
+
+
+class SynonymGradient(TextGenerator):
+    """Gradient-guided synonym substitution (beyond the paper).
+
+    Per step and seed: the gradient g of the objective with respect to the embedding vectors
+    gives, for every position t holding a non-stop word w and every in-vocabulary WordNet
+    synonym s of w, the first-order change g_t . (E[s] - E[w]); the ``rescore`` best pairs are
+    tried for real (one forward pass) and the one with the largest objective is substituted. A
+    position is changed at most once, so the words changed never exceed the budget.
+
+    ``objective``: ``"loss"`` (the prediction's cross-entropy on the seed's label, to flip it)
+    or ``"contribution"`` (the sum of the seed's random uncovered target contributions,
+    Algorithm 2's objective).
+    """
+
+    method = "synonym-gradient"
+
+    def __init__(self, model, *, objective: str = "loss", rescore: int = 4, **kw):
+        super().__init__(model, **kw)
+        if objective not in ("loss", "contribution"):
+            raise InputError(f"objective {objective!r}: choose 'loss' or 'contribution'")
+        if int(rescore) < 1:
+            raise InputError(f"rescore must be at least 1, got {rescore}")
+        self.objective = objective
+        self.rescore = int(rescore)
+        self.E = np.asarray(self.tracer.embedding[1])
+        self._build_synonym_index()
+        self._grad_fn = None
+
+    def _build_synonym_index(self):
+        """CSR table over ids: the synonym ids of id i are syn[ptr[i]:ptr[i + 1]] (none for stop
+        words, OOV and the marks), so a lookup for a whole review is a few numpy gathers."""
+        lex, n_ids = self.lexicon, int(self.E.shape[0])
+        lists = [[] for _ in range(n_ids)]
+        for w, syns in lex.table.items():
+            i = lex.vocab.word_id(w)
+            if i >= INDEX_FROM and not lex.is_stop(w):
+                lists[i] = [lex.vocab.index[s] for s in syns]
+        self._ptr = np.concatenate([[0], np.cumsum([len(s) for s in lists])]).astype(np.int64)
+        self._syn = np.array([s for row in lists for s in row], np.int64)
+
+    def _gradient(self, ids, y, targets) -> np.ndarray:
+        """(B, T, E): the gradient of the objective w.r.t. the embedding vectors."""
+        import tensorflow as tf
+        if self.objective == "loss":
+            if self._grad_fn is None:
+                from ..generate.baselines import loss_from_output
+                tr = self.tracer
+                # Keras' own layers after the Embedding: the loss needs no trace, and their
+                # gradient is about 5 times faster than through the traced recurrence
+                after = [l for l in self.model.layers
+                         if l.name != tr.embedding[0] and type(l).__name__ != "InputLayer"]
+
+                def fn(ids, y):
+                    emb = tr.embed_tf(ids)
+                    with tf.GradientTape() as tape:
+                        tape.watch(emb)
+                        out = emb
+                        for layer in after:
+                            out = layer(out, training=False)
+                        loss = loss_from_output(out, y)
+                    return tape.gradient(loss, emb)
+                self._grad_fn = tf.function(fn, input_signature=[
+                    tf.TensorSpec((None,) + tuple(tr.input_shape), tf.int32),
+                    tf.TensorSpec((None,), tf.int64)])
+            return self._grad_fn(tf.constant(ids, tf.int32), tf.constant(y, tf.int64)).numpy()
+        emb = self.tracer.embed(ids)
+        union, inv = np.unique(targets, return_inverse=True)
+        with tf.GradientTape() as tape:
+            tape.watch(emb)
+            vals = self.coverage.values(emb, union, embedded=True)              # (B, U)
+            obj = tf.reduce_sum(tf.gather(vals, inv.reshape(targets.shape), axis=1,
+                                          batch_dims=1), axis=1)
+        return tape.gradient(obj, emb).numpy()
+
+    def _exact(self, ids, y, targets) -> tuple[np.ndarray, np.ndarray]:
+        """The objective of each row for real (no gradient), and the model's prediction."""
+        p = self.predict(ids)
+        if self.objective == "loss":
+            score = -np.log(np.clip(p[np.arange(len(y)), y], 1e-7, 1.0))
+        else:
+            score = self._target_values(ids, targets).sum(axis=1)
+        return score, p.argmax(1)
+
+    def _candidates(self, row, grad, frozen):
+        """The first-order gains of all (position, synonym) pairs of one review, best first."""
+        tok = row.astype(np.int64)
+        lens = self._ptr[tok + 1] - self._ptr[tok]
+        lens[frozen] = 0
+        if lens.sum() == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        pos = np.repeat(np.arange(len(tok)), lens)
+        starts = np.repeat(self._ptr[tok] - np.cumsum(lens) + lens, lens)
+        syn = self._syn[starts + np.arange(len(pos))]
+        gain = np.einsum("pe,pe->p", grad[pos], self.E[syn] - self.E[tok[pos]])
+        order = np.argsort(-gain, kind="stable")
+        return pos[order], syn[order], gain[order]
+
+    def _generate_batch(self, x, y, rng):
+        seeds, _ = self._seeds(x)
+        budgets = np.array([self.budget(len(w)) for w in seeds])
+        targets = self._pick_targets(len(x), rng)
+        if self.objective == "contribution" and targets.shape[1] == 0:
+            raise InputError("objective 'contribution': the seeds already cover every "
+                             "contribution of the chosen layer; use objective='loss'")
+        ids = x.copy()
+        frozen = np.zeros(x.shape, bool)          # positions changed already
+        changed = np.zeros(len(x), np.int64)
+        steps = np.zeros(len(x), np.int64)
+        active = self.predict(x).argmax(1) == y
+        while active.any():
+            idx = np.flatnonzero(active)
+            grad = self._gradient(ids[idx], y[idx], targets[idx])
+            trials, owner = [], []
+            for b, i in enumerate(idx.tolist()):
+                if changed[i] >= budgets[i]:
+                    active[i] = False
+                    continue
+                pos, syn, gain = self._candidates(ids[i], grad[b], frozen[i])
+                keep = gain > 0
+                if not keep.any():
+                    active[i] = False          # no substitution is expected to help
+                    continue
+                for p, s in zip(pos[keep][: self.rescore], syn[keep][: self.rescore]):
+                    trials.append((i, int(p), int(s)))
+            if not trials:
+                break
+            xt = ids[[i for i, _, _ in trials]].copy()
+            for m, (_, p, s) in enumerate(trials):
+                xt[m, p] = s
+            owner = np.array([i for i, _, _ in trials])
+            score, pred = self._exact(xt, y[owner], targets[owner])
+            best = {}
+            for m in np.argsort(-score, kind="stable").tolist():
+                best.setdefault(int(owner[m]), m)
+            for i, m in best.items():
+                _, p, s = trials[m]
+                ids[i, p] = s
+                frozen[i, p] = True
+                changed[i] += 1
+                steps[i] += 1
+                if pred[m] != y[i]:          # flipped: this seed is done
+                    active[i] = False
+        act = self._activated(ids, targets)
+        n_words = np.array([len(w) for w in seeds])
+        return BatchOutput(x_gen=ids.astype(np.int32), iterations=steps, targets=targets,
+                           n_activated=act, extras={"words_changed": changed,
+                                                    "n_words": n_words, "budget": budgets})
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "objective": self.objective, "rescore": self.rescore}

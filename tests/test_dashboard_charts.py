@@ -1,0 +1,199 @@
+"""The dashboard's figure builders and tables: pure functions, checked against the data."""
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the dashboard package
+from dashboard import charts, results, tables  # noqa: E402
+
+
+def _by_layer(rates):
+    rows = [("lstm_1", "lstm", 100, 40), ("dense_32", "dense", 32, 8), ("output", "dense", 10, 5)]
+    return pd.DataFrame([{"layer": l, "kind": k, "total": t, "covered": c, "rate": c / t}
+                         for l, k, t, c in rows][: len(rates)])
+
+
+def test_with_all_sums_covered_and_total():
+    df = charts.with_all(_by_layer([1, 1, 1]))
+    all_row = df[df["layer"] == "All"].iloc[0]
+    assert all_row["total"] == 142 and all_row["covered"] == 53
+    assert all_row["rate"] == pytest.approx(53 / 142)
+    # an existing "All" row is kept, not added twice
+    assert (charts.with_all(df)["layer"] == "All").sum() == 1
+
+
+def test_coverage_by_layer_one_trace_per_criterion_with_all():
+    fig = charts.coverage_by_layer({"RConC": _by_layer([1, 1, 1]), "NC": _by_layer([1, 1, 1])},
+                                   threshold=0.25)
+    assert [t.name for t in fig.data] == ["RConC", "NC"]
+    assert list(fig.data[0].x) == ["lstm_1", "dense_32", "output", "All"]
+    assert fig.data[0].y[-1] == pytest.approx(53 / 142)
+    assert "0.25" in fig.layout.title.text
+    json.loads(fig.to_json())      # serializable (what st.plotly_chart sends)
+
+
+def test_growth_curves_x_is_number_of_inputs():
+    fig = charts.growth_curves({"RConC": [0.1, 0.2, 0.25], "NC": [0.3, 0.3, 0.4]})
+    assert list(fig.data[0].x) == [1, 2, 3]
+    assert list(fig.data[1].y) == [0.3, 0.3, 0.4]
+
+
+def test_threshold_sweep_one_panel_per_layer_all_first():
+    rows = [{"threshold": t, "criterion": c, "layer": l, "rate": 1 - t}
+            for t in (0.1, 0.5, 0.9) for c in ("RConC", "NC") for l in ("lstm_1", "All")]
+    fig = charts.threshold_sweep(pd.DataFrame(rows), chosen=0.5)
+    titles = [a.text for a in fig.layout.annotations if a.text in ("All", "lstm_1")]
+    assert titles == ["All", "lstm_1"]
+    assert len(fig.data) == 4                          # 2 criteria x 2 layers
+    assert sum(t.showlegend for t in fig.data) == 2    # one legend entry per criterion
+    assert list(fig.data[0].x) == [0.1, 0.5, 0.9]
+
+
+def test_threshold_selection_marks_the_chosen_threshold():
+    scores = pd.DataFrame({"threshold": [0.5, 0.25, 0.75], "score": [0.2, 0.4, 0.1]})
+    fig = charts.threshold_selection(scores, chosen=0.25)
+    assert list(fig.data[0].x) == ["0.25", "0.5", "0.75"]
+    colors = list(fig.data[0].marker.color)
+    assert colors.count("#d62728") == 1 and colors[0] == "#d62728"
+
+
+def _gate_table(values):
+    return pd.DataFrame(values, index=["z·x", "z·h", "r·x", "r·h"],
+                        columns=list(range(values.shape[1])))
+
+
+def test_gate_heatmap_keeps_rows_columns_and_values():
+    v = np.random.default_rng(0).random((4, 5))
+    fig = charts.gate_heatmap(_gate_table(v))
+    assert list(fig.data[0].y) == ["z·x", "z·h", "r·x", "r·h"]
+    assert list(fig.data[0].x) == ["0", "1", "2", "3", "4"]
+    np.testing.assert_allclose(np.asarray(fig.data[0].z), v)
+    assert "%{z" in fig.data[0].hovertemplate
+
+
+def test_gate_heatmap_pair_difference_is_adv_minus_seed():
+    rng = np.random.default_rng(1)
+    a, b = rng.random((4, 6)), rng.random((4, 6))
+    fig = charts.gate_heatmap_pair(_gate_table(a), _gate_table(b))
+    assert len(fig.data) == 3
+    np.testing.assert_allclose(np.asarray(fig.data[2].z), b - a)
+    assert fig.data[2].zmin == pytest.approx(-np.abs(b - a).max())
+    with pytest.raises(ValueError):
+        charts.gate_heatmap_pair(_gate_table(a), _gate_table(b[:, :3]))
+
+
+def test_image_triplets_rows_and_difference():
+    rng = np.random.default_rng(2)
+    seeds, gen = rng.random((3, 8, 8)), rng.random((3, 8, 8))
+    fig = charts.image_triplets(seeds, gen, [("7", "1 (90 %)")] * 3)
+    assert len(fig.data) == 9
+    np.testing.assert_allclose(np.asarray(fig.data[5].z), gen[1] - seeds[1])
+    l2 = np.sqrt(((gen[0] - seeds[0]) ** 2).sum())
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles[:3] == ["seed: 7", "generated: 1 (90 %)", f"difference (L2 {l2:.3f})"]
+    with pytest.raises(ValueError):
+        charts.image_triplets(seeds, gen[:2], [("a", "b")] * 3)
+
+
+def test_image_grid_square_pixels_per_subplot():
+    fig = charts.image_grid(np.zeros((5, 4, 4)), list("abcde"), cols=3)
+    assert len(fig.data) == 5
+    assert fig.layout.yaxis2.scaleanchor == "x2"
+    assert [a.text for a in fig.layout.annotations] == list("abcde")
+
+
+def test_perturbation_map_rows_as_customdata_and_discrete_colors():
+    pts = np.array([[0, 0], [1, 1], [2, 0], [3, 1]], dtype=float)
+    fig = charts.perturbation_map(pts, [1, 2, 1, 10], "activated")
+    names = [t.name for t in fig.data]
+    assert names == ["1", "2", "10"]                  # numeric order, not "1", "10", "2"
+    rows = sorted(int(r[0]) for t in fig.data for r in t.customdata)
+    assert rows == [0, 1, 2, 3]
+    with pytest.raises(ValueError):
+        charts.perturbation_map(np.zeros((3, 3)), [1, 2, 3], "c")
+
+
+def test_before_after_and_repeats():
+    m = pd.DataFrame({"metric": ["Accuracy", "F1"], "before": [0.9, 0.8], "after": [0.95, 0.85]})
+    fig = charts.before_after(m)
+    assert [t.name for t in fig.data] == ["before", "after"]
+    assert list(fig.data[1].y) == [0.95, 0.85]
+    r = pd.DataFrame({"metric": ["Accuracy"] * 3, "stage": ["before", "after", "after"],
+                      "value": [0.9, 0.91, 0.93]})
+    fig = charts.repeats(r)
+    assert {t.name for t in fig.data} == {"before", "after"}
+
+
+def test_compare_runs_skips_missing_keys():
+    fig = charts.compare_runs({"run-aaaaaa": {"adv_rate": 0.5, "avg_l2": 0.1},
+                               "run-bbbbbb": {"adv_rate": 0.7}}, ["adv_rate", "avg_l2", "nope"])
+    assert [a.text for a in fig.layout.annotations] == ["adv_rate", "avg_l2"]
+    assert len(fig.data) == 4
+
+
+def test_table1_puts_ours_beside_the_papers():
+    row = {"name": "mnist-lstm", "architecture": "LSTM(128) -> ...", "params": 84842,
+           "neurons": 170, "contributions_per_step": 1066, "cons_paper_convention": 29848,
+           "contributions_total": 28714, "test_accuracy": 0.9695,
+           "paper": {"params": 84842, "neurons": 170, "cons": 29848, "accuracy": 98.76}}
+    df = tables.table1([row, {**row, "name": "x", "test_accuracy": None}])
+    assert df.loc[0, "test acc. % (ours)"] == 96.95
+    assert df.loc[0, "test acc. % (paper)"] == 98.76
+    assert pd.isna(df.loc[1, "test acc. % (ours)"])
+
+
+def test_per_input_norms_match_numpy():
+    rng = np.random.default_rng(3)
+    xs, xg = rng.random((4, 3, 3)).astype(np.float32), rng.random((4, 3, 3)).astype(np.float32)
+    out = {"x_seed": xs, "x_gen": xg, "y_seed": np.arange(4), "adversarial": np.ones(4, bool),
+           "targets": np.zeros((4, 2))}
+    df = tables.per_input(out)
+    assert "targets" not in df and "x_seed" not in df
+    d = (xg.astype(np.float64) - xs).reshape(4, -1)
+    np.testing.assert_allclose(df["l2"], np.linalg.norm(d, axis=1), rtol=1e-6)
+    np.testing.assert_allclose(df["linf"], np.abs(d).max(1), rtol=1e-6)
+    ids = {"x_seed": np.array([[1, 2, 3], [1, 2, 3]]), "x_gen": np.array([[1, 5, 3], [1, 2, 3]]),
+           "y_seed": np.array([0, 1]), "adversarial": np.array([True, False])}
+    assert list(tables.per_input(ids)["ids_changed"]) == [1, 0]
+
+
+def _retrain_summary():
+    spread = lambda vals: {"mean": float(np.mean(vals)), "std": float(np.std(vals, ddof=1)),
+                           "values": vals}
+    return {"before": {"accuracy": 0.9, "f1": 0.89, "rconc": 0.3},
+            "after": {"accuracy": spread([0.92, 0.94]), "f1": spread([0.9, 0.92]),
+                      "rconc": spread([0.31, 0.33])},
+            "gain": {"accuracy": spread([0.02, 0.04]), "f1": spread([0.01, 0.03]),
+                     "rconc": spread([0.01, 0.03])},
+            "control": {"accuracy": spread([0.91, 0.91]), "f1": spread([0.9, 0.9]),
+                        "rconc": spread([0.3, 0.3])},
+            "gain_over_control": {"accuracy": spread([0.01, 0.03]), "f1": spread([0.0, 0.02]),
+                                  "rconc": spread([0.01, 0.03])}}
+
+
+def test_table6_and_retrain_frames():
+    s = _retrain_summary()
+    t6 = results.table6(s)
+    assert list(t6["metric"]) == ["Accuracy", "F1", "RConC"]
+    assert t6.loc[0, "after (mean)"] == 0.93 and t6.loc[0, "gain"] == 0.03
+    assert t6.loc[0, "control (mean)"] == 0.91
+    ba = results.before_after_frame(s)
+    assert list(ba["after"]) == pytest.approx([0.93, 0.91, 0.32])
+    rep = results.repeats_frame(s)
+    acc = rep[rep["metric"] == "Accuracy"]
+    assert list(acc["stage"]) == ["before", "after", "after", "control", "control"]
+
+
+def test_gallery_order_and_captions():
+    out = {"adversarial": np.array([False, True, False, True]), "y_seed": np.array([1, 2, 3, 4]),
+           "pred_seed": np.array([1, 2, 3, 4]), "pred_gen": np.array([1, 7, 3, 9]),
+           "conf_gen": np.array([0.9, 0.8, 0.7, 0.6])}
+    assert list(results.gallery_order(out, True)) == [1, 3]
+    assert list(results.gallery_order(out, False)) == [1, 3, 0, 2]
+    caps = results.captions(out, np.array([1, 0]))
+    assert caps[0] == ("label 2, predicted 2", "predicted 7 (80%) ✗ adversarial")
+    assert caps[1][1] == "predicted 1 (90%)"

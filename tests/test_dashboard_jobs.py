@@ -1,0 +1,141 @@
+"""The dashboard's job glue: worker threads, the run store as the truth, cards, cancel."""
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the dashboard package
+from dashboard import jobs  # noqa: E402
+from rnncon_core.errors import InputError  # noqa: E402
+from rnncon_core.runs import RunStore  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def runs_dir(tmp_path, monkeypatch):
+    monkeypatch.setattr("rnncon_core.runs.RUNS_DIR", tmp_path)
+    return tmp_path
+
+
+def counting_job(store, n=5, pause=0.02, gate: threading.Event | None = None, crash_at=None):
+    """A real job on the real store: n steps, progress after each, cancellable."""
+    with store.start("generate", model="tiny", method="count", config={"n": n}) as run:
+        for i in range(n):
+            if gate is not None:
+                gate.wait(5)
+            run.check_cancel()
+            if crash_at == i:
+                raise ValueError("boom at step %d" % i)
+            time.sleep(pause)
+            run.progress(i + 1, n, f"step {i + 1}")
+        run.finish({"n": n})
+
+
+def wait(job, timeout=10):
+    job.thread.join(timeout)
+    assert not job.thread.is_alive()
+
+
+def test_a_job_runs_in_a_thread_and_its_card_follows_the_store(runs_dir):
+    gate = threading.Event()
+    job = jobs.start("generate", "count to 5", counting_job, n=5, gate=gate)
+    assert job.thread.name != threading.current_thread().name
+    deadline = time.time() + 5
+    while job.run_id is None and time.time() < deadline:
+        time.sleep(0.01)
+    card = jobs.card_for_job(job)
+    assert card.state == "running" and card.run_id == job.run_id and card.done == 0
+    gate.set()
+    wait(job)
+    card = jobs.card_for_job(job)
+    assert card.state == "finished" and (card.done, card.total) == (5, 5)
+    assert card.fraction == 1.0 and card.ident == job.job_id
+    info = RunStore(runs_dir).get(job.run_id)      # the store is the truth
+    assert info.status == "finished" and info.summary == {"n": 5}
+
+
+def test_a_crash_shows_on_its_own_card_and_others_finish():
+    bad = jobs.start("generate", "crasher", counting_job, n=5, crash_at=2)
+    good = jobs.start("generate", "fine", counting_job, n=3)
+    wait(bad)
+    wait(good)
+    bad_card, good_card = jobs.card_for_job(bad), jobs.card_for_job(good)
+    assert bad_card.state == "failed" and "boom at step 2" in bad_card.error
+    assert "Traceback" not in bad_card.error
+    assert bad_card.done == 2                        # what it had done is kept
+    assert good_card.state == "finished"
+
+
+def test_an_error_before_the_run_exists_is_shown():
+    def refuse(store, **kw):
+        raise InputError("no seeds: ask for at least one")
+    job = jobs.start("generate", "refused", refuse)
+    wait(job)
+    card = jobs.card_for_job(job)
+    assert card.state == "failed" and card.run_id is None
+    assert card.error == "no seeds: ask for at least one"
+
+
+def test_cancel_goes_through_the_store():
+    gate = threading.Event()
+    job = jobs.start("generate", "to cancel", counting_job, n=50, gate=gate)
+    deadline = time.time() + 5
+    while job.run_id is None and time.time() < deadline:
+        time.sleep(0.01)
+    jobs.cancel(job.run_id)
+    gate.set()
+    wait(job)
+    assert jobs.card_for_job(job).state == "cancelled"
+    jobs.cancel(job.run_id)                          # not running any more: no error
+
+
+def test_cards_list_this_sessions_jobs_then_runs_started_elsewhere(runs_dir):
+    mine = jobs.start("generate", "mine", counting_job, n=2)
+    wait(mine)
+    other = RunStore(runs_dir).start("generate", model="m", method="rconc")   # another process
+    RunStore(runs_dir).start("retrain", model="m")                            # another kind
+    cards = jobs.cards("generate", [mine.job_id, "unknown-id"])
+    assert [c.title for c in cards] == ["mine", "rconc on m"]
+    assert cards[0].mine and not cards[1].mine and cards[1].run_id == other.run_id
+    assert cards[1].state == "running"
+    other.progress(3, 4)
+    assert jobs.cards("generate", [])[0].done == 3
+
+
+def test_eta_from_the_pace_so_far():
+    assert jobs.eta_seconds(10.0, 2, 10) == pytest.approx(40.0)
+    assert jobs.eta_seconds(10.0, 0, 10) is None
+    assert jobs.eta_seconds(5.0, 10, 10) == 0.0
+
+
+def test_job_parameters_may_share_names_with_the_glues_own():
+    seen = {}
+
+    def fn(store, **kw):
+        seen.update(kw)
+    job = jobs.start("generate", "named", fn, target="lstm_1", kind="x", label="y", fn="z")
+    wait(job)
+    assert seen == {"target": "lstm_1", "kind": "x", "label": "y", "fn": "z"}
+
+
+def test_streamlit_no_longer_clears_the_keras_session_after_each_run():
+    import keras
+    from streamlit.runtime.scriptrunner import script_runner
+    from dashboard import runtime
+    assert runtime.keep_keras_session()
+    first = keras.layers.Dense(1).name
+    script_runner._clean_problem_modules()            # what Streamlit calls after each run
+    second = keras.layers.Dense(1).name
+    assert second != first                  # clear_session would have reset the counter
+    assert script_runner._clean_problem_modules is runtime._clean_without_keras
+
+
+def test_a_multi_line_error_becomes_one_line():
+    def crash(store):
+        raise TypeError("in user code:\n\n    File \"x.py\", line 3\n\nTypeError: bad thing")
+    job = jobs.start("generate", "multi", crash)
+    wait(job)
+    card = jobs.card_for_job(job)
+    assert card.error == "TypeError: bad thing"
+    assert "File" not in card.error and "\n" not in card.error

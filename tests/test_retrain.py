@@ -1,0 +1,240 @@
+"""Retraining on a tiny model: it improves where the data needs it, beats its control arm,
+never touches the shipped models, and a cancelled job is marked so and keeps its repeats."""
+import hashlib
+
+import numpy as np
+import pytest
+
+from rnncon_core import retrain
+from rnncon_core.data import Dataset, load_dataset
+from rnncon_core.errors import InputError
+from rnncon_core.runs import RunStore
+
+MISSING = 7     # the class the tiny model never saw
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """digits without class 7 in the training data, a tiny LSTM trained on that, and the
+    held-back 7s (lightly perturbed) as the "generated" inputs labelled with their class."""
+    import keras
+    d = load_dataset("digits")
+    keep = d.y_train != MISSING
+    ds = Dataset("digits-no7", d.x_train[keep], d.y_train[keep], d.x_test, d.y_test,
+                 "digits without class 7 in the training split", "image", 10)
+    rng = np.random.default_rng(0)
+    sevens = np.flatnonzero(~keep)
+    x_gen = np.clip(d.x_train[sevens] + rng.normal(0, 0.05, d.x_train[sevens].shape), 0, 1)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((8, 8)), keras.layers.LSTM(12, name="lstm_1"),
+                              keras.layers.Dense(10, activation="softmax", name="output")])
+    retrain.compile_for_training(model, 1e-2)
+    model.fit(ds.x_train, ds.y_train, epochs=12, batch_size=64, verbose=0)
+    root = tmp_path_factory.mktemp("tiny")
+    path = root / "tiny.keras"
+    model.save(path)
+    return {"ds": ds, "path": str(path), "x_gen": x_gen.astype(np.float32),
+            "y_gen": d.y_train[sevens], "seed_index": sevens, "root": root}
+
+
+def _generation_run(store, tiny, n=None):
+    n = n or len(tiny["y_gen"])
+    with store.start("generate", model=tiny["path"], method="handmade",
+                     config={"method": "handmade", "split": "train", "n_seeds": n}) as run:
+        run.save_npz("outputs", seed_index=tiny["seed_index"][:n], x_seed=tiny["x_gen"][:n],
+                     y_seed=tiny["y_gen"][:n], x_gen=tiny["x_gen"][:n],
+                     adversarial=np.ones(n, dtype=bool))
+        run.finish({"n_seeds": n, "n_adversarial": n})
+    return run.run_id
+
+
+def test_metrics_against_sklearn_oracle():
+    from sklearn.metrics import f1_score, roc_auc_score
+
+    class Fixed:      # a "model" whose predictions we choose
+        def __init__(self, probs):
+            self.probs = probs
+
+        def predict(self, x, batch_size=None, verbose=0):
+            return self.probs
+
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(3), size=60)
+    y = rng.integers(0, 3, 60)
+    m = retrain.classification_metrics(Fixed(probs), None, y)
+    assert m["accuracy"] == pytest.approx((probs.argmax(1) == y).mean())
+    assert m["f1"] == pytest.approx(f1_score(y, probs.argmax(1), average="macro"))
+    assert m["auc"] == pytest.approx(roc_auc_score(y, probs, multi_class="ovr"))
+    p1 = rng.random((40, 1))
+    yb = rng.integers(0, 2, 40)
+    mb = retrain.classification_metrics(Fixed(p1), None, yb)
+    assert mb["auc"] == pytest.approx(roc_auc_score(yb, p1[:, 0]))
+    assert mb["accuracy"] == pytest.approx(((p1[:, 0] > 0.5) == yb).mean())
+
+
+def test_retraining_improves_where_the_data_needs_it(tiny, tmp_path):
+    store = RunStore(tmp_path / "runs")
+    run_id = _generation_run(store, tiny)
+    s = retrain.run_retraining(tiny["path"], run_id, epochs=3, repeats=2, dataset=tiny["ds"],
+                               learning_rate=1e-2, store=store, coverage=False)
+    sevens = tiny["ds"].y_test == MISSING
+    assert s["before"]["accuracy"] <= 1 - sevens.mean() + 1e-9     # it cannot know 7s
+    assert s["gain"]["accuracy"]["mean"] > 0.02, s["gain"]
+    assert s["gain_over_control"]["accuracy"]["mean"] > 0.02, s["gain_over_control"]
+    assert len(s["after"]["accuracy"]["values"]) == 2 and s["repeats_done"] == 2
+    # the summary figures are those of the saved models, re-measured
+    from rnncon_core.zoo import load_model
+    best = load_model(s["best_model"])
+    x, y = tiny["ds"].x_test, tiny["ds"].y_test
+    assert retrain.classification_metrics(best, x, y)["accuracy"] == pytest.approx(
+        max(s["after"]["accuracy"]["values"]))
+    info = store.get(s["run_id"])
+    assert info.kind == "retrain" and info.status == "finished"
+    assert s["best_model"].startswith(str(info.path))
+    # the whole test split is held out, because the seeds came from the training split
+    assert "whole test split" in s["evaluated_on"]
+
+
+def test_shipped_models_untouched(tiny, tmp_path, monkeypatch):
+    import shutil
+    from rnncon_core import paths, zoo
+    shipped = tmp_path / "models"
+    shipped.mkdir()
+    shutil.copy(tiny["path"], shipped / "mnist-lstm.keras")
+    monkeypatch.setattr(zoo, "MODELS_DIR", shipped)
+    monkeypatch.setattr(paths, "MODELS_DIR", shipped)
+    digest = hashlib.sha256((shipped / "mnist-lstm.keras").read_bytes()).hexdigest()
+    store = RunStore(tmp_path / "runs")
+    run_id = _generation_run(store, tiny, n=40)
+    s = retrain.run_retraining("mnist-lstm", run_id, epochs=1, repeats=1, dataset=tiny["ds"],
+                               control=False, store=store)
+    assert sorted(p.name for p in shipped.iterdir()) == ["mnist-lstm.keras"]
+    assert hashlib.sha256((shipped / "mnist-lstm.keras").read_bytes()).hexdigest() == digest
+    assert s["best_model"].startswith(str(tmp_path / "runs"))
+    assert 0 <= s["before"]["rconc"] <= 1 and len(s["after"]["rconc"]["values"]) == 1
+
+
+def test_cancelled_halfway_is_marked_and_keeps_finished_repeats(tiny, tmp_path):
+    store = RunStore(tmp_path / "runs")
+    run_id = _generation_run(store, tiny, n=40)
+    asked = []
+
+    def progress(event):
+        if event.get("repeat") == 2 and not asked:
+            store.request_cancel(event["run_id"])
+            asked.append(event["run_id"])
+
+    from rnncon_core.errors import JobCancelled
+    with pytest.raises(JobCancelled):
+        retrain.run_retraining(tiny["path"], run_id, epochs=2, repeats=3, dataset=tiny["ds"],
+                               control=False, store=store, progress=progress, coverage=False)
+    info = store.get(asked[0])
+    assert info.status == "cancelled"
+    assert info.summary["repeats_done"] == 1              # repeat 1 finished, 2 stopped
+    assert (info.path / "retrained-r1.keras").exists()
+    assert not (info.path / "retrained-r2.keras").exists()
+
+
+def test_bad_arguments(tiny, tmp_path):
+    store = RunStore(tmp_path / "runs")
+    with store.start("generate", method="x", config={}) as run:
+        run.save_npz("outputs", seed_index=np.arange(3), x_seed=np.zeros((3, 8, 8)),
+                     y_seed=np.zeros(3), x_gen=np.zeros((3, 8, 8)),
+                     adversarial=np.zeros(3, dtype=bool))
+    with pytest.raises(InputError, match="no adversarial"):
+        retrain.run_retraining(tiny["path"], run.run_id, dataset=tiny["ds"], store=store)
+    with pytest.raises(InputError, match="no run"):
+        retrain.run_retraining(tiny["path"], "nope", dataset=tiny["ds"], store=store)
+    with pytest.raises(InputError, match="epochs"):
+        retrain.run_retraining(tiny["path"], run.run_id, epochs=0, store=store)
+    with pytest.raises(InputError, match="data set"):
+        retrain.run_retraining(tiny["path"], _generation_run(store, tiny, n=5), store=store)
+
+
+def test_cli_retrain_json(tiny, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from rnncon_core.cli import _load_commands, app
+    _load_commands()
+    store = RunStore(tmp_path / "runs")
+    run_id = _generation_run(store, tiny, n=30)
+    result = CliRunner().invoke(app, ["retrain", "--model", tiny["path"], "--from-run", run_id,
+                                      "--dataset", "digits", "--epochs", "1", "--repeats", "1",
+                                      "--no-control", "--json", "--runs-dir",
+                                      str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert set(out["after"]["accuracy"]) == {"mean", "std", "values"}
+    assert len(out["after"]["accuracy"]["values"]) == 1
+    assert out["best_model"].endswith(".keras") and store.get(out["run_id"]).status == "finished"
+    bad = CliRunner().invoke(app, ["retrain", "--model", tiny["path"], "--from-run", "nope",
+                                   "--runs-dir", str(tmp_path / "runs")])
+    assert bad.exit_code != 0
+
+
+def test_choose_run_applies_table5_rule(tmp_path):
+    """Two hand-made 'generation runs' on MNIST digits: the one with the smaller
+    perturbations has the smaller L1 and is chosen."""
+    from rnncon_core.zoo import FEATURE_NET, model_path
+    if not model_path(FEATURE_NET).exists():
+        pytest.skip("the shipped feature network is not trained yet")
+    ds = load_dataset("mnist")
+    store = RunStore(tmp_path / "runs")
+    rng = np.random.default_rng(0)
+    idx = np.arange(60)
+    seeds = ds.x_test[idx]
+    ids = {}
+    for label, scale in (("small", 0.02), ("large", 0.2)):
+        x_gen = np.clip(seeds + rng.normal(0, scale, seeds.shape), 0, 1).astype(np.float32)
+        with store.start("generate", model="mnist-lstm", method="handmade",
+                         config={"method": "handmade", "split": "test"}) as run:
+            run.save_npz("outputs", seed_index=idx, x_seed=seeds, y_seed=ds.y_test[idx],
+                         x_gen=x_gen, adversarial=np.ones(len(idx), dtype=bool))
+            run.finish({"n_seeds": len(idx), "n_adversarial": len(idx)})
+        ids[label] = run.run_id
+    chosen = retrain.choose_run("mnist-lstm", store)
+    assert chosen["run_id"] == ids["small"] and chosen["selected_by"] == "l1"
+    assert "not with the paper" in chosen["note"]
+
+
+def test_pollution_relabelling_and_detection_scores():
+    from rnncon_core.pollution import detection_scores, pollute
+    d = load_dataset("digits")
+    y_bad, polluted = pollute(d.y_train, 9, 1, 0.3, seed=0)
+    nines = np.flatnonzero(d.y_train == 9)
+    assert len(polluted) == round(0.3 * len(nines)) and np.isin(polluted, nines).all()
+    assert (y_bad[polluted] == 1).all() and (y_bad != d.y_train).sum() == len(polluted)
+    # queries = lightly perturbed copies of half the polluted samples: each finds its own
+    rng = np.random.default_rng(0)
+    half = polluted[: len(polluted) // 2]
+    q = np.clip(d.x_train[half] + rng.normal(0, 0.02, d.x_train[half].shape), 0, 1)
+    s = detection_scores(q, d.x_train, y_bad, polluted, target=1)
+    assert s["flag_precision"] == 1.0 and s["polluted_found"] == len(half)
+    assert s["recall"] == pytest.approx(len(half) / len(polluted))
+    ones = (y_bad == 1).sum()
+    assert s["base_rate"] == pytest.approx(len(polluted) / ones)
+    with pytest.raises(InputError, match="share"):
+        pollute(d.y_train, 9, 1, 0.0)
+
+
+@pytest.mark.slow
+def test_robustness_fresh_runs_on_new_seeds(tiny, tmp_path):
+    """A real generation run (FGSM, cheap) as the source; robustness runs use seeds the
+    source did not use, the same ones for the original and the retrained model."""
+    from rnncon_core.generate import run_generation
+    store = RunStore(tmp_path / "runs")
+    src = run_generation(tiny["path"], "fgsm", n_seeds=30, dataset="digits", store=store)
+    if src["n_adversarial"] == 0:
+        pytest.skip("FGSM found nothing on the tiny model")
+    s = retrain.run_retraining(tiny["path"], src["run_id"], epochs=1, repeats=1,
+                               dataset="digits", control=False, coverage=False,
+                               robustness_seeds=15, store=store)
+    rob = s["robustness"]
+    used = store.get(src["run_id"]).load_npz("outputs")["seed_index"]
+    seeds = [store.get(rob[k]["run_id"]).load_npz("outputs")["seed_index"]
+             for k in ("original", "retrained")]
+    assert np.array_equal(seeds[0], seeds[1]) and not np.isin(seeds[0], used).any()
+    assert rob["drop"] == pytest.approx(rob["original"]["adv_rate"] - rob["retrained"]["adv_rate"])
+    assert store.get(rob["retrained"]["run_id"]).model == s["best_model"]

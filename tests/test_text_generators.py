@@ -1,0 +1,238 @@
+"""The text generators on a tiny Embedding -> LSTM(4) -> Dense(1) model over a small vocabulary:
+budgets, synonyms only from WordNet in the vocabulary, the oracle against the model itself,
+seeded runs, the first-order gains against a brute-force loop, and clear errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rnncon_core.data import Vocabulary
+from rnncon_core.errors import InputError
+from rnncon_core.text.wordnet import WORDNET_DIR, wordnet_available
+
+pytestmark = pytest.mark.skipif(
+    not wordnet_available(),
+    reason=f"WordNet data missing in {WORDNET_DIR}: run .venv/bin/python scripts/setup_wordnet.py")
+
+T = 16
+WORDS = ("the a and was is of it this but movie film picture flick good bad awful dreadful "
+         "terrible great nice fine excellent story tale plot acting playing fun boring dull "
+         "ending end sad happy glad love hate like enjoy watch see look").split()
+
+
+@pytest.fixture(scope="module")
+def setup():
+    import keras
+    from rnncon_core.text.eda import Lexicon
+    from rnncon_core.text.wordnet import synonym_table
+    vocab = Vocabulary(WORDS, num_words=len(WORDS) + 3)
+    lex = Lexicon(vocab, synonym_table(vocab.words, cache=False))
+    keras.utils.set_random_seed(3)
+    model = keras.Sequential([keras.Input((T,), dtype="int32"),
+                              keras.layers.Embedding(vocab.num_words, 8),
+                              keras.layers.LSTM(4), keras.layers.Dense(1, activation="sigmoid")])
+    rng = np.random.default_rng(0)
+    content = [w for w in WORDS if lex.replaceable(w)]
+    rows = []
+    for n in range(8):
+        length = int(rng.integers(8, T))
+        words = [str(w) for w in rng.choice(content + ["the", "was", "and"], size=length)]
+        rows.append(lex.ids_of(words, True, T))
+    x = np.stack(rows)
+    p = model.predict(x, verbose=0)[:, 0]
+    y = (p > 0.5).astype(np.int64)          # every seed predicted right
+    return model, lex, x, y
+
+
+def _gen(method, setup, **kw):
+    from rnncon_core.generate import get_generator
+    model, lex, _, _ = setup
+    return get_generator(method, model, lexicon=lex, threshold=0.5, batch_size=5, **kw)
+
+
+def _oracle(model, x_seed, x_gen, y):
+    p0 = (model.predict(x_seed, verbose=0)[:, 0] > 0.5).astype(int)
+    p1 = (model.predict(x_gen, verbose=0)[:, 0] > 0.5).astype(int)
+    return (p0 == y) & (p1 != y)
+
+
+@pytest.fixture(scope="module")
+def runs(setup):
+    """One generator and one run per method (seed 4, a quarter of the words at most)."""
+    _, _, x, y = setup
+    out = {}
+    for method in ("eda", "synonym-gradient"):
+        gen = _gen(method, setup, max_fraction=0.25, seed=4)
+        out[method] = (gen, gen.generate(x, y))
+    return out
+
+
+@pytest.mark.parametrize("method", ["eda", "synonym-gradient"])
+def test_generation_respects_budget_and_oracle(setup, runs, method):
+    from rnncon_core.text.diff import words_changed
+    model, lex, x, y = setup
+    _, res = runs[method]
+    assert res.x_gen.shape == x.shape and res.x_gen.dtype == np.int32
+    np.testing.assert_array_equal(res.adversarial, _oracle(model, x, res.x_gen, y))
+    assert res.extras["words_changed"].sum() > 0
+    for n in range(len(x)):
+        a, _ = lex.words_of(x[n])
+        b, _ = lex.words_of(res.x_gen[n])
+        wc = words_changed(a, b)
+        assert wc == res.extras["words_changed"][n]
+        assert wc <= max(1, int(0.25 * len(a))) == res.extras["budget"][n]
+        assert res.extras["n_words"][n] == len(a)
+        if method == "synonym-gradient":     # only substitutions, each by a WordNet synonym
+            assert len(a) == len(b)
+            for u, v in zip(a, b):
+                assert u == v or (v in lex.synonyms(u) and not lex.is_stop(u))
+    summary = res.summary("tiny")
+    assert summary["n_seeds"] == len(x) and "avg_words_changed_all" in summary
+    assert summary["n_adversarial"] == int(res.adversarial.sum())
+
+
+@pytest.mark.parametrize("method", ["eda", "synonym-gradient"])
+def test_same_seed_same_text(setup, runs, method):
+    _, _, x, y = setup
+    gen, a = runs[method]
+    b = _gen(method, setup, max_fraction=0.25, seed=4).generate(x, y)
+    np.testing.assert_array_equal(a.x_gen, b.x_gen)
+    np.testing.assert_array_equal(a.targets, b.targets)
+    c = gen.generate(x, y)              # the same generator again: the same run
+    np.testing.assert_array_equal(a.x_gen, c.x_gen)
+
+
+def test_eda_counts_activated_targets(setup, runs):
+    _, _, x, _ = setup
+    gen, res = runs["eda"]
+    # n_activated agrees with the coverage values of the generated inputs
+    vals = np.stack([np.asarray(gen.coverage.values(res.x_gen[n:n + 1], res.targets[n]))[0]
+                     for n in range(len(x))])
+    np.testing.assert_array_equal(res.n_activated, (vals > 0.5).sum(axis=1))
+    # the targets were uncovered by the seed set
+    assert np.isin(res.targets, gen.coverage.uncovered()).all()
+
+
+def test_first_order_gains_match_a_loop(setup):
+    model, lex, x, y = setup
+    gen = _gen("synonym-gradient", setup)
+    grad = gen._gradient(x[:1], y[:1], np.zeros((1, 0), np.int64))[0]
+    frozen = np.zeros(T, bool)
+    frozen[-3] = True
+    pos, syn, gain = gen._candidates(x[0], grad, frozen)
+    E = gen.E
+    expect = []
+    for t, i in enumerate(x[0].tolist()):
+        w = lex.vocab.words[i - 3] if i >= 3 else None
+        if w is None or frozen[t] or lex.is_stop(w):
+            continue
+        for s in lex.synonyms(w):
+            j = lex.vocab.word_id(s)
+            expect.append((t, j, float(grad[t] @ (E[j] - E[i]))))
+    assert sorted(zip(pos.tolist(), syn.tolist())) == sorted((t, j) for t, j, _ in expect)
+    got = {(int(p), int(s)): g for p, s, g in zip(pos, syn, gain)}
+    for t, j, g in expect:
+        assert got[(t, j)] == pytest.approx(g, rel=1e-4, abs=1e-6)
+    assert (np.diff(gain) <= 1e-12).all()           # best first
+    # the gradient itself: against finite differences along one synonym direction
+    if expect:
+        t, j, g = max(expect, key=lambda e: abs(e[2]))
+        emb = np.asarray(gen.tracer.embed(x[:1]))
+        loss = lambda e: float(-np.log(np.clip(  # noqa: E731
+            1 - abs(y[0] - np.asarray(gen.tracer(e, embedded=True).output)[0, 0]), 1e-7, 1)))
+        d = np.zeros_like(emb)
+        d[0, t] = E[j] - E[x[0, t]]
+        h = 1e-3
+        fd = (loss(emb + h * d) - loss(emb - h * d)) / (2 * h)
+        assert fd == pytest.approx(g, rel=2e-2, abs=1e-5)
+
+
+def test_one_substitution_with_full_rescoring_is_the_best_single_swap(setup):
+    """Budget 1 and every positive-gain pair tried for real: the result is the best single
+    synonym substitution among those pairs (brute force over the model)."""
+    model, lex, x, y = setup
+    gen = _gen("synonym-gradient", setup, max_changes=1, rescore=10_000)
+    res = gen.generate(x[:4], y[:4])
+    for n in range(4):
+        grad = gen._gradient(x[n:n + 1], y[n:n + 1], np.zeros((1, 0), np.int64))[0]
+        pos, syn, gain = gen._candidates(x[n], grad, np.zeros(T, bool))
+        pos, syn = pos[gain > 0], syn[gain > 0]
+        if len(pos) == 0:
+            np.testing.assert_array_equal(res.x_gen[n], x[n])
+            continue
+        trials = np.repeat(x[n:n + 1], len(pos), axis=0)
+        trials[np.arange(len(pos)), pos] = syn
+        p = model.predict(trials, verbose=0)[:, 0]
+        loss = -np.log(np.clip(np.where(y[n] == 1, p, 1 - p), 1e-7, 1))
+        best = trials[int(np.argmax(loss))]
+        np.testing.assert_array_equal(res.x_gen[n], best)
+
+
+def test_contribution_objective_and_stop_at_coverage(setup):
+    _, lex, x, y = setup
+    res = _gen("synonym-gradient", setup, objective="contribution", n_targets=3,
+               max_fraction=0.2).generate(x, y)
+    assert res.targets.shape == (len(x), 3) and (res.targets >= 0).all()
+    assert (res.extras["words_changed"] <= res.extras["budget"]).all()
+    res = _gen("eda", setup, stop_at_coverage=True, max_fraction=0.2).generate(x, y)
+    assert (res.extras["words_changed"] <= res.extras["budget"]).all()
+
+
+def test_bad_reviews_and_parameters(setup):
+    model, lex, x, y = setup
+    empty = x.copy()
+    empty[2] = 0
+    with pytest.raises(InputError, match="seed review 2 is empty"):
+        _gen("eda", setup).generate(empty, y)
+    unknown = x.copy()
+    unknown[1, -5:] = 2
+    unknown[1, :-5] = 0
+    with pytest.raises(InputError, match="seed review 1 is made only of words outside"):
+        _gen("synonym-gradient", setup).generate(unknown, y)
+    with pytest.raises(InputError, match="max_changes"):
+        _gen("eda", setup, max_changes=0)
+    with pytest.raises(InputError, match="objective"):
+        _gen("synonym-gradient", setup, objective="nope")
+    with pytest.raises(InputError, match="int word ids"):
+        _gen("eda", setup).generate(x.astype(np.float32), y)
+    import keras
+    img = keras.Sequential([keras.Input((5, 3)), keras.layers.LSTM(2), keras.layers.Dense(1)])
+    from rnncon_core.errors import UnsupportedModelError
+    from rnncon_core.generate import get_generator
+    with pytest.raises(UnsupportedModelError, match="Embedding"):
+        get_generator("eda", img, lexicon=lex)
+
+
+def test_registered_in_the_generation_registry():
+    from rnncon_core.generate import list_generators
+    kinds = list_generators()
+    assert kinds["eda"] == "text" and kinds["synonym-gradient"] == "text"
+
+
+@pytest.mark.slow
+def test_text_report_end_to_end(tmp_path):
+    """`rnncon report text` on a tiny IMDB-shaped model (500 ids, the 50,000-id vocabulary)."""
+    import json
+
+    import keras
+    from typer.testing import CliRunner
+
+    from rnncon_core.cli import _load_commands, app
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((500,), dtype="int32"),
+                              keras.layers.Embedding(50_000, 4), keras.layers.LSTM(2),
+                              keras.layers.Dense(1, activation="sigmoid")])
+    path = tmp_path / "tiny-imdb.keras"
+    model.save(path)
+    _load_commands()
+    out = CliRunner().invoke(app, ["report", "text", "--models", str(path), "--seeds", "3",
+                                   "--out-dir", str(tmp_path / "rep"), "--runs-dir",
+                                   str(tmp_path / "runs"), "--json"])
+    assert out.exit_code == 0, out.output
+    rep = json.loads((tmp_path / "rep" / "text_report.json").read_text())
+    assert [r["method"] for r in rep["rows"]] == ["eda", "synonym-gradient"]
+    for r in rep["rows"]:
+        assert r["n_seeds"] == 3 and 0 <= r["adv_rate"] <= 1
+        assert r["avg_share_changed"] <= 0.10 + 1e-9
+        assert r["rconc_after"] >= r["rconc_before"] and r["nc_after"] >= r["nc_before"]
+    assert (tmp_path / "rep" / "text_report.md").read_text().startswith("# Text generation")
