@@ -284,7 +284,7 @@ def _shifted_batches(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int):
 
 def train_model(name: str, epochs: int | None = None, batch_size: int = 128, seed: int = 0,
                 validation_split: float = 0.1, patience: int | None = None, out_dir: Path | None = None,
-                progress: ProgressFn = _stderr_progress) -> dict:
+                progress: ProgressFn = _stderr_progress, resume: bool = False) -> dict:
     """Train one architecture on our split, save ``<name>.keras`` and its model card."""
     import keras
     from .data import VOCAB_FILE, load_dataset
@@ -296,6 +296,11 @@ def train_model(name: str, epochs: int | None = None, batch_size: int = 128, see
     ds = load_dataset(dataset)
     train_steps = IMDB_TRAIN_STEPS if is_imdb else None
     model = build_model(name, seed=seed, steps=train_steps)
+    previous = read_card(name) if resume else None
+    if resume:   # go on from the shipped weights (the card keeps the earlier history)
+        if previous is None:
+            raise ModelLoadError(f"cannot resume {name}: it is not shipped yet")
+        model.set_weights(load_model(name).get_weights())
     started = time.time()
 
     class Report(keras.callbacks.Callback):
@@ -323,6 +328,9 @@ def train_model(name: str, epochs: int | None = None, batch_size: int = 128, see
         trained, model = model, build_model(name)     # the shipped model reads 500 ids
         model.set_weights(trained.get_weights())
     train_seconds = time.time() - started
+    if previous and max(history.history["val_accuracy"]) <= max(previous["history"]["val_accuracy"]):
+        progress({"event": "done", "model": name, "test_accuracy": previous["test_accuracy"]})
+        return previous   # no better on validation: the shipped model stays as it is
     _, test_acc = model.evaluate(ds.x_test, ds.y_test, batch_size=512, verbose=0)
     out_dir = ensure_dir(Path(out_dir or MODELS_DIR))
     tmp = out_dir / f"{name}.tmp.keras"
@@ -339,16 +347,19 @@ def train_model(name: str, epochs: int | None = None, batch_size: int = 128, see
         "data_source": ds.source,
         "train_size": int(len(ds.y_train)), "test_size": int(len(ds.y_test)),
         "validation_split": validation_split,
-        "epochs_requested": epochs, "epochs_run": len(history.history["loss"]),
+        "epochs_requested": epochs + (previous["epochs_requested"] if previous else 0),
+        "epochs_run": len(history.history["loss"]) + (previous["epochs_run"] if previous else 0),
         "early_stopping": f"val_accuracy, patience {patience}, best weights restored",
         "augmentation": (f"random shifts of up to {SHIFT_PIXELS} pixels in both directions"
                          if ds.kind == "image" else
                          f"none; trained on the last {IMDB_TRAIN_STEPS} ids of each review, "
                          f"evaluated and shipped with {IMDB_STEPS}-id inputs"),
         "batch_size": batch_size, "seed": seed, "optimizer": "Adam(1e-3)",
-        "training_seconds": round(train_seconds, 1),
+        "training_seconds": round(train_seconds + (previous["training_seconds"] if previous
+                                                   else 0), 1),
         "test_accuracy": round(float(test_acc), 4),
-        "history": {k: [round(float(x), 4) for x in v] for k, v in history.history.items()},
+        "history": {k: (previous["history"].get(k, []) if previous else [])
+                    + [round(float(x), 4) for x in v] for k, v in history.history.items()},
         "versions": _versions(),
         "trained_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

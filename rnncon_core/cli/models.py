@@ -40,13 +40,14 @@ def train_cmd(
     patience: int = typer.Option(0, help="Early stopping patience on validation accuracy "
                                          "(0: 10 for MNIST, 1 for IMDB)."),
     out_dir: str = typer.Option("", "--out-dir", help="Where to save (default: assets/models)."),
+    resume: bool = typer.Option(False, "--resume", help="Go on from the shipped weights."),
     json_out: bool = typer.Option(False, "--json"),
 ):
     """Train one architecture on our split and save it with its model card."""
     from ..zoo import train_model
     card = train_model(name, epochs=epochs or None, batch_size=batch_size, seed=seed,
                        validation_split=validation_split, patience=patience or None,
-                       out_dir=out_dir or None)
+                       out_dir=out_dir or None, resume=resume)
     if json_out:
         emit(card)
     else:
