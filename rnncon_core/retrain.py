@@ -170,13 +170,13 @@ def retrain_once(base, x_fit, y_fit, x_extra, y_extra, epochs: int, seed: int,
     """A copy of ``base`` trained ``epochs`` more epochs on (x_fit + x_extra); ``augment``
     feeds images with the random shifts the shipped image models were trained with."""
     import keras
-    from .zoo import _shifted_batches
+    from .zoo import shifted_batches
     keras.utils.set_random_seed(seed)
     model = copy_model(base, learning_rate)
     x = np.concatenate([x_fit, np.asarray(x_extra, dtype=x_fit.dtype)])
     y = np.concatenate([y_fit, np.asarray(y_extra, dtype=y_fit.dtype)])
     if augment:
-        model.fit(_shifted_batches(x, y, batch_size, seed), epochs=epochs, verbose=0,
+        model.fit(shifted_batches(x, y, batch_size, seed), epochs=epochs, verbose=0,
                   shuffle=False, callbacks=list(callbacks))    # the batches come shuffled
     else:
         model.fit(x, y, epochs=epochs, batch_size=batch_size, shuffle=True, verbose=0,

@@ -267,7 +267,7 @@ def default_epochs(name: str) -> int:
 SHIFT_PIXELS = 2   # image models train on digits moved by up to 2 pixels (8,000 digits only)
 
 
-def _shifted_batches(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int):
+def shifted_batches(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int):
     """tf.data of (x, y) where each image moves by up to SHIFT_PIXELS in both directions."""
     import tensorflow as tf
     p = SHIFT_PIXELS
@@ -319,7 +319,7 @@ def train_model(name: str, epochs: int | None = None, batch_size: int = 128, see
         val = (ds.x_train[-n_val:], ds.y_train[-n_val:])
         callbacks.append(keras.callbacks.ReduceLROnPlateau(monitor="val_accuracy", factor=0.5,
                                                            patience=max(1, (patience + 1) // 3)))
-        history = model.fit(_shifted_batches(x_fit, y_fit, batch_size, seed), epochs=epochs,
+        history = model.fit(shifted_batches(x_fit, y_fit, batch_size, seed), epochs=epochs,
                             validation_data=val, callbacks=callbacks, verbose=0)
     else:
         history = model.fit(ds.x_train[:, -train_steps:], ds.y_train, epochs=epochs,
@@ -359,7 +359,8 @@ def train_model(name: str, epochs: int | None = None, batch_size: int = 128, see
                                                    else 0), 1),
         "test_accuracy": round(float(test_acc), 4),
         "history": {k: (previous["history"].get(k, []) if previous else [])
-                    + [round(float(x), 4) for x in v] for k, v in history.history.items()},
+                    + [float(x) if k == "learning_rate" else round(float(x), 4) for x in v]
+                    for k, v in history.history.items()},
         "versions": _versions(),
         "trained_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
