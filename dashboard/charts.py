@@ -98,7 +98,7 @@ def threshold_sweep(sweep: pd.DataFrame, chosen: float | None = None) -> go.Figu
     fig.update_yaxes(title_text="coverage", row=1, col=1)
     fig.update_xaxes(title_text="threshold")
     fig.update_layout(title="Coverage vs threshold, per layer", legend_title="criterion",
-                      **_LAYOUT)
+                      **{**_LAYOUT, "margin": dict(l=10, r=10, t=90, b=10)})
     return fig
 
 
@@ -147,16 +147,16 @@ def gate_heatmap_pair(seed: pd.DataFrame, adversarial: pd.DataFrame,
     for col, (z, kw) in enumerate([
             (a, dict(colorscale="Viridis", zmin=0, zmax=1, showscale=False)),
             (b, dict(colorscale="Viridis", zmin=0, zmax=1,
-                     colorbar=dict(title="coverage", x=0.64, len=0.9))),
+                     colorbar=dict(title="coverage", x=1.01, y=0.77, len=0.46))),
             (diff, dict(colorscale="RdBu_r", zmid=0, zmin=-lim, zmax=lim,
-                        colorbar=dict(title="Δ", x=1.0, len=0.9)))], start=1):
+                        colorbar=dict(title="Δ", x=1.01, y=0.23, len=0.46)))], start=1):
         name = ["seed", "adversarial", "difference"][col - 1]
         fig.add_trace(go.Heatmap(z=z, x=xs, y=ys, name=name, **kw,
                                  hovertemplate=f"{name}<br>gate part %{{y}}<br>step %{{x}}"
                                                "<br>%{z:.3f}<extra></extra>"), row=1, col=col)
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(title_text="time step")
-    fig.update_layout(title=title, **_LAYOUT)
+    fig.update_layout(title=title, **{**_LAYOUT, "margin": dict(l=10, r=10, t=90, b=10)})
     return fig
 
 

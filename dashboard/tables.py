@@ -37,11 +37,8 @@ def table2(runs: Iterable) -> pd.DataFrame:
     out = []
     for info in runs:
         s = info.summary or {}
-        cfg = info.config
         row = {"run": info.run_id, "status": info.status, "model": s.get("model", info.model),
-               "method": s.get("method", info.method),
-               "layer": cfg.get("layer") or cfg.get("target_layer") or "Random",
-               "constraint": cfg.get("constraint") or "none"}
+               "method": s.get("method", info.method), **generator_settings(info.config)}
         for key, label in TABLE2_KEYS:
             v = s.get(key)
             if v is None:
@@ -51,6 +48,17 @@ def table2(runs: Iterable) -> pd.DataFrame:
             row["adv. rate %"] = row.pop("adv. rate")
         out.append(row)
     return pd.DataFrame(out)
+
+
+def generator_settings(config: dict) -> dict:
+    """Target layer and constraint of a generation run (its config's generator part)."""
+    gen = config.get("generator") or {}
+    target = gen.get("target", gen.get("layer"))
+    constraint = gen.get("constraint") or "none"
+    if isinstance(constraint, dict):
+        constraint = constraint.get("name", "none")
+    return {"layer": "Random" if target in (None, "random") else str(target),
+            "constraint": str(constraint)}
 
 
 def runs_history(runs: Iterable) -> pd.DataFrame:

@@ -389,7 +389,7 @@ def _summarize(config: dict, before: dict, results: dict, eval_what: str,
 
 def _quality_or_reason(adv: dict, ds) -> dict:
     """Table 5's quality of the inputs used, where the feature CNN applies (28 x 28 images)."""
-    from .errors import ModelLoadError
+    from .errors import InputError, ModelLoadError
     from .quality import FEATURE_NOTE, set_quality
     if ds.kind != "image" or ds.x_test.shape[1:] != (28, 28):
         return {"skipped": f"FID/IS need 28 x 28 images; {ds.name} inputs are "
@@ -399,7 +399,7 @@ def _quality_or_reason(adv: dict, ds) -> dict:
         return {"skipped": "the run's seeds are not test-split indices", "note": FEATURE_NOTE}
     try:
         return set_quality(adv["x"], ds.x_test[idx], ds.x_test)
-    except ModelLoadError as e:
+    except (ModelLoadError, InputError) as e:   # no feature network, or too few inputs
         return {"skipped": str(e), "note": FEATURE_NOTE}
 
 

@@ -9,6 +9,7 @@ outputs equal the model's layer outputs (tests/test_trace.py holds it to 1e-5).
     tr = tracer(x)                    # x float (N, T, F), or int ids (N, T) for an Embedding model
     tr.layers["lstm_1"].hW["f"]       # (N, T, units) h^(t-1) @ W_f
     tr = tracer(emb, embedded=True)   # start after the Embedding (gradients w.r.t. embeddings)
+    raw, out = tracer.forward_steps(x, record=("xU", "hW"))   # lean, time-major, for coverage
 """
 from __future__ import annotations
 
@@ -261,15 +262,15 @@ class Tracer:
                 layers[spec.name] = LayerTrace(spec, r["x"], pre=r["pre"], out=r["out"])
                 continue
             bm = {k: tf_batch_major(v) for k, v in r.items() if k != "x"}     # (N, T, .)
-            g = len(spec.gates)
             h_prev = bm["h_prev"]
             h_src = {gname: h_prev for gname in spec.gates}
             if "hsrc" in bm:
                 h_src["h"] = bm["hsrc"]
-            split = lambda v: dict(zip(spec.gates, _split(v, g)))
             layers[spec.name] = LayerTrace(spec, x if spec is self.specs[0] else prev.h,
-                                           h_prev=h_prev, h_src=h_src, xU=split(bm["xU"]),
-                                           hW=split(bm["hW"]), gates=split(bm["gates"]),
+                                           h_prev=h_prev, h_src=h_src,
+                                           xU=_by_gate(bm["xU"], spec.gates),
+                                           hW=_by_gate(bm["hW"], spec.gates),
+                                           gates=_by_gate(bm["gates"], spec.gates),
                                            h=bm["h"], c=bm.get("c"))
             prev = layers[spec.name]
         return Trace(layers, out, x)
@@ -280,16 +281,17 @@ class Tracer:
         side, no bias), "gates", "c" (LSTM), "hsrc" (GRU reset_after=False: r * h_prev),
         "h_prev". Dense: "x", "pre", "out" (N, .). Only what is asked for is written per step,
         so coverage pays for no more than it reads. Returns (dict, model output)."""
-        import tensorflow as tf
         raw: dict[str, dict] = {}
         seq = "batch"                # x is a batch-major sequence, a time-major one, or not
         for spec in self.specs:
             if spec.kind == "dense":
-                raw[spec.name] = r = self._dense(spec, x)
+                r = self._dense(spec, x)
+                raw[spec.name] = r
                 x, seq = r["out"], False
                 continue
             x_tm = tf_batch_major(x) if seq == "batch" else x        # (the swap is its own inverse)
-            raw[spec.name] = r = self._recurrent(spec, x_tm, set(record))
+            r = self._recurrent(spec, x_tm, set(record))
+            raw[spec.name] = r
             if spec.return_sequences:
                 x, seq = r["h"], "time"
             else:
@@ -385,9 +387,10 @@ def tf_batch_major(v):
     return tf.transpose(v, [1, 0, 2])
 
 
-def _split(v, g):
+def _by_gate(v, gates) -> dict:
+    """(N, T, G*u) -> {gate: (N, T, u)}."""
     import tensorflow as tf
-    return tf.split(v, g, axis=2) if g > 1 else [v]
+    return dict(zip(gates, tf.split(v, len(gates), axis=2) if len(gates) > 1 else [v]))
 
 
 _FIELDS = ("x", "h_prev", "h_src", "xU", "hW", "gates", "h", "c", "pre", "out")

@@ -222,6 +222,7 @@ def test_threshold_selection_helper_sets_the_slider(runs_dir):
 
 def test_gates_page_heatmaps(runs_dir, gen_run):
     at = clean(run_app("gates", gates_n=50))
+    at.radio(key="gates_mode").set_value("the whole set").run()
     heat = figures(at)[0]
     assert heat["data"][0]["type"] == "heatmap"
     assert heat["data"][0]["y"] == ["i:x", "i:h", "f:x", "f:h", "c:x", "c:h", "o:x", "o:h"]

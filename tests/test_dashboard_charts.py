@@ -197,3 +197,18 @@ def test_gallery_order_and_captions():
     caps = results.captions(out, np.array([1, 0]))
     assert caps[0] == ("label 2, predicted 2", "predicted 7 (80%) ✗ adversarial")
     assert caps[1][1] == "predicted 1 (90%)"
+
+
+def test_table2_reads_target_and_constraint_from_the_generator_config():
+    class Info:
+        def __init__(self, run_id, config, summary):
+            self.run_id, self.config, self.summary = run_id, config, summary
+            self.status, self.model, self.method = "finished", "m", "rconc"
+    runs = [Info("a", {"generator": {"target": "lstm_1", "constraint": {"name": "light"}}},
+                 {"n_seeds": 10, "n_adversarial": 4, "adv_rate": 0.4, "avg_l2": 0.1}),
+            Info("b", {"generator": {"target": "random", "constraint": {"name": "none"}}},
+                 {"n_seeds": 5, "n_adversarial": 0, "adv_rate": 0.0})]
+    df = tables.table2(runs)
+    assert list(df["layer"]) == ["lstm_1", "Random"]
+    assert list(df["constraint"]) == ["light", "none"]
+    assert list(df["adv. rate %"]) == [40.0, 0.0]

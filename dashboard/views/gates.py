@@ -24,8 +24,10 @@ layer = c[0].selectbox("Layer", [layer["name"] for layer in layers], key="gates_
 threshold = c[1].slider("Threshold", 0.0, 0.95, state.default_threshold(sel.dataset),
                         step=0.05, key="gates_threshold")
 n_inputs = c[2].select_slider("Test inputs", state.INPUT_CHOICES, value=200, key="gates_n")
-modes = ["the whole set", "one input", "a seed vs its adversarial input"]
-mode = c[3].radio("Show", modes, key="gates_mode")
+modes = ["one input", "the whole set", "a seed vs its adversarial input"]
+mode = c[3].radio("Show", modes, key="gates_mode",
+                  help="The whole set saturates quickly at low thresholds; one input, or a "
+                       "seed beside its adversarial input (Figure 12), shows the structure.")
 
 try:
     rconc = state.coverage(sel.model, sel.dataset, n_inputs, "unit", "model")["RConC"]
@@ -34,12 +36,12 @@ except RNNConError as e:
     st.stop()
 
 image = state.kind_of(sel.dataset) == "image"
-if mode == modes[0]:
+if mode == "the whole set":
     table = rconc.by_gate_step(layer, threshold=threshold)
     st.plotly_chart(charts.gate_heatmap(table, f"{layer}: the first {rconc.n_inputs} test inputs "
                                                f"(threshold {threshold:g})"),
                     width="stretch", key="gates_set")
-elif mode == modes[1]:
+elif mode == "one input":
     i = st.number_input("Input (row of the test split)", 0, rconc.n_inputs - 1, 0,
                         key="gates_input")
     table = rconc.by_gate_step(layer, input_index=int(i), threshold=threshold)
@@ -83,9 +85,10 @@ else:
                                                             f"(threshold {threshold:g})"),
                     width="stretch", key="gates_pair_chart")
     d = (adv_t - seed_t).to_numpy()
-    st.caption(f"The adversarial input activates {np.clip(d, 0, None).sum():.2f} more and "
-               f"{np.clip(-d, 0, None).sum():.2f} fewer gate-step shares than its seed "
-               "(summed over the cells).")
+    rise, fall = 100 * d.max(), 100 * max(0.0, -d.min())
+    st.caption(f"Per gate part and step, the adversarial input activates on average "
+               f"{100 * d.mean():+.1f} percentage points of contributions more than its seed "
+               f"(largest rise {rise:.0f}, largest fall {fall:.0f} points).")
     if image:
         st.plotly_chart(charts.image_triplets(data.to_images(xs), data.to_images(xg),
                                               results.captions(outputs, np.array([pick]))),

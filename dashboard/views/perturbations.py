@@ -42,7 +42,8 @@ if len(rows) < 3:
                else "."))
     st.stop()
 
-points = state.tsne(run_id, (info.path / "outputs.npz").stat().st_mtime, tuple(int(r) for r in rows))
+mtime = (info.path / "outputs.npz").stat().st_mtime
+points = state.tsne(run_id, mtime, tuple(int(r) for r in rows))
 values = np.asarray(outputs[colorings[color_by]])[rows]
 hover = [f"seed {int(outputs['seed_index'][r])}: {int(outputs['y_seed'][r])} → "
          f"{int(outputs['pred_gen'][r])}" for r in rows]

@@ -584,7 +584,7 @@ class ContributionCoverage(Criterion):
         parts, lo, inv, subs = self._unit_chunk(x, embedded)
         lo, inv, subs = lo.numpy(), inv.numpy(), [v.numpy() for v in subs]
         batch_max = np.concatenate([v.max(axis=1).ravel() for v in subs])
-        flat = [None] * len(parts)
+        host = [None] * len(parts)    # the parts as NumPy views (no copy), made when needed
 
         def first_in_batch(t, cols):
             out = np.empty(cols.size, np.int64)
@@ -596,10 +596,9 @@ class ContributionCoverage(Criterion):
                 ti, j = np.divmod(cols[a:b] - self._offsets[bi], sub.shape[2])
                 sb = np.argmax(sub[ti[:, None], np.arange(sub.shape[1]), j[:, None]] > t, axis=1)
                 rows = sb[:, None] * _SUB + np.arange(_SUB)                   # (m, _SUB)
-                if flat[bi] is None:
-                    flat[bi] = tf.reshape(parts[bi], [-1])
-                idx = (ti[:, None] * npad + rows) * sub.shape[2] + j[:, None]
-                v = (tf.gather(flat[bi], idx).numpy() - lo[rows, sc]) * inv[rows, sc]
+                if host[bi] is None:
+                    host[bi] = np.asarray(parts[bi])
+                v = (host[bi][ti[:, None], rows, j[:, None]] - lo[rows, sc]) * inv[rows, sc]
                 above = v > t
                 # (the sub-batch maximum is > t; a tie within rounding falls back to the max)
                 pick = np.where(above.any(axis=1), above.argmax(axis=1), v.argmax(axis=1))
@@ -783,18 +782,29 @@ class _EdgeState:
             L = np.where(live & (a64 > 0), c, np.inf)
             L = np.where(live & (a64 == 0) & (need < 0), -np.inf, L)
             R = np.where(live & (a64 < 0), c, -np.inf)
+            del c, a64
             L0, R0 = self.bounds[t][bi]
-            Lrun = np.minimum.accumulate(np.vstack([L0[None], L]), axis=0)
-            Rrun = np.maximum.accumulate(np.vstack([R0[None], R]), axis=0)
+            # only sources whose bounds this batch moves need the running min / max
+            cand = np.flatnonzero((L.min(axis=0) < L0) | (R.max(axis=0) > R0))
+            if not cand.size:
+                continue
+            if cand.size < L.shape[1]:
+                L, R = L[:, cand], R[:, cand]
+            Lrun = np.vstack([L0[None, cand], L])
+            del L
+            np.minimum.accumulate(Lrun, axis=0, out=Lrun)
+            Rrun = np.vstack([R0[None, cand], R])
+            del R
+            np.maximum.accumulate(Rrun, axis=0, out=Rrun)
             changed = (Lrun[1:] != Lrun[:-1]) | (Rrun[1:] != Rrun[:-1])
-            nn, ss = np.nonzero(changed)
+            nn, cc = np.nonzero(changed)
             if nn.size:
-                rows = ss % self.blocks[bi].k
+                rows = cand[cc] % self.blocks[bi].k
                 sr = self.sorted_rows[bi]
-                new = sr.count(rows, Lrun[nn + 1, ss], Rrun[nn + 1, ss])
-                old = sr.count(rows, Lrun[nn, ss], Rrun[nn, ss])
+                new = sr.count(rows, Lrun[nn + 1, cc], Rrun[nn + 1, cc])
+                old = sr.count(rows, Lrun[nn, cc], Rrun[nn, cc])
                 np.add.at(delta, nn, new - old)
-            self.bounds[t][bi] = [Lrun[-1], Rrun[-1]]
+            L0[cand], R0[cand] = Lrun[-1], Rrun[-1]
         counts = self.counted[t] + np.cumsum(delta)
         self.counted[t] = int(counts[-1]) if n_in else self.counted[t]
         self.curve[t].append(counts)

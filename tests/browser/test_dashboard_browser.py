@@ -119,6 +119,7 @@ def no_traceback(page, where: str) -> None:
 
 def shoot(page, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / f"{name}.png").unlink(missing_ok=True)
     path = ARTIFACTS / f"{name}.png"
     # Streamlit scrolls inside its main container: grow the viewport to show all of it
     size = page.viewport_size
@@ -153,6 +154,8 @@ def start_generation(page, seeds: int, iterations: int) -> None:
 
 def test_every_page_two_jobs_at_once_and_the_gallery(server, browser):
     url, runs = server
+    for stale in ARTIFACTS.glob("failed-*.png"):
+        stale.unlink()
     first = browser.new_context(viewport={"width": 1400, "height": 1000})
     second = browser.new_context(viewport={"width": 1400, "height": 1000})
 
@@ -199,20 +202,32 @@ def test_every_page_two_jobs_at_once_and_the_gallery(server, browser):
     done = store.list(kind="generate")
     assert len(done) == 2 and {r.status for r in done} == {"finished"}
     assert sorted(r.config["n_seeds"] for r in done) == [2, 4]
-    # each session's card names its own run; the newest run is shown in the gallery
+    # after a reload (a new session) the store still lists both runs; the newest is shown
     newest = done[0].run_id
     for p in (gen_a, gen_b):
         p.reload()
         settle(p, "Generate")
-        assert newest in p.locator("body").inner_text()      # survives a reload
-    if any(r.summary["n_adversarial"] for r in done):
-        gen_a.get_by_text("Seed, generated input and their difference").first.wait_for()
+        picked = p.locator(".st-key-gen_show")
+        shown = picked.inner_text() + " ".join(
+            i.input_value() for i in picked.locator("input").all())
+        assert newest in shown
+    # the gallery: seed, generated and difference side by side (every pair, not only the
+    # adversarial ones, so a run that found none still shows its pairs)
+    gen_a.get_by_text("Only adversarial inputs").click()
+    settle(gen_a, "Generate")
+    gen_a.get_by_text("Seed, generated input and their difference").first.wait_for()
+    no_traceback(gen_a, "Generate gallery")
     shoot(gen_a, "generate")
 
     for path, title in PAGES:
         if path in ("", "coverage", "generate"):
             continue
         p = open_page(first, url, path, title)
+        if path == "gates" and any(r.summary["n_adversarial"] for r in done):
+            p.get_by_text("a seed vs its adversarial input").click()      # Figure 12
+            settle(p, title)
+            p.get_by_text(re.compile("seed vs adversarial")).first.wait_for()
+            no_traceback(p, "Gates, seed vs adversarial")
         shoot(p, path)
         p.close()
     first.close()
