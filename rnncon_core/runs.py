@@ -62,17 +62,22 @@ def _tmp_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def _atomic_write(path: Path, write) -> None:
+    """Write through ``write(file)`` to a temporary file, then move it into place."""
     tmp = _tmp_path(path)
     try:
         with open(tmp, "wb") as f:
-            f.write(data)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    _atomic_write(path, lambda f: f.write(data))
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
@@ -80,16 +85,7 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 
 def atomic_write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    tmp = _tmp_path(path)
-    try:
-        with open(tmp, "wb") as f:
-            np.savez_compressed(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    _atomic_write(path, lambda f: np.savez_compressed(f, **arrays))
 
 
 def _json_default(o):
