@@ -371,7 +371,7 @@ class Tracer:
             return t + 1, h_new, c_new, new
 
         _, _, _, ta = tf.while_loop(lambda t, *_: t < T, step, (tf.constant(0), zeros, zeros, ta0),
-                                    parallel_iterations=10, maximum_iterations=T)
+                                    parallel_iterations=32, maximum_iterations=T)
         out = {k: v.stack() for k, v in ta.items()}               # (T, N, .)
         out["x"] = x
         if "xU" in record:
