@@ -24,6 +24,7 @@ import numpy as np
 
 from .errors import DataMissingError, InputError
 from .paths import CACHE_DIR, MODELS_DIR, NPM_MODULES, ensure_dir
+from .runs import atomic_write_bytes, atomic_write_npz
 
 DATASETS = ("mnist", "fashion-mnist", "imdb", "digits")
 SPLIT_SEED = 20240607          # fixed: the same split on every machine
@@ -100,9 +101,7 @@ def _cached(key: str, build):
             return {k: f[k] for k in f.files}
     arrays = build()
     ensure_dir(CACHE_DIR)
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez_compressed(tmp, **arrays)
-    tmp.replace(path)
+    atomic_write_npz(path, arrays)
     return arrays
 
 
@@ -247,10 +246,9 @@ class Vocabulary:
 
     def save(self, path: Path) -> None:
         ensure_dir(path.parent)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"num_words": self.num_words, "index_from": INDEX_FROM,
-                                   "words": self.words}))
-        tmp.replace(path)
+        atomic_write_bytes(path, json.dumps({"num_words": self.num_words,
+                                             "index_from": INDEX_FROM,
+                                             "words": self.words}).encode())
 
     @classmethod
     def load(cls, path: Path) -> "Vocabulary":
