@@ -71,27 +71,31 @@ def _np_forward(model, x):
     return blocks, h_in
 
 
-def oracle(model, x, granularity, normalize):
-    """(N, total) normalized contribution values, every product materialized."""
+def oracle(model, x, granularity, normalize, values="signed"):
+    """(N, total) normalized contribution values, every product materialized; each value's
+    normalization scope is named by a key: the model, its layer, or its (layer, part, step)."""
     blocks, _ = _np_forward(model, x)
     n = x.shape[0]
-    per_block = []
+    flat, keys = [], []
     for layer, part, src, w in blocks:
         prod = src[:, :, :, None] * w[None, None]                   # (N, T, K, J)
         v = prod.sum(axis=2) if granularity == "unit" else prod
-        per_block.append((layer, v.reshape(n, -1)))
-
-    def norm(v):
+        v = np.abs(v) if values == "abs" else v
+        steps = np.broadcast_to(np.arange(v.shape[1]).reshape((1, -1) + (1,) * (v.ndim - 2)),
+                                v.shape)[0].ravel()
+        flat.append(v.reshape(n, -1))
+        keys += [{"model": "all", "layer": layer, "step": (layer, part, t)}[normalize]
+                 for t in steps]
+    flat = np.concatenate(flat, 1)
+    out = np.zeros_like(flat)
+    key_ids = np.array([hash(k) for k in keys])
+    for k in np.unique(key_ids):
+        cols = key_ids == k
+        v = flat[:, cols]
         lo, hi = v.min(1, keepdims=True), v.max(1, keepdims=True)
         r = hi - lo
-        return np.where(r > 0, (v - lo) / np.where(r > 0, r, 1), 0)
-
-    if normalize == "model":
-        return norm(np.concatenate([v for _, v in per_block], 1))
-    out = []
-    for layer in dict.fromkeys(l for l, _ in per_block):
-        out.append(norm(np.concatenate([v for l, v in per_block if l == layer], 1)))
-    return np.concatenate(out, 1)
+        out[:, cols] = np.where(r > 0, (v - lo) / np.where(r > 0, r, 1), 0)
+    return out
 
 
 def _assert_counts_match(got_max, want_max, t):
@@ -102,12 +106,13 @@ def _assert_counts_match(got_max, want_max, t):
 
 @pytest.mark.parametrize("model_name", ["tiny_lstm", "tiny_gru"])
 @pytest.mark.parametrize("granularity", ["unit", "edge"])
-@pytest.mark.parametrize("normalize", ["model", "layer"])
-def test_rconc_matches_oracle(request, model_name, granularity, normalize, tiny_x):
+@pytest.mark.parametrize("normalize", ["step", "layer", "model"])
+@pytest.mark.parametrize("values", ["abs", "signed"])
+def test_rconc_matches_oracle(request, model_name, granularity, normalize, values, tiny_x):
     model = request.getfixturevalue(model_name)
-    vals = oracle(model, tiny_x, granularity, normalize)              # (N, total)
+    vals = oracle(model, tiny_x, granularity, normalize, values)      # (N, total)
     cov = ContributionCoverage(model, threshold=0.37, granularity=granularity, normalize=normalize,
-                               curve_thresholds=THRESHOLDS)
+                               values=values, curve_thresholds=THRESHOLDS)
     assert cov.total == vals.shape[1]
     for a, b in SPLITS:
         cov.update(tiny_x[a:b])
@@ -126,7 +131,7 @@ def test_rconc_matches_oracle(request, model_name, granularity, normalize, tiny_
     # one input's profile and the generator-facing values
     np.testing.assert_allclose(cov.profile(tiny_x[:2]), vals[:2], atol=2e-5)
     idx = np.random.default_rng(1).choice(cov.total, 12, replace=False)
-    np.testing.assert_allclose(cov.values(tiny_x[:3], idx).numpy(), vals[:3, idx], atol=2e-5)
+    np.testing.assert_allclose(cov.item_values(tiny_x[:3], idx).numpy(), vals[:3, idx], atol=2e-5)
 
 
 @pytest.mark.parametrize("granularity", ["unit", "edge"])
@@ -137,7 +142,7 @@ def test_values_are_differentiable(tiny_lstm, tiny_x, granularity):
     idx = cov.uncovered(threshold=0.9)[:5]
     x = tf.Variable(tiny_x[:2])
     with tf.GradientTape() as tape:
-        loss = tf.reduce_sum(cov.values(x, idx))
+        loss = tf.reduce_sum(cov.item_values(x, idx))
     g = tape.gradient(loss, x).numpy()
     assert np.isfinite(g).all() and np.abs(g).sum() > 0
 
@@ -148,7 +153,7 @@ def test_values_with_embeddings(tiny_text, tiny_ids):
     idx = np.arange(0, cov.total, 37)
     emb = tf.Variable(cov.tracer.embed(tiny_ids[:2]))
     with tf.GradientTape() as tape:
-        v = cov.values(emb, idx, embedded=True)
+        v = cov.item_values(emb, idx, embedded=True)
         loss = tf.reduce_sum(v)
-    np.testing.assert_allclose(v.numpy(), cov.values(tiny_ids[:2], idx).numpy(), atol=1e-6)
+    np.testing.assert_allclose(v.numpy(), cov.item_values(tiny_ids[:2], idx).numpy(), atol=1e-6)
     assert np.isfinite(tape.gradient(loss, emb).numpy()).all()

@@ -41,11 +41,13 @@ def _load_inputs(dataset: str, split: str, n: int, inputs: str):
     return x, y, what
 
 
-def _criterion(model, criterion: str, threshold: float, granularity: str, normalize: str,
-               include_input: bool = False):
-    from ..coverage import get_criterion
+def _criterion(model, criterion: str, threshold: float | None, granularity: str,
+               normalize: str, values: str, dataset: str = "", include_input: bool = False):
+    from ..coverage import default_threshold, get_criterion
+    if threshold is None:           # the paper's per data set (0.25 images, 0.5 IMDB)
+        threshold = default_threshold(dataset or model)
     params = {"rconc": {"threshold": threshold, "granularity": granularity,
-                        "normalize": normalize},
+                        "normalize": normalize, "values": values},
               "nc": {"threshold": threshold, "include_input": include_input},
               "hsc": {}, "csc": {}}
     if criterion not in params:
@@ -74,15 +76,22 @@ N_OPT = typer.Option(0, "--n", help="Use the first N inputs (0: all).")
 INPUTS_OPT = typer.Option("", "--inputs", help="An .npy file of inputs instead of a data set.")
 CRIT_OPT = typer.Option("rconc", "--criterion", help=CRITERION_HELP)
 GRAN_OPT = typer.Option("unit", "--granularity", help="unit or edge (rconc only).")
-NORM_OPT = typer.Option("model", "--normalize", help="model or layer (rconc only).")
+NORM_OPT = typer.Option("step", "--normalize",
+                        help="rconc: the min-max scope per input: step (each matmul x^t·U, "
+                             "h^(t-1)·W, Dense), layer, or model (Eq. 3 as written).")
+VALUES_OPT = typer.Option("abs", "--values", help="rconc: normalize |contributions| (abs) or "
+                                                  "signed values (signed + model: Eq. 3 as "
+                                                  "written).")
+THRESHOLD_OPT = typer.Option(None, "--threshold", help="Activation threshold (default: 0.25 "
+                                                       "for image data, 0.5 for IMDB).")
 JSON_OPT = typer.Option(False, "--json", help="Print one JSON object.")
 
 
 @app.command("coverage")
 def coverage_cmd(model: str = MODEL_OPT, dataset: str = DATASET_OPT, split: str = SPLIT_OPT,
                  n: int = N_OPT, inputs: str = INPUTS_OPT, criterion: str = CRIT_OPT,
-                 threshold: float = typer.Option(0.25, "--threshold", help="Activation threshold."),
-                 granularity: str = GRAN_OPT, normalize: str = NORM_OPT,
+                 threshold: float = THRESHOLD_OPT,
+                 granularity: str = GRAN_OPT, normalize: str = NORM_OPT, values: str = VALUES_OPT,
                  include_input: bool = typer.Option(False, "--include-input",
                                                     help="NC: count the input layer too."),
                  json_out: bool = JSON_OPT):
@@ -90,7 +99,8 @@ def coverage_cmd(model: str = MODEL_OPT, dataset: str = DATASET_OPT, split: str 
     from ..zoo import load_model
     x, _, what = _load_inputs(dataset, split, n, inputs)
     m = load_model(model)
-    cov = _criterion(m, criterion, threshold, granularity, normalize, include_input)
+    cov = _criterion(m, criterion, threshold, granularity, normalize, values, dataset,
+                     include_input)
     started = time.time()
     cov.update(x)
     log(f"{criterion} over {len(x):,} inputs ({what}) in {time.time() - started:.1f}s")
@@ -106,7 +116,7 @@ def sweep_cmd(model: str = MODEL_OPT, dataset: str = DATASET_OPT, split: str = S
               n: int = N_OPT, inputs: str = INPUTS_OPT, criterion: str = CRIT_OPT,
               thresholds: str = typer.Option("0,0.25,0.5,0.75", "--thresholds",
                                              help="Comma-separated thresholds."),
-              granularity: str = GRAN_OPT, normalize: str = NORM_OPT,
+              granularity: str = GRAN_OPT, normalize: str = NORM_OPT, values: str = VALUES_OPT,
               json_out: bool = JSON_OPT):
     """The coverage at a grid of thresholds from one pass over the inputs."""
     from ..zoo import load_model
@@ -119,12 +129,12 @@ def sweep_cmd(model: str = MODEL_OPT, dataset: str = DATASET_OPT, split: str = S
     if not grid:
         raise InputError("give at least one threshold")
     x, _, what = _load_inputs(dataset, split, n, inputs)
-    cov = _criterion(load_model(model), criterion, grid[0], granularity, normalize)
+    cov = _criterion(load_model(model), criterion, grid[0], granularity, normalize, values)
     cov.update(x)
     rows = [cov.summary(t) for t in grid]
     if json_out:
         emit({"criterion": criterion, "granularity": rows[0]["granularity"],
-              "normalize": rows[0]["normalize"], "n_inputs": cov.n_inputs, "total": cov.total,
+              "normalize": rows[0]["normalize"], "values": rows[0]["values"], "n_inputs": cov.n_inputs, "total": cov.total,
               "sweep": [{k: r[k] for k in ("threshold", "covered", "rate", "by_layer")}
                         for r in rows]})
         return

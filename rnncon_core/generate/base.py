@@ -94,12 +94,20 @@ class GenerationResult:
             w = self.words_changed()
             out["avg_words_changed"] = mean(w[adv])
             out["avg_words_changed_all"] = mean(w)
+            if "valid" in self.extras and self.n:     # text runs check every edit (text.lexical)
+                valid = np.asarray(self.extras["valid"], bool)
+                out["valid_adv_rate"] = float(np.mean(adv & valid))
+                out["checks"] = {k[8:]: (float(np.sum(self.extras["pass_" + k[8:]]) / n)
+                                         if (n := int(np.sum(v))) else None)
+                                 for k, v in self.extras.items() if k.startswith("checked_")}
         else:
             for k, v in self.norms().items():
                 out[f"avg_{k}"] = mean(v[adv])
                 out[f"avg_{k}_all"] = mean(v)
         if (self.n_activated >= 0).any():
             out["mean_activated"] = mean(self.n_activated[self.n_activated >= 0])
+        if "set_pool" in self.extras and self.n:      # which targets coverage-guided runs chose
+            out["pool"] = "set" if np.all(self.extras["set_pool"]) else "seed"
         return out
 
     def arrays(self, seed_index: np.ndarray | None = None) -> dict[str, np.ndarray]:

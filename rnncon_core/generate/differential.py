@@ -14,7 +14,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from .guided import graph_values
 from .base import GradientGenerator, compiled_forward, labels_of, predict_proba
 
 
@@ -101,7 +100,7 @@ class Differential(GradientGenerator):
             if self.lambda2 > 0 and len(self._pools[m_i]):
                 # the seeds' neurons of this model (index 0 where model j is another one)
                 mine = tf.where(tf.equal(j, m_i) & (neuron >= 0), neuron, 0)
-                f_n = tf.linalg.diag_part(graph_values(self._nc[m_i], x, mine))
+                f_n = tf.linalg.diag_part(self._nc[m_i].graph_values(x, mine))
                 has = tf.cast(neuron >= 0, f_n.dtype)
                 obj = obj + self.lambda2 * is_j * has * f_n
         return obj

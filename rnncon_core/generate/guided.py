@@ -1,15 +1,14 @@
 """Coverage-guided generation: RNNCon-Test (Algorithm 2), DeepXplore's NC objective, RNN-Test.
 
 All three pick, per seed, k items (contributions, neurons, hidden-state units) that are not
-activated yet, and make their normalized values (``criterion.values``) the loss of a gradient
-ascent on the input. RNN-Test adds the prediction loss to its state-coverage term.
+activated yet, and make their normalized values (``criterion.graph_values``) the loss of a
+gradient ascent on the input. RNN-Test adds the prediction loss to its state-coverage term.
 
-"Not activated yet" (Algorithm 2's C_all minus C(X)): with ``pool="seed"`` (default) X is the
-seed itself, i.e. the items whose value on that seed is at most the threshold; with
-``pool="set"`` X is the whole seed set (``criterion.uncovered(layer)`` after ``update``). On
-the shipped MNIST models 128 seeds already cover every contribution at 0.25 (Eq. 3 maps a zero
-contribution to about 0.4), so the set pool is empty there and the per-seed pool is the one
-that works.
+"Not activated yet" (Algorithm 2's C_all minus C(X)): with ``pool="set"`` X is the whole seed
+set (``criterion.uncovered(layer)`` after ``update``: the paper's meaning); with
+``pool="seed"`` X is the seed itself (the items whose value on that seed is at most the
+threshold). ``pool="auto"`` (default) takes the set pool wherever the seed set leaves at least
+k items uncovered, else the seed's own; the run's summary says which (``pool``).
 
 Targets: ``"random"`` (any layer), a layer name (e.g. ``lstm_1``), or ``"dense"``.
 """
@@ -27,31 +26,36 @@ class CoverageGuided(GradientGenerator):
 
     criterion_name = ""
 
-    def __init__(self, model, *, target: str = "random", k: int = 1, threshold: float = 0.25,
-                 pool: str = "seed", short: str = "error", stop_on_target: bool = False, step: float = 0.02, iterations: int = 50,
+    def __init__(self, model, *, target: str = "random", k: int = 1,
+                 threshold: float | None = None, pool: str = "auto", short: str = "error", stop_on_target: bool = False, step: float = 0.02, iterations: int = 50,
                  constraint="none", window: int = 128, batch_size: int = 256, seed: int = 0,
                  criterion_params: dict | None = None, **constraint_params):
         super().__init__(model, step=step, iterations=iterations, constraint=constraint,
                          window=window, batch_size=batch_size, seed=seed, **constraint_params)
         if int(k) < 1:
             raise InputError(f"k (contributions activated at once) must be at least 1, got {k}")
-        if pool not in ("seed", "set"):
-            raise InputError(f"pool must be 'seed' (items the seed itself leaves inactive) or "
-                             f"'set' (items no seed activates), got {pool!r}")
+        if pool not in ("auto", "set", "seed"):
+            raise InputError(f"pool must be 'auto' ('set' where the seed set leaves k items "
+                             f"uncovered, else 'seed'), 'set' (items no seed activates: the "
+                             f"paper's Algorithm 2) or 'seed' (items the seed itself leaves "
+                             f"inactive), got {pool!r}")
         self.pool_mode = pool
+        self.pool_used = None          # "set" or "seed", decided by _prepare
         if short not in ("error", "lowest"):
             raise InputError(f"short must be 'error' or 'lowest', got {short!r}")
         self.short = short
         self._short = None
         self.k = int(k)
         self.target = str(target)
+        if threshold is None:
+            from ..coverage import default_threshold
+            threshold = default_threshold(model)
         self.threshold = float(threshold)
         self.stop_on_target = bool(stop_on_target)
         self.criterion_params = dict(criterion_params or {})
         self.criterion = self._make_criterion()
-        # edge values need a lookup in Python: eager (see graph_values)
-        self.graph_objective = hasattr(self.criterion, "_values_fn") and \
-            getattr(self.criterion, "granularity", "unit") != "edge"
+        # edge values need a lookup in Python: eager (Criterion.graph_safe)
+        self.graph_objective = self.criterion.graph_safe
         self._set_criterion = None
         self._layer = self._target_layer(self.target)
         self.pool = np.zeros(0, np.int64)
@@ -98,14 +102,16 @@ class CoverageGuided(GradientGenerator):
         return target
 
     def _prepare(self, x, y):
-        """The candidate items of the target layer, and with pool="set" the seed set's
-        not-yet-activated ones (the union over all seeds)."""
+        """The candidate items of the target layer, and with pool "set" or "auto" the seed
+        set's not-yet-covered ones (the paper's pool: items no seed activates). "auto" falls
+        back to each seed's own inactive items where the set leaves fewer than k."""
         self.layer_items = self._items_of_layer()
         where = "all layers" if self._layer is None else f"layer {self._layer!r}"
         if len(self.layer_items) < self.k:
             raise InputError(f"k={self.k} targets asked but {where} holds only "
                              f"{len(self.layer_items)} items; lower k or pick another target")
-        if self.pool_mode == "set":
+        self.pool_used = "seed"
+        if self.pool_mode in ("set", "auto"):
             if self._set_criterion is None:
                 self._set_criterion = self._make_criterion(private=True)
             crit = self._set_criterion
@@ -113,7 +119,9 @@ class CoverageGuided(GradientGenerator):
             for i in range(0, len(x), 256):
                 crit.update(x[i:i + 256])
             self.pool = np.asarray(crit.uncovered(self._layer), np.int64)
-            if len(self.pool) < self.k:
+            if len(self.pool) >= self.k:
+                self.pool_used = "set"
+            elif self.pool_mode == "set":
                 raise InputError(f"k={self.k} targets asked but only {len(self.pool)} items of "
                                  f"{where} are not yet activated by the {len(x)} seeds at "
                                  f"threshold {self.threshold}; lower k, use pool='seed' (each "
@@ -122,7 +130,7 @@ class CoverageGuided(GradientGenerator):
 
     def _inactive(self, x: np.ndarray, candidates: np.ndarray) -> np.ndarray:
         """(B, len(candidates)) bool: the candidate items each seed does not activate."""
-        return np.asarray(self.criterion.values(x, candidates)) <= self.threshold
+        return np.asarray(self.criterion.item_values(x, candidates)) <= self.threshold
 
     def _seed_targets(self, x, rng) -> np.ndarray:
         """k items per seed among those that seed itself leaves inactive (pool="seed")."""
@@ -143,7 +151,7 @@ class CoverageGuided(GradientGenerator):
             free = cand[b][inactive[b]]
             if len(free) < self.k and self.short == "lowest":
                 # fewer than k inactivated: take the k least activated items of the layer
-                vals = np.asarray(self.criterion.values(x[b:b + 1], cand[b]))[0]
+                vals = np.asarray(self.criterion.item_values(x[b:b + 1], cand[b]))[0]
                 free = cand[b][np.argsort(vals, kind="stable")[:max(self.k, len(free))]]
                 self._short[b] = True
             if len(free) < self.k:
@@ -158,7 +166,7 @@ class CoverageGuided(GradientGenerator):
 
     def _context(self, x, y, rng):
         B = len(x)
-        if self.pool_mode == "set":
+        if self.pool_used == "set":
             targets = np.stack([rng.choice(self.pool, self.k, replace=False) for _ in range(B)])
         else:
             targets = self._seed_targets(x, rng)
@@ -169,7 +177,7 @@ class CoverageGuided(GradientGenerator):
     def _target_values(self, x, ctx):
         """tf (B, k): the normalized values of each seed's own targets."""
         import tensorflow as tf
-        v = graph_values(self.criterion, x, ctx["_union"])            # (B, U)
+        v = self.criterion.graph_values(x, ctx["_union"])             # (B, U)
         return tf.gather(v, ctx["pos"], axis=1, batch_dims=1)          # (B, k)
 
     def _objective(self, x, y, ctx):
@@ -178,7 +186,7 @@ class CoverageGuided(GradientGenerator):
 
     def _activated(self, x: np.ndarray, ctx: dict) -> np.ndarray:
         """(B, k) bool: each target's value above the threshold (covered)."""
-        v = np.asarray(self.criterion.values(x, ctx["_union"]))
+        v = np.asarray(self.criterion.item_values(x, ctx["_union"]))
         return np.take_along_axis(v, ctx["pos"], axis=1) > self.threshold
 
     def _target_reached(self, x, ctx):
@@ -186,8 +194,9 @@ class CoverageGuided(GradientGenerator):
 
     def _finish_batch(self, x_gen, ctx, out: BatchOutput) -> BatchOutput:
         out.targets = ctx["targets"]
-        if self.pool_mode == "seed":
-            out.extras["short_pool"] = np.asarray(self._short, bool)
+        out.extras["set_pool"] = np.full(len(x_gen), self.pool_used == "set")
+        out.extras["short_pool"] = (np.zeros(len(x_gen), bool) if self.pool_used == "set"
+                                    else np.asarray(self._short, bool))
         out.n_activated = self._activated(x_gen, ctx).sum(axis=1).astype(np.int64)
         return out
 
@@ -254,16 +263,6 @@ class StateGuided(CoverageGuided):
 
     def get_config(self):
         return {**super().get_config(), "lambda_state": self.lambda_state}
-
-
-def graph_values(criterion, x, indices):
-    """``criterion.values(x, indices)`` usable inside a tf.function: the criterion's compiled
-    values function (the public ``values`` checks its inputs in Python, which a graph cannot)."""
-    import tensorflow as tf
-    fn = getattr(criterion, "_values_fn", None)
-    if fn is None or tf.executing_eagerly() or getattr(criterion, "granularity", "") == "edge":
-        return criterion.values(x, indices)
-    return fn(x, False, tf.cast(indices, tf.int32))
 
 
 def _key(params: dict) -> str:

@@ -1,0 +1,318 @@
+"""The base of every criterion: item layout, running maxima, life cycle, TF helpers."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ..trace import Tracer
+from .params import Interval
+
+REPORT_THRESHOLDS = (0.0, 0.25, 0.5, 0.75)
+_CHUNK_ELEMENTS = 2 ** 24          # floats of scores held at once per update chunk
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A contiguous run of items in the flat index: one part of one layer."""
+    layer: str
+    kind: str
+    part: str                      # rconc: "x" | "h"; nc/hsc/csc: "out" | "input"
+    gates: tuple
+    source_layer: str              # layer whose neurons emit (rconc) / own the items
+    offset: int
+    shape: tuple                   # the items' array shape, e.g. (T, J) or (T, K, J)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape))
+
+
+# ---------------------------------------------------------------- running maxima
+
+class MaxState:
+    """Per item: the largest score so far, and the first input index above each grid threshold."""
+
+    def __init__(self, total: int, grid: tuple):
+        self.total, self.grid = total, tuple(grid)
+        self.max = np.full(total, -np.inf, np.float32)
+        self.first = {t: np.full(total, -1, np.int64) for t in self.grid}
+        self.n = 0
+
+    def add(self, batch_max: np.ndarray, n_batch: int, first_in_batch) -> None:
+        """Add n_batch new inputs, in order, whose per-item maxima are batch_max.
+        first_in_batch(t, cols) gives, for items cols, the index in the batch of the first input
+        above t; it is asked only for items newly lifted past a grid threshold, so after the
+        first batches it has little to do."""
+        for t, first in self.first.items():
+            cols = np.flatnonzero((batch_max > t) & (first < 0))
+            if cols.size:
+                first[cols] = self.n + first_in_batch(t, cols)
+        np.maximum(self.max, batch_max, out=self.max)
+        self.n += int(n_batch)
+
+    def add_batch(self, scores, batch_max: np.ndarray) -> None:
+        """add() from the batch's scores (B, total), a tf.Tensor."""
+        import tensorflow as tf
+
+        def first_in_batch(t, cols):
+            sub = tf.gather(scores, cols, axis=1) if cols.size < self.total else scores
+            return tf.argmax(tf.cast(sub > t, tf.int8), axis=0, output_type=tf.int32).numpy()
+        self.add(batch_max, int(scores.shape[0]), first_in_batch)
+
+    def curve_counts(self, t: float) -> np.ndarray:
+        first = self.first[t]
+        hits = np.bincount(first[first >= 0], minlength=self.n)
+        return np.cumsum(hits)
+
+
+# ---------------------------------------------------------------- base class
+
+class Criterion:
+    """Base of every coverage criterion (see the module docstring)."""
+
+    name = ""
+    _params: dict = {}
+    uses_threshold = True
+
+    def __init__(self, model, **params):
+        unknown = set(params) - set(self._params)
+        if unknown:
+            raise InputError(f"{type(self).__name__} has no parameter(s) "
+                             f"{', '.join(sorted(unknown))}; it takes "
+                             f"{', '.join(self._params) or 'none'}")
+        for key, (default, check) in self._params.items():
+            setattr(self, key, check.check(key, params.get(key, default)))
+        self.model = model
+        self.tracer = model if isinstance(model, Tracer) else Tracer(model)
+        self.segments: list[Segment] = self._layout()
+        self.total = int(sum(s.size for s in self.segments))
+        self._offsets = np.array([s.offset for s in self.segments])
+        self._build()
+        self.reset()
+
+    # -- what subclasses provide
+    def _layout(self) -> list[Segment]:
+        raise NotImplementedError
+
+    def _build(self) -> None:
+        """Compile the TF functions once."""
+
+    def _curve_grid(self) -> tuple:
+        return (self._cover_at(None),)
+
+    # -- life cycle
+    def reset(self) -> None:
+        self._state = MaxState(self.total, self._curve_grid())
+        self._inputs: list = []
+
+    def update(self, x, embedded: bool = False):
+        """Add a batch of inputs to the covered set (union with every earlier input)."""
+        x = self.tracer.check_inputs(x, embedded)
+        n = int(x.shape[0])
+        chunk = self._chunk_size()
+        for start in range(0, n, chunk):
+            self._update_chunk(x[start:start + chunk], embedded)
+        self._inputs.append((x.numpy(), embedded))
+        return self
+
+    def _elements_per_input(self) -> int:
+        return self.total
+
+    def _chunk_size(self) -> int:
+        return max(1, min(1024, _CHUNK_ELEMENTS // max(1, self._elements_per_input())))
+
+    def _update_chunk(self, x, embedded) -> None:
+        if getattr(self, "_reduce_fn", None) is None:
+            self._reduce_fn = self._compile(with_max(self._scores_graph))
+        scores, bm = self._reduce_fn(x, embedded)
+        self._state.add_batch(scores, bm.numpy())
+
+    @property
+    def n_inputs(self) -> int:
+        return self._state.n
+
+    def _cover_at(self, threshold):
+        """Scores strictly above this count as covered."""
+        if not self.uses_threshold:
+            if threshold is not None:
+                raise InputError(f"{self.name} has no threshold (items are covered or not)")
+            return 0.5
+        t = self.threshold if threshold is None else threshold
+        return Interval(0, 1).check("threshold", t)
+
+    def _covered_mask(self, threshold=None) -> np.ndarray:
+        return self._max_values() > self._cover_at(threshold)
+
+    def _max_values(self) -> np.ndarray:
+        return self._state.max
+
+    # -- reading
+    @property
+    def covered(self) -> int:
+        return self.covered_at(None)
+
+    def covered_at(self, threshold=None) -> int:
+        return int(np.count_nonzero(self._covered_mask(threshold)))
+
+    def rate(self, threshold=None) -> float:
+        """covered / total at the criterion's threshold, or at any other one."""
+        return self.covered_at(threshold) / self.total if self.total else 0.0
+
+    def by_layer(self, threshold=None, by: str = "layer") -> pd.DataFrame:
+        """One row per layer: layer, kind, total, covered, rate. ``by="source"`` (RConC) groups
+        contributions by the layer whose neurons emit them (the paper's Figure 7 rows)."""
+        if by not in ("layer", "source"):
+            raise InputError(f"by must be 'layer' or 'source', got {by!r}")
+        mask = self._covered_mask(threshold)
+        rows: dict[str, dict] = {}
+        for seg in self.segments:
+            key = seg.layer if by == "layer" else seg.source_layer
+            kind = seg.kind if by == "layer" else self._layer_kind(key)
+            row = rows.setdefault(key, {"layer": key, "kind": kind, "total": 0, "covered": 0})
+            row["total"] += seg.size
+            row["covered"] += int(np.count_nonzero(mask[seg.offset:seg.offset + seg.size]))
+        df = pd.DataFrame(list(rows.values()), columns=["layer", "kind", "total", "covered"])
+        df["rate"] = df["covered"] / df["total"].where(df["total"] > 0, 1)
+        return df
+
+    def _layer_kind(self, name: str) -> str:
+        spec = self.tracer.spec.get(name)
+        return spec.kind if spec is not None else "input"
+
+    def curve(self, threshold=None) -> np.ndarray:
+        """Coverage after 1, 2, ..., N inputs (in the order given to update)."""
+        t = self._cover_at(threshold)
+        if t not in self._state.grid:
+            raise InputError(f"the growth curve is kept at thresholds "
+                             f"{', '.join(map(str, self._state.grid))}; make the criterion "
+                             f"with curve_thresholds including {t}")
+        return self._state.curve_counts(t) / max(1, self.total)
+
+    def uncovered(self, layer: str | None = None, threshold=None) -> np.ndarray:
+        """Flat indices of items no input has covered yet; layer None, "dense", or a name."""
+        mask = ~self._covered_mask(threshold)
+        if layer is not None:
+            keep = np.zeros(self.total, bool)
+            names = {s.layer for s in self.segments}
+            if layer != "dense" and layer not in names:
+                raise InputError(f"no layer {layer!r}; choose one of {', '.join(sorted(names))} "
+                                 f"or 'dense'")
+            for seg in self.segments:
+                if seg.layer == layer or (layer == "dense" and seg.kind == "dense"):
+                    keep[seg.offset:seg.offset + seg.size] = True
+            mask &= keep
+        return np.flatnonzero(mask)
+
+    def _segment_of(self, index: int) -> tuple[Segment, tuple]:
+        if not (0 <= int(index) < self.total):
+            raise InputError(f"index {index} out of range [0, {self.total})")
+        seg = self.segments[int(np.searchsorted(self._offsets, index, side="right")) - 1]
+        return seg, np.unravel_index(int(index) - seg.offset, seg.shape)
+
+    def _check_indices(self, indices):
+        import tensorflow as tf
+        idx = np.asarray(indices, dtype=np.int64).ravel()
+        if idx.size and (idx.min() < 0 or idx.max() >= self.total):
+            raise InputError(f"indices must lie in [0, {self.total}); got {idx.min()}..{idx.max()}")
+        return tf.constant(idx, tf.int32)
+
+    # -- values of single items (what generators optimize)
+    graph_safe = True          # graph_values works inside a tf.function
+
+    def item_values(self, x, indices, embedded: bool = False):
+        """(N, len(indices)) the items' scores before the threshold (normalized contributions,
+        scaled neuron outputs, ...), differentiable w.r.t. float x (or w.r.t. embedding vectors
+        with embedded=True). Inputs are checked first."""
+        raise InputError(f"{self.name} has no differentiable item values")
+
+    def graph_values(self, x, indices, embedded: bool = False):
+        """item_values for code inside a tf.function: no Python-side checks (give float32
+        inputs of the model's shape and int indices). Where the criterion cannot run in a
+        graph (``graph_safe`` False) or when called eagerly, it is item_values."""
+        import tensorflow as tf
+        if not self.graph_safe or tf.executing_eagerly():
+            return self.item_values(x, indices, embedded)
+        return self._values_fn(x, embedded, tf.cast(indices, tf.int32))
+
+    def stored_input(self, index: int):
+        """The index-th input given to update (as validated), and whether it was embedded."""
+        if not (0 <= index < self.n_inputs):
+            raise InputError(f"input_index {index} out of range: {self.n_inputs} inputs so far")
+        for arr, embedded in self._inputs:
+            if index < len(arr):
+                return arr[index:index + 1], embedded
+            index -= len(arr)
+        raise AssertionError("unreachable")
+
+    # -- config
+    def get_config(self) -> dict:
+        return {"name": self.name, **{k: (list(v) if isinstance(v, tuple) else v)
+                                      for k in self._params for v in [getattr(self, k)]}}
+
+    @classmethod
+    def from_config(cls, model, config: dict):
+        params = {k: v for k, v in config.items() if k != "name"}
+        return cls(model, **params)
+
+    def summary(self, threshold=None) -> dict:
+        """The CLI's JSON object."""
+        return {"criterion": self.name,
+                "threshold": self._cover_at(threshold) if self.uses_threshold else None,
+                "granularity": getattr(self, "granularity", None),
+                "normalize": getattr(self, "normalize", None),
+                "values": getattr(self, "values", None) if self.name == "rconc" else None,
+                "n_inputs": self.n_inputs, "total": self.total,
+                "covered": self.covered_at(threshold), "rate": self.rate(threshold),
+                "by_layer": self.by_layer(threshold).to_dict(orient="records")}
+
+    def __repr__(self):
+        params = ", ".join(f"{k}={getattr(self, k)!r}" for k in self._params)
+        return f"{type(self).__name__}({params}; {self.n_inputs} inputs, rate {self.rate():.4f})"
+
+    # -- TF helpers
+    def _compile(self, fn, extra_sig=(), record=None):
+        """fn(trace, *extra) -> tensors, compiled once for float inputs and for word ids.
+        With record, fn gets the lean time-major dict of Tracer.forward_steps instead."""
+        import tensorflow as tf
+        tr = self.tracer
+        run = tr.forward if record is None else (lambda x: tr.forward_steps(x, record)[0])
+        fsig = [tf.TensorSpec((None,) + tr.embedded_shape, tf.float32), *extra_sig]
+        f_float = tf.function(lambda x, *a: fn(run(x), *a), input_signature=fsig)
+        f_ids = None
+        if tr.embedding is not None:
+            isig = [tf.TensorSpec((None,) + tr.input_shape, tf.int32), *extra_sig]
+            f_ids = tf.function(lambda ids, *a: fn(run(tr.embed_tf(ids)), *a),
+                                input_signature=isig)
+
+        def call(x, embedded=False, *args):
+            if f_ids is not None and not embedded:
+                return f_ids(x, *args)
+            return f_float(x, *args)
+        return call
+
+
+def with_max(scores_graph):
+    """trace -> (scores (N, total), their maximum over the batch per item)."""
+    import tensorflow as tf
+
+    @tf.autograph.experimental.do_not_convert
+    def fn(trace):
+        v = scores_graph(trace)
+        return v, tf.reduce_max(v, axis=0)
+    return fn
+
+
+def minmax_normalize(v, axis=1):
+    """Eq. 3 per input: (v - min) / (max - min); all zeros where max == min."""
+    import tensorflow as tf
+    lo = tf.reduce_min(v, axis=axis, keepdims=True)
+    r = tf.reduce_max(v, axis=axis, keepdims=True) - lo
+    inv = tf.where(r > 0, 1.0 / tf.where(r > 0, r, tf.ones_like(r)), tf.zeros_like(r))
+    return (v - lo) * inv
+
+
+def threshold_grid(threshold: float, extra) -> tuple:
+    return tuple(sorted(set(extra if extra is not None else REPORT_THRESHOLDS) | {threshold}))

@@ -1,0 +1,227 @@
+"""Edge-granularity RConC without materializing N x K x J products (see EdgeState)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+
+
+class EdgeState:
+    """Edge coverage without materializing N x K x J products (DESIGN.md).
+
+    For one input n the normalized value of edge (source s, weight u) is the line
+    u -> sl[n, s] * u + b[n, s] (sl = a / range, b = -min / range of the source's scope; for
+    values="abs" a and u are magnitudes). The running maximum over the
+    inputs is the upper envelope of those lines at the source's weights. For u >= 0 only lines
+    on the (slope, intercept) Pareto front matter (and for u < 0 the (-slope, intercept) front),
+    which for any source holds a handful of lines. We keep the two fronts per source and
+    evaluate the envelope at the weights only when a rate is asked (cached until the next
+    update). The growth curve at a threshold t keeps, per source, the smallest weight bound
+    above which (and the largest below which) some input activated the edges so far.
+    """
+
+    def __init__(self, cov, grid: tuple):
+        self.cov = cov
+        self.blocks = cov.blocks
+        self.weights = [cov._weight(b).numpy().astype(np.float32) for b in self.blocks]
+        self.n_src = [b.steps * b.k for b in self.blocks]
+        self.fronts = [[_Front(n), _Front(n)] for n in self.n_src]    # u >= 0 side, u < 0 side
+        self.signed = cov.values == "signed"      # for "abs" every weight is >= 0: one side
+        self._cache = None
+        self.grid = grid
+        # growth curve state per threshold and block: bounds L (u > L covered), R (u < R)
+        self.bounds = {t: [[np.full(n, np.inf), np.full(n, -np.inf)] for n in self.n_src]
+                       for t in grid}
+        self.curve = {t: [] for t in grid}
+        self.counted = {t: 0 for t in grid}
+        self.sorted_rows = [_SortedRows(w) for w in self.weights]
+        # per block, the scope of each source (t*K + k): one slice when the block has one scope
+        self.src_scope = []
+        for cols, b in zip(cov._scope_cols, self.blocks):
+            one = np.all(cols == cols[0])
+            self.src_scope.append(slice(int(cols[0]), int(cols[0]) + 1) if one
+                                  else np.repeat(cols, b.k))
+
+    def _lines(self, a, m, r, bi):
+        """Slopes (N, S) and intercepts ((N, S), or (N, 1) for a block of one scope)."""
+        sc = self.src_scope[bi]
+        rr = r[:, sc].astype(np.float64)
+        ok = rr > 0
+        inv = np.where(ok, 1.0 / np.where(ok, rr, 1.0), 0.0)
+        sl = (a * inv).astype(np.float32)
+        b = (-m[:, sc] * inv).astype(np.float32)
+        return sl, b
+
+    def _block_sources(self, a):
+        out, off = [], 0
+        for n in self.n_src:
+            out.append(a[:, off:off + n])
+            off += n
+        return out
+
+    def add(self, a, m, r) -> None:
+        self._cache = None
+        for bi, ab in enumerate(self._block_sources(a)):
+            sl, b = self._lines(ab, m, r, bi)
+            self.fronts[bi][0].add(sl, b)
+            if self.signed:
+                self.fronts[bi][1].add(-sl, b)
+        for t in self.grid:
+            self._add_curve(t, a, m, r)
+
+    def max_values(self) -> np.ndarray:
+        if self._cache is None:
+            parts = []
+            for bi, b in enumerate(self.blocks):
+                w = self.weights[bi]                                   # (K, J)
+                pos = self.fronts[bi][0].envelope(w, b.steps, sign=1.0)
+                if not self.signed:
+                    parts.append(pos.ravel())
+                    continue
+                neg = self.fronts[bi][1].envelope(w, b.steps, sign=-1.0)
+                wfull = np.broadcast_to(w, (b.steps,) + w.shape)
+                parts.append(np.where(wfull >= 0, pos, neg).ravel())
+            self._cache = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+        return self._cache
+
+    def one_input(self, a, m, r) -> np.ndarray:
+        """All normalized edge values of one input (sources a (S,), m, r per scope)."""
+        parts = []
+        for bi, ab in enumerate(self._block_sources(a[None])):
+            sl, b = self._lines(ab, m[None], r[None], bi)
+            w, blk = self.weights[bi], self.blocks[bi]
+            bb = np.broadcast_to(b[0], sl[0].shape).reshape(blk.steps, blk.k, 1)
+            v = sl[0].reshape(blk.steps, blk.k, 1) * w[None] + bb
+            parts.append(v.ravel())
+        return np.concatenate(parts)
+
+    def _add_curve(self, t, a, m, r) -> None:
+        n_in = a.shape[0]
+        delta = np.zeros(n_in, np.int64)
+        for bi, ab in enumerate(self._block_sources(a)):
+            sc = self.src_scope[bi]
+            mm, rr = m[:, sc].astype(np.float64), r[:, sc].astype(np.float64)
+            need = mm + t * rr                    # activated iff a*u > need (and range > 0)
+            a64 = ab.astype(np.float64)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                c = need / a64
+            live = rr > 0
+            L = np.where(live & (a64 > 0), c, np.inf)
+            L = np.where(live & (a64 == 0) & (need < 0), -np.inf, L)
+            R = np.where(live & (a64 < 0), c, -np.inf)
+            del c, a64
+            L0, R0 = self.bounds[t][bi]
+            # only sources whose bounds this batch moves need the running min / max
+            cand = np.flatnonzero((L.min(axis=0) < L0) | (R.max(axis=0) > R0))
+            if not cand.size:
+                continue
+            if cand.size < L.shape[1]:
+                L, R = L[:, cand], R[:, cand]
+            Lrun = np.vstack([L0[None, cand], L])
+            del L
+            np.minimum.accumulate(Lrun, axis=0, out=Lrun)
+            Rrun = np.vstack([R0[None, cand], R])
+            del R
+            np.maximum.accumulate(Rrun, axis=0, out=Rrun)
+            changed = (Lrun[1:] != Lrun[:-1]) | (Rrun[1:] != Rrun[:-1])
+            nn, cc = np.nonzero(changed)
+            if nn.size:
+                rows = cand[cc] % self.blocks[bi].k
+                sr = self.sorted_rows[bi]
+                new = sr.count(rows, Lrun[nn + 1, cc], Rrun[nn + 1, cc])
+                old = sr.count(rows, Lrun[nn, cc], Rrun[nn, cc])
+                np.add.at(delta, nn, new - old)
+            L0[cand], R0[cand] = Lrun[-1], Rrun[-1]
+        counts = self.counted[t] + np.cumsum(delta)
+        self.counted[t] = int(counts[-1]) if n_in else self.counted[t]
+        self.curve[t].append(counts)
+
+    def curve_counts(self, t) -> np.ndarray:
+        if t not in self.curve:
+            raise InputError(f"the edge growth curve is kept at thresholds "
+                             f"{', '.join(map(str, self.grid))}; make the criterion with "
+                             f"curve_thresholds including {t}")
+        return np.concatenate(self.curve[t]) if self.curve[t] else np.zeros(0, np.int64)
+
+
+class _Front:
+    """Per source, the Pareto front of lines (slope, intercept): the lines that can be the
+    largest at some weight of one sign. Padded arrays (S, R); padding has intercept -inf."""
+
+    def __init__(self, n_sources: int):
+        self.s = np.zeros((n_sources, 0), np.float32)
+        self.b = np.zeros((n_sources, 0), np.float32)
+
+    def add(self, sl: np.ndarray, b: np.ndarray) -> None:
+        """sl (B, S) slopes of B new inputs (already signed), b their intercepts: (B, S), or
+        (B, 1) when every source of an input shares one."""
+        if b.shape[1] == 1:
+            order = np.argsort(-b[:, 0], kind="stable")
+            ss, bs = sl[order], np.broadcast_to(b[order], sl.shape)
+        else:
+            order = np.argsort(-b, axis=0, kind="stable")
+            ss, bs = np.take_along_axis(sl, order, 0), np.take_along_axis(b, order, 0)
+        cm = np.maximum.accumulate(ss, axis=0)
+        rec = np.ones_like(cm, bool)
+        rec[1:] = cm[1:] > cm[:-1]
+        new_s, new_b = _compact(rec.T, ss.T, bs.T, fills=[0.0, -np.inf])
+        s = np.concatenate([self.s, new_s], axis=1)
+        bb = np.concatenate([self.b, new_b], axis=1)
+        o = np.argsort(-bb, axis=1, kind="stable")
+        s, bb = np.take_along_axis(s, o, 1), np.take_along_axis(bb, o, 1)
+        cm = np.maximum.accumulate(np.where(np.isfinite(bb), s, -np.inf), axis=1)
+        keep = np.isfinite(bb)
+        keep[:, 1:] &= cm[:, 1:] > cm[:, :-1]
+        self.s, self.b = _compact(keep, s, bb, fills=[0.0, -np.inf])
+
+    def envelope(self, w: np.ndarray, steps: int, sign: float) -> np.ndarray:
+        """max over the front's lines at the weights, (steps, K, J); source s = t*K + k."""
+        k, j = w.shape
+        n_src = steps * k
+        if self.s.shape[1] == 0:
+            return np.full((steps, k, j), -np.inf, np.float32)
+        counts = np.isfinite(self.b).sum(axis=1)
+        perm = np.argsort(-counts, kind="stable")           # longest fronts first
+        wp = w[perm % k]                                      # (S, J) the sources' weight rows
+        sp, bp = self.s[perm] * sign, self.b[perm]
+        active = [int((counts > r).sum()) for r in range(self.s.shape[1])]
+        out = np.full((n_src, j), -np.inf, np.float32)
+        for r, n in enumerate(active):
+            np.maximum(out[:n], sp[:n, r:r + 1] * wp[:n] + bp[:n, r:r + 1], out=out[:n])
+        res = np.empty_like(out)
+        res[perm] = out
+        return res.reshape(steps, k, j)
+
+
+def _compact(mask: np.ndarray, *arrays, fills=None):
+    """Rows of each array keeping only the masked entries, left-aligned; padding from fills."""
+    counts = mask.sum(axis=1)
+    width = int(counts.max()) if counts.size else 0
+    rows, cols = np.nonzero(mask)
+    starts = np.cumsum(counts) - counts
+    rank = np.arange(len(rows)) - starts[rows]
+    out = []
+    for vals, fill in zip(arrays, fills or [0.0] * len(arrays)):
+        o = np.full((mask.shape[0], width), fill, np.float32)
+        o[rows, rank] = vals[rows, cols]
+        out.append(o)
+    return out
+
+
+class _SortedRows:
+    """Count, per row of a weight matrix, the weights above L plus those below R."""
+
+    def __init__(self, w: np.ndarray):
+        w = w.astype(np.float64)
+        self.k, self.j = w.shape
+        self.lo, self.hi = float(w.min()) - 1.0, float(w.max()) + 1.0
+        self.span = self.hi - self.lo + 1.0
+        self.keys = (np.sort(w, axis=1) - self.lo + np.arange(self.k)[:, None] * self.span).ravel()
+
+    def count(self, rows, L, R) -> np.ndarray:
+        base = rows * self.span - self.lo
+        ql = np.clip(L, self.lo, self.hi) + base
+        qr = np.clip(R, self.lo, self.hi) + base
+        gt = (rows + 1) * self.j - np.searchsorted(self.keys, ql, side="right")
+        lt = np.searchsorted(self.keys, qr, side="left") - rows * self.j
+        return np.where(R > L, self.j, gt + lt)

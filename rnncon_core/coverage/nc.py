@@ -1,0 +1,67 @@
+"""DeepXplore's neuron coverage (NC)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Criterion, Segment, minmax_normalize, threshold_grid
+from .params import Bool, Interval, Thresholds
+
+
+class NeuronCoverage(Criterion):
+    """DeepXplore's NC: a neuron (one element of a layer's output, per step where the layer
+    returns sequences) is covered when its output, min-max scaled over its layer for that
+    input, exceeds the threshold for some input."""
+
+    name = "nc"
+    _params = {"threshold": (0.25, Interval(0.0, 1.0)),
+               "include_input": (False, Bool()),
+               "curve_thresholds": (None, Thresholds())}
+
+    def _layout(self) -> list[Segment]:
+        segs, off = [], 0
+        tr = self.tracer
+        if self.include_input:
+            segs.append(Segment("input", "input", "input", (), "input", 0, tr.embedded_shape))
+            off = segs[0].size
+        for spec in tr.specs:
+            if spec.kind == "dense":
+                shape = (spec.units,)
+            else:
+                shape = (spec.steps, spec.units) if spec.return_sequences else (spec.units,)
+            segs.append(Segment(spec.name, spec.kind, "out", (), spec.name, off, shape))
+            off += int(np.prod(shape))
+        return segs
+
+    def _curve_grid(self) -> tuple:
+        return threshold_grid(self.threshold, self.curve_thresholds)
+
+    def _scores_graph(self, trace):
+        import tensorflow as tf
+        n = tf.shape(trace.inputs)[0]
+        parts = []
+        if self.include_input:
+            parts.append(minmax_normalize(tf.reshape(trace.inputs, (n, -1))))
+        for spec in self.tracer.specs:
+            out = trace.layers[spec.name].output
+            parts.append(minmax_normalize(tf.reshape(out, (n, -1))))
+        return tf.concat(parts, axis=1)
+
+    def _build(self) -> None:
+        import tensorflow as tf
+        self._scores = self._compile(self._scores_graph)
+        self._values_fn = self._compile(lambda tr, idx: tf.gather(self._scores_graph(tr), idx, axis=1),
+                                        [tf.TensorSpec((None,), tf.int32)])
+
+    def item_values(self, x, indices, embedded: bool = False):
+        """(N, len(indices)) scaled neuron outputs, differentiable w.r.t. float x."""
+        x = self.tracer.check_inputs(x, embedded)
+        return self._values_fn(x, embedded, self._check_indices(indices))
+
+    def profile(self, x, embedded: bool = False) -> np.ndarray:
+        return self._scores(self.tracer.check_inputs(x, embedded), embedded).numpy()
+
+    def describe(self, index: int) -> dict:
+        seg, pos = self._segment_of(index)
+        step = int(pos[0]) if len(seg.shape) == 2 else None
+        return {"layer": seg.layer, "kind": seg.kind, "step": step, "gate": None,
+                "part": seg.part, "unit": int(pos[-1]), "source": None}

@@ -1,0 +1,383 @@
+"""Contribution coverage (RConC)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from .base import Criterion, Segment, threshold_grid
+from .edge import EdgeState
+from .params import Interval, OneOf, Thresholds
+
+_UNIT_CHUNK_ELEMENTS = 2 ** 26     # unit RConC keeps only the trace's own parts (no copies)
+_SUB = 32                          # unit RConC: maxima kept per sub-batch of this many inputs
+_UNIT_RECORD = ("xU", "hW")        # what unit RConC reads from the trace
+_EDGE_RECORD = ("h_prev", "hsrc")  # what edge RConC reads
+
+
+@dataclass(frozen=True)
+class _Block:
+    """One source tensor times one weight matrix: the unit of the contribution layout."""
+    layer: str
+    kind: str
+    part: str            # "x" or "h"
+    gates: tuple
+    source: str          # the LayerTrace field holding the sources: "x", "h_prev" or "h_src:h"
+    source_layer: str
+    col: slice           # columns of the layer's kernel / recurrent kernel
+    steps: int           # 1 for dense
+    k: int               # source neurons
+    j: int               # target columns (gates x units)
+
+
+class ContributionCoverage(Criterion):
+    """RConC: a contribution is a source neuron's output times a weight it emits (no biases).
+
+    granularity "unit": one per (step, gate unit, part x|h), the sum over sources (Table 1's
+    count); "edge": one per (step, source, gate unit) product (Definition 1).
+
+    Each input's contributions are min-max normalized (Eq. 3) within a scope, then compared
+    with the threshold. normalize "step" (default): one scope per matmul, i.e. per (layer, step,
+    part): x^t·U (all gates) and h^(t-1)·W (all gates) of a recurrent layer at step t, and each
+    Dense layer; "layer": one per layer; "model": all of the input's contributions (Eq. 3 as
+    written). values "abs" (default): the magnitudes |contribution| are normalized; "signed":
+    the signed values. ``normalize="model", values="signed"`` is Eq. 3 taken literally.
+    """
+
+    name = "rconc"
+    _params = {"threshold": (0.25, Interval(0.0, 1.0)),
+               "granularity": ("unit", OneOf(("unit", "edge"))),
+               "normalize": ("step", OneOf(("step", "layer", "model"))),
+               "values": ("abs", OneOf(("abs", "signed"))),
+               "curve_thresholds": (None, Thresholds())}
+
+    def _layout(self) -> list[Segment]:
+        blocks: list[_Block] = []
+        prev = "input"
+        for spec in self.tracer.specs:
+            if spec.kind == "dense":
+                blocks.append(_Block(spec.name, "dense", "x", (), "x", prev,
+                                     slice(0, spec.units), 1, spec.in_dim, spec.units))
+            else:
+                gu = len(spec.gates) * spec.units
+                blocks.append(_Block(spec.name, spec.kind, "x", spec.gates, "x", prev,
+                                     slice(0, gu), spec.steps, spec.in_dim, gu))
+                if spec.kind == "gru" and not spec.reset_after:
+                    u = spec.units
+                    blocks.append(_Block(spec.name, spec.kind, "h", ("z", "r"), "h_prev",
+                                         spec.name, slice(0, 2 * u), spec.steps, u, 2 * u))
+                    blocks.append(_Block(spec.name, spec.kind, "h", ("h",), "h_src:h",
+                                         spec.name, slice(2 * u, 3 * u), spec.steps, u, u))
+                else:
+                    blocks.append(_Block(spec.name, spec.kind, "h", spec.gates, "h_prev",
+                                         spec.name, slice(0, gu), spec.steps, spec.units, gu))
+            prev = spec.name
+        self.blocks = blocks
+        segs, off = [], 0
+        for b in blocks:
+            shape = (b.steps, b.j) if self.granularity == "unit" else (b.steps, b.k, b.j)
+            segs.append(Segment(b.layer, b.kind, b.part, b.gates, b.source_layer, off, shape))
+            off += int(np.prod(shape))
+        self._scope_cols = self._scopes(blocks)
+        self._n_scopes = int(max(c.max() for c in self._scope_cols)) + 1
+        return segs
+
+    def _scopes(self, blocks) -> list[np.ndarray]:
+        """Per block, the normalization scope of each of its steps (an index into the (N, S)
+        per-input min and range). A scope is a set of (block, step) pairs normalized together."""
+        keys: dict = {}
+        out = []
+        for b in blocks:
+            if self.normalize == "model":
+                ks = [0] * b.steps
+            elif self.normalize == "layer":
+                ks = [b.layer] * b.steps
+            else:       # one matmul: (layer, part, step); GRU reset_after=False's two h blocks share
+                ks = [(b.layer, b.part, t) for t in range(b.steps)]
+            out.append(np.array([keys.setdefault(k, len(keys)) for k in ks], np.int64))
+        return out
+
+    def _curve_grid(self) -> tuple:
+        if self.granularity == "edge":
+            return tuple(sorted(set(self.curve_thresholds or ()) | {self.threshold}))
+        return threshold_grid(self.threshold, self.curve_thresholds)
+
+    # -- TF parts
+    def _weight(self, b: _Block):
+        """The block's weights as the contributions use them: |w| when values="abs"
+        (|a·w| = |a|·|w|, so edge values stay lines in the weight)."""
+        import tensorflow as tf
+        w = self.tracer._weights[b.layer]
+        mat = (w["kernel"] if b.part == "x" else w["recurrent_kernel"])[:, b.col]
+        return tf.abs(mat) if self.values == "abs" else mat
+
+    def _source(self, raw, b: _Block):
+        """The block's sources, time-major (T, N, K) (dense: (1, N, K)); |a| for "abs"."""
+        import tensorflow as tf
+        r = raw[b.layer]
+        if b.kind == "dense":
+            a = r["x"][None]
+        else:
+            a = r["hsrc"] if b.source == "h_src:h" else r[b.source]
+        return tf.abs(a) if self.values == "abs" else a
+
+    def _unit_parts(self, raw):
+        """Per block its unit contributions, time-major (T, N, J) (dense: (1, N, J)):
+        x^t·U or h^(t-1)·W, |...| for values="abs"."""
+        import tensorflow as tf
+        parts = []
+        for b in self.blocks:
+            r = raw[b.layer]
+            if b.kind == "dense":
+                v = r["pre"][None]
+            else:
+                v = r["xU"] if b.part == "x" else r["hW"]
+                v = v if b.col.stop - b.col.start == v.shape[-1] else v[:, :, b.col]
+            parts.append(tf.abs(v) if self.values == "abs" else v)
+        return parts
+
+    def _scope_min_range(self, block_lo, block_hi):
+        """Per block its (T, N) minima and maxima -> per input and scope the min and the range,
+        (N, S) each."""
+        import tensorflow as tf
+        ids = tf.constant(np.concatenate(self._scope_cols), tf.int32)
+        lo = tf.math.unsorted_segment_min(tf.concat(block_lo, 0), ids, self._n_scopes)
+        hi = tf.math.unsorted_segment_max(tf.concat(block_hi, 0), ids, self._n_scopes)
+        return tf.transpose(lo), tf.transpose(hi - lo)                 # (N, S)
+
+    def _unit_normalized(self, parts):
+        """(per input and scope min, 1/range, and per block the normalized parts (T, N, J));
+        1/range is 0 where the range is 0, so all values of such a scope become 0."""
+        import tensorflow as tf
+        lo, r = self._scope_min_range([tf.reduce_min(p, 2) for p in parts],
+                                      [tf.reduce_max(p, 2) for p in parts])
+        inv = tf.where(r > 0, 1.0 / tf.where(r > 0, r, tf.ones_like(r)), tf.zeros_like(r))
+        out = []
+        for p, cols in zip(parts, self._scope_cols):
+            c = tf.constant(cols, tf.int32)
+            blo = tf.transpose(tf.gather(lo, c, axis=1))[:, :, None]  # (T, N, 1)
+            binv = tf.transpose(tf.gather(inv, c, axis=1))[:, :, None]
+            out.append((p - blo) * binv)
+        return lo, inv, out
+
+    def _scores_graph(self, raw):
+        return self._unit_scores_graph(raw)
+
+    def _unit_scores_graph(self, raw):
+        """(N, total) normalized unit contributions (for values() and profile())."""
+        import tensorflow as tf
+        _, _, normed = self._unit_normalized(self._unit_parts(raw))
+        n = tf.shape(normed[0])[1]
+        return tf.concat([tf.reshape(tf.transpose(v, [1, 0, 2]), (n, -1)) for v in normed], 1)
+
+    def _unit_chunk_graph(self, raw):
+        """The update's graph: the parts, per input and scope min and 1/range, and per block the
+        maxima of the normalized values over each sub-batch of _SUB inputs, (T, N/_SUB, J)."""
+        parts = self._unit_parts(raw)
+        return (parts,) + tuple(self._unit_reduce(parts))
+
+    def _unit_reduce_graph(self, parts):
+        """XLA-fused: min-max per input and scope over the parts (no concatenation), then one
+        pass of normalization and sub-batch maxima."""
+        import tensorflow as tf
+        lo, inv, normed = self._unit_normalized(parts)
+        subs = [tf.reduce_max(tf.reshape(v, (v.shape[0], -1, _SUB, v.shape[2])), 2)
+                for v in normed]
+        return lo, inv, subs
+
+    def _edge_sources_graph(self, raw):
+        """Per block the sources (N, T*K); per input and scope the min and range of all edge
+        products (the min over a row of a*w is a*min(w) or a*max(w), so no product is made)."""
+        import tensorflow as tf
+        srcs, lo, hi = [], [], []
+        for b in self.blocks:
+            a = self._source(raw, b)                                   # (T, N, K)
+            w = self._weight(b)
+            wmin, wmax = tf.reduce_min(w, axis=1), tf.reduce_max(w, axis=1)
+            p1, p2 = a * wmin, a * wmax
+            lo.append(tf.reduce_min(tf.minimum(p1, p2), axis=2))      # (T, N)
+            hi.append(tf.reduce_max(tf.maximum(p1, p2), axis=2))
+            srcs.append(tf.reshape(tf.transpose(a, [1, 0, 2]), (tf.shape(a)[1], -1)))
+        m, r = self._scope_min_range(lo, hi)
+        return tf.concat(srcs, axis=1), m, r
+
+    def _edge_values_graph(self, trace, src_idx, w_idx, scope):
+        """Normalized values of edges given by source column, weight and scope, (N, E)."""
+        import tensorflow as tf
+        a_all, m, r = self._edge_sources_graph(trace)
+        w_all = tf.concat([tf.reshape(self._weight(b), (-1,)) for b in self.blocks], axis=0)
+        vals = tf.gather(a_all, src_idx, axis=1) * tf.gather(w_all, w_idx)
+        mm, rr = tf.gather(m, scope, axis=1), tf.gather(r, scope, axis=1)
+        return tf.where(rr > 0, (vals - mm) / tf.where(rr > 0, rr, tf.ones_like(rr)),
+                        tf.zeros_like(vals))
+
+    def _build(self) -> None:
+        import tensorflow as tf
+        self._unit_scores = self._compile(self._unit_scores_graph, record=_UNIT_RECORD)
+        idx_sig = [tf.TensorSpec((None,), tf.int32)]
+        if self.granularity == "unit":
+            self._values_fn = self._compile(lambda tr, idx: tf.gather(self._unit_scores_graph(tr),
+                                                                      idx, axis=1), idx_sig,
+                                            record=_UNIT_RECORD)
+            self._unit_reduce = tf.function(self._unit_reduce_graph, jit_compile=True)
+            self._unit_chunk = self._compile(self._unit_chunk_graph, record=_UNIT_RECORD)
+            return
+        self._edge_sources = self._compile(self._edge_sources_graph, record=_EDGE_RECORD)
+        # where each block's sources and weights start in the flat source / weight vectors
+        self._src_start = np.cumsum([0] + [b.steps * b.k for b in self.blocks])
+        self._w_start = np.cumsum([0] + [b.k * b.j for b in self.blocks])
+        self._n_sources = int(self._src_start[-1])
+        idx_sig = [tf.TensorSpec((None,), tf.int32)] * 3
+        self._values_fn = self._compile(self._edge_values_graph, idx_sig, record=_EDGE_RECORD)
+
+    # -- state
+    def reset(self) -> None:
+        super().reset()
+        if self.granularity == "edge":
+            self._edge = EdgeState(self, self._curve_grid())
+
+    def _elements_per_input(self) -> int:
+        return self.total if self.granularity == "unit" else 4 * self._n_sources
+
+    def _chunk_size(self) -> int:
+        if self.granularity == "edge":
+            return super()._chunk_size()
+        fit = _UNIT_CHUNK_ELEMENTS // max(1, self.total)       # a power of two in [_SUB, 1024]
+        return max(_SUB, 1 << (min(1024, max(1, fit)).bit_length() - 1))
+
+    def _update_chunk(self, x, embedded) -> None:
+        if self.granularity == "unit":
+            self._update_unit_chunk(x, embedded)
+        else:
+            a, m, r = (t.numpy() for t in self._edge_sources(x, embedded))
+            self._edge.add(a, m, r)
+            self._state.n += a.shape[0]
+
+    def _update_unit_chunk(self, x, embedded) -> None:
+        """One fused pass per chunk gives every contribution's maximum over sub-batches of _SUB
+        inputs; the first input above a grid threshold (for curve()) is then found by reading
+        back only the _SUB values of the sub-batch that lifted a newly covered contribution.
+        The chunk is padded to a power of two (at most 6 compiled shapes) by repeating its last
+        input, which changes no maximum and is never the first above a threshold."""
+        import tensorflow as tf
+        n = int(x.shape[0])
+        npad = max(_SUB, 1 << (n - 1).bit_length())
+        if npad > n:
+            x = tf.concat([x, tf.repeat(x[-1:], npad - n, axis=0)], axis=0)
+        parts, lo, inv, subs = self._unit_chunk(x, embedded)
+        lo, inv, subs = lo.numpy(), inv.numpy(), [v.numpy() for v in subs]
+        batch_max = np.concatenate([v.max(axis=1).ravel() for v in subs])
+        host = [None] * len(parts)    # the parts as NumPy views (no copy), made when needed
+
+        def first_in_batch(t, cols):
+            out = np.empty(cols.size, np.int64)
+            bounds = np.searchsorted(cols, np.append(self._offsets, self.total))
+            for bi, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+                if a == b:
+                    continue
+                sub = subs[bi]
+                ti, j = np.divmod(cols[a:b] - self._offsets[bi], sub.shape[2])
+                sc = self._scope_cols[bi][ti][:, None]
+                sb = np.argmax(sub[ti[:, None], np.arange(sub.shape[1]), j[:, None]] > t, axis=1)
+                rows = sb[:, None] * _SUB + np.arange(_SUB)                   # (m, _SUB)
+                if host[bi] is None:
+                    host[bi] = np.asarray(parts[bi])
+                v = (host[bi][ti[:, None], rows, j[:, None]] - lo[rows, sc]) * inv[rows, sc]
+                above = v > t
+                # (the sub-batch maximum is > t; a tie within rounding falls back to the max)
+                pick = np.where(above.any(axis=1), above.argmax(axis=1), v.argmax(axis=1))
+                out[a:b] = sb * _SUB + pick
+            return out
+        self._state.add(batch_max, n, first_in_batch)
+
+    def _max_values(self) -> np.ndarray:
+        return self._edge.max_values() if self.granularity == "edge" else self._state.max
+
+    def curve(self, threshold=None) -> np.ndarray:
+        if self.granularity == "unit":
+            return super().curve(threshold)
+        t = self._cover_at(threshold)
+        return self._edge.curve_counts(t) / max(1, self.total)
+
+    # -- single inputs and generators
+    @property
+    def graph_safe(self) -> bool:
+        return self.granularity == "unit"     # the edge index lookup runs in NumPy
+
+    def item_values(self, x, indices, embedded: bool = False):
+        """(N, len(indices)) normalized contribution values; differentiable w.r.t. float x
+        (or w.r.t. embedding vectors with embedded=True)."""
+        x = self.tracer.check_inputs(x, embedded)
+        idx = self._check_indices(indices)
+        if self.granularity == "unit":
+            return self._values_fn(x, embedded, idx)
+        return self._values_fn(x, embedded, *self._edge_lookup(idx.numpy()))
+
+    def _edge_lookup(self, idx: np.ndarray):
+        """Flat edge indices -> (source column, weight position, scope), as int32 tensors."""
+        import tensorflow as tf
+        seg = np.searchsorted(self._offsets, idx, side="right") - 1
+        src, w, scope = (np.zeros(len(idx), np.int64) for _ in range(3))
+        for bi in np.unique(seg):
+            sel = seg == bi
+            b = self.blocks[bi]
+            t, k, j = np.unravel_index(idx[sel] - self._offsets[bi], (b.steps, b.k, b.j))
+            src[sel] = self._src_start[bi] + t * b.k + k
+            w[sel] = self._w_start[bi] + k * b.j + j
+            scope[sel] = self._scope_cols[bi][t]
+        return tuple(tf.constant(v, tf.int32) for v in (src, w, scope))
+
+    def profile(self, x, embedded: bool = False) -> np.ndarray:
+        """(N, total) normalized values of these inputs; the state is not touched."""
+        x = self.tracer.check_inputs(x, embedded)
+        if self.granularity == "unit":
+            return self._unit_scores(x, embedded).numpy()
+        if int(x.shape[0]) * self.total > 2 * 10 ** 8:
+            raise InputError(f"an edge profile of {int(x.shape[0])} inputs would hold "
+                             f"{int(x.shape[0]) * self.total:,} values; profile fewer inputs")
+        a, m, r = (t.numpy() for t in self._edge_sources(x, embedded))
+        return np.stack([self._edge.one_input(a[i], m[i], r[i]) for i in range(len(a))])
+
+    def describe(self, index: int) -> dict:
+        seg, pos = self._segment_of(index)
+        b = self.blocks[self.segments.index(seg)]
+        step = None if b.kind == "dense" else int(pos[0])
+        j = int(pos[-1])
+        spec = self.tracer.spec[b.layer]
+        gate = None if b.kind == "dense" else b.gates[j // spec.units]
+        unit = j % spec.units if b.kind != "dense" else j
+        source = int(pos[1]) if self.granularity == "edge" else None
+        return {"layer": b.layer, "kind": b.kind, "step": step, "gate": gate, "part": b.part,
+                "unit": int(unit), "source": source, "source_layer": b.source_layer}
+
+    def by_gate_step(self, layer: str, input_index: int | None = None, x=None,
+                     threshold=None, embedded: bool = False) -> pd.DataFrame:
+        """Share of covered contributions per gate part (rows "f:x", "f:h", ...) and step
+        (columns 0..T-1): for the set so far, for the input_index-th input given to update,
+        or for inputs x (their union; the state is not touched)."""
+        spec = self.tracer.spec.get(layer)
+        if spec is None or spec.kind == "dense":
+            rec = [s.name for s in self.tracer.specs if s.kind != "dense"]
+            raise InputError(f"by_gate_step needs a recurrent layer; choose one of {', '.join(rec)}")
+        t = self._cover_at(threshold)
+        if input_index is not None or x is not None:
+            if x is None:
+                x, embedded = self.stored_input(input_index)
+            covered = self.profile(x, embedded).max(axis=0) > t
+        else:
+            covered = self._covered_mask(threshold)
+        rows = {}
+        for seg in self.segments:
+            if seg.layer != layer:
+                continue
+            block = covered[seg.offset:seg.offset + seg.size].reshape(seg.shape)
+            if self.granularity == "edge":
+                block = block.transpose(0, 2, 1)          # (T, J, K)
+            block = block.reshape(spec.steps, len(seg.gates), spec.units, -1)
+            for gi, g in enumerate(seg.gates):
+                rows[f"{g}:{seg.part}"] = block[:, gi].reshape(spec.steps, -1).mean(axis=1)
+        order = [f"{g}:{p}" for g in spec.gates for p in ("x", "h")]
+        return pd.DataFrame([rows[k] for k in order], index=order,
+                            columns=list(range(spec.steps)))
