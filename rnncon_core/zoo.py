@@ -284,8 +284,11 @@ def shifted_batches(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int):
 
 def train_model(name: str, epochs: int | None = None, batch_size: int = 128, seed: int = 0,
                 validation_split: float = 0.1, patience: int | None = None, out_dir: Path | None = None,
-                progress: ProgressFn = _stderr_progress, resume: bool = False) -> dict:
-    """Train one architecture on our split, save ``<name>.keras`` and its model card."""
+                progress: ProgressFn = _stderr_progress, resume: bool = False,
+                learning_rate: float = 1e-3) -> dict:
+    """Train one architecture on our split, save ``<name>.keras`` and its model card.
+
+    ``learning_rate`` is Adam's (1e-3 by default; lower it to go on from shipped weights)."""
     import keras
     from .data import VOCAB_FILE, load_dataset
 
@@ -296,6 +299,9 @@ def train_model(name: str, epochs: int | None = None, batch_size: int = 128, see
     ds = load_dataset(dataset)
     train_steps = IMDB_TRAIN_STEPS if is_imdb else None
     model = build_model(name, seed=seed, steps=train_steps)
+    if learning_rate != 1e-3:
+        model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=model.loss,
+                      metrics=["accuracy"])
     previous = read_card(name) if resume else None
     if resume:   # go on from the shipped weights (the card keeps the earlier history)
         if previous is None:
@@ -354,7 +360,9 @@ def train_model(name: str, epochs: int | None = None, batch_size: int = 128, see
                          if ds.kind == "image" else
                          f"none; trained on the last {IMDB_TRAIN_STEPS} ids of each review, "
                          f"evaluated and shipped with {IMDB_STEPS}-id inputs"),
-        "batch_size": batch_size, "seed": seed, "optimizer": "Adam(1e-3)",
+        "batch_size": batch_size, "seed": seed,
+        "optimizer": (f"{previous['optimizer']}, then " if previous else "")
+        + f"Adam({learning_rate:g})",
         "training_seconds": round(train_seconds + (previous["training_seconds"] if previous
                                                    else 0), 1),
         "test_accuracy": round(float(test_acc), 4),

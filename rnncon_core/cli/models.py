@@ -41,13 +41,15 @@ def train_cmd(
                                          "(0: 10 for MNIST, 1 for IMDB)."),
     out_dir: str = typer.Option("", "--out-dir", help="Where to save (default: assets/models)."),
     resume: bool = typer.Option(False, "--resume", help="Go on from the shipped weights."),
+    learning_rate: float = typer.Option(1e-3, "--learning-rate", help="Adam's learning rate."),
     json_out: bool = typer.Option(False, "--json"),
 ):
     """Train one architecture on our split and save it with its model card."""
     from ..zoo import train_model
     card = train_model(name, epochs=epochs or None, batch_size=batch_size, seed=seed,
                        validation_split=validation_split, patience=patience or None,
-                       out_dir=out_dir or None, resume=resume)
+                       out_dir=out_dir or None, resume=resume,
+                       learning_rate=learning_rate)
     if json_out:
         emit(card)
     else:
