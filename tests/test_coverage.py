@@ -13,6 +13,8 @@ from rnncon_core.errors import InputError, UnsupportedModelError
 
 VARIANTS = [("rconc", {}), ("rconc", {"granularity": "edge"}), ("rconc", {"normalize": "layer"}),
             ("rconc", {"granularity": "edge", "normalize": "layer", "threshold": 0.6}),
+            ("rconc", {"normalize": "model", "values": "signed"}),
+            ("rconc", {"granularity": "edge", "normalize": "model", "values": "signed"}),
             ("nc", {}), ("nc", {"include_input": True, "threshold": 0.5}), ("hsc", {}),
             ("hsc", {"k": 2}), ("csc", {})]
 
@@ -213,3 +215,38 @@ def test_cli_errors(model_file, capsys, monkeypatch):
     code, _, err = _cli(capsys, monkeypatch, "coverage", "--model", str(model_file / "tiny.keras"),
                         "--inputs", str(model_file / "bad.npy"), "--json")
     assert code == 2 and "shape" in err and "Traceback" not in err
+
+
+def test_rconc_defaults_and_config():
+    """Defaults: per-step normalization of |contributions|; get_config reports both."""
+    import keras
+    model = keras.Sequential([keras.Input((3, 2)), keras.layers.LSTM(2), keras.layers.Dense(2)])
+    config = ContributionCoverage(model).get_config()
+    assert config["normalize"] == "step" and config["values"] == "abs"
+    with pytest.raises(InputError, match="normalize must be one of 'step', 'layer', 'model'"):
+        ContributionCoverage(model, normalize="global")
+    with pytest.raises(InputError, match="values must be one of 'abs', 'signed'"):
+        ContributionCoverage(model, values="square")
+
+
+def test_default_threshold_per_data_set(tiny_lstm, tiny_text):
+    from rnncon_core.coverage import default_threshold
+    from rnncon_core.data import DATASETS
+    assert {d: default_threshold(d) for d in DATASETS} == {
+        "mnist": 0.25, "fashion-mnist": 0.25, "imdb": 0.5, "digits": 0.25}
+    assert default_threshold(tiny_lstm) == 0.25 and default_threshold(tiny_text) == 0.5
+    with pytest.raises(InputError, match="unknown data set 'cifar'"):
+        default_threshold("cifar")
+
+
+def test_step_scopes_give_zero_where_a_step_is_blank(tiny_lstm):
+    """Per-step normalization: a step whose x^t is all zeros has no activated x contribution
+    (Figure 12's empty columns), and every other step has its own maximum of 1."""
+    x = np.random.default_rng(3).random((1, 5, 3)).astype("float32")
+    x[:, 2] = 0.0
+    cov = ContributionCoverage(tiny_lstm)
+    v = cov.profile(x)[0]
+    seg = cov.segments[0]                              # lstm_1's x part, (T, J)
+    xpart = v[seg.offset:seg.offset + seg.size].reshape(seg.shape)
+    assert np.all(xpart[2] == 0)
+    assert np.allclose(np.delete(xpart, 2, axis=0).max(axis=1), 1.0)

@@ -47,7 +47,7 @@ def select_threshold(model, x, y, candidates=(0.1, 0.25, 0.5, 0.75), embedded: b
     labels = np.unique(y)
     if len(labels) < 2:
         raise InputError("threshold selection compares labels: y holds only one label")
-    tracer = Tracer(model)
+    tracer = model if isinstance(model, Tracer) else Tracer(model)
     table = pd.DataFrame({"threshold": cands})
     for label in labels:
         cov = ContributionCoverage(tracer, threshold=cands[0], **params)
