@@ -218,13 +218,15 @@ class CoverageGuided(GradientGenerator):
 
 class ContributionGuided(CoverageGuided):
     """RNNCon-Test (the paper's Algorithm 2): activate k inactivated contributions at once.
-    ``granularity`` "unit" (the paper's implementation) or "edge" (Definition 1)."""
+    ``granularity`` "unit" (the paper's implementation) or "edge" (Definition 1);
+    ``normalize`` and ``values`` as in ContributionCoverage (defaults: "step", "abs")."""
     method = "rconc"
     criterion_name = "rconc"
 
-    def __init__(self, model, *, granularity: str = "unit", **kw):
+    def __init__(self, model, *, granularity: str = "unit", normalize: str = "step",
+                 values: str = "abs", **kw):
         params = dict(kw.pop("criterion_params", None) or {})
-        params["granularity"] = granularity
+        params.update(granularity=granularity, normalize=normalize, values=values)
         self.granularity = granularity
         super().__init__(model, criterion_params=params, **kw)
 
