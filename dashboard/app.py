@@ -8,7 +8,7 @@ if str(ROOT) not in sys.path:          # `streamlit run` puts only dashboard/ on
 
 import streamlit as st  # noqa: E402
 
-from dashboard import state  # noqa: E402
+from dashboard import perf, state, warmup  # noqa: E402
 
 st.set_page_config(page_title="RNNCon-Test", page_icon=":material/biotech:", layout="wide")
 
@@ -25,6 +25,7 @@ PAGES = [
     st.Page("views/runs.py", title="Runs", icon=":material/history:"),
 ]
 page = st.navigation(PAGES)
+warmup.start()                  # once per server: the default model and views, in background
 
 selection = state.current()
 with st.sidebar:
@@ -32,4 +33,5 @@ with st.sidebar:
     st.caption(f"Model: **{selection.label}**  \nData: **{selection.dataset or '—'}**  \n"
                "(change them on the Models page)")
 
-page.run()
+with perf.rerun(page.title, perf.session_id()):
+    page.run()

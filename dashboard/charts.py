@@ -39,20 +39,28 @@ def with_all(by_layer: pd.DataFrame) -> pd.DataFrame:
 def coverage_by_layer(tables: Mapping[str, pd.DataFrame], threshold: float | None = None,
                       title: str | None = None) -> go.Figure:
     """Figures 7/8 at one threshold: coverage of each layer and of the whole model ("All"),
-    one bar group per layer, one bar per criterion; hovering shows covered / total."""
+    one bar group per layer, one bar per criterion; hovering shows covered / total. The bars
+    are horizontal, so each value label sits on its own row and never overlaps another."""
     fig = go.Figure()
+    n_rows = 0
     for i, (name, df) in enumerate(tables.items()):
         df = with_all(df)
-        fig.add_bar(x=df["layer"], y=df["rate"], name=name, marker_color=_color(name, i),
+        n_rows = max(n_rows, len(df))
+        fig.add_bar(y=df["layer"], x=df["rate"], name=name, orientation="h",
+                    marker_color=_color(name, i),
                     customdata=np.stack([df["covered"], df["total"]], axis=1),
                     text=[f"{r:.1%}" for r in df["rate"]], textposition="outside",
-                    hovertemplate=f"{name}<br>%{{x}}: %{{y:.2%}}<br>"
+                    textfont=dict(size=13), cliponaxis=False,
+                    hovertemplate=f"{name}<br>%{{y}}: %{{x:.2%}}<br>"
                                   "%{customdata[0]:,} of %{customdata[1]:,}<extra></extra>")
     t = title or ("Coverage per layer" + (f" at threshold {threshold:g}" if threshold is not None
                                           else ""))
-    fig.update_layout(title=t, barmode="group", yaxis=dict(title="coverage", range=[0, 1.08],
-                                                           tickformat=".0%"),
-                      xaxis_title="layer", legend_title="criterion", **_LAYOUT)
+    fig.update_layout(title=t, barmode="group", bargap=0.25,
+                      xaxis=dict(title="coverage", range=[0, 1.18], tickformat=".0%",
+                                 tickvals=[0, 0.25, 0.5, 0.75, 1.0]),
+                      yaxis=dict(title="layer", autorange="reversed", automargin=True),
+                      legend_title="criterion", height=max(360, 70 * n_rows + 140),
+                      **{**_LAYOUT, "margin": dict(l=10, r=30, t=50, b=10)})
     return fig
 
 
@@ -193,16 +201,23 @@ def image_triplets(seeds: np.ndarray, generated: np.ndarray, captions: Sequence[
                    f"difference (L2 {np.sqrt((diff[i] ** 2).sum()):.3f})"]
     fig = make_subplots(rows=n, cols=3, subplot_titles=titles, horizontal_spacing=0.03,
                         vertical_spacing=0.3 / max(n, 1))
+    pixel_bar = dict(title="pixel", x=1.02, y=1.0, yanchor="top", len=min(0.45, 0.9 / n + 0.1),
+                     thickness=14)
+    diff_bar = dict(title="gen − seed", x=1.02, y=0.0, yanchor="bottom",
+                    len=min(0.45, 0.9 / n + 0.1), thickness=14)
     for i in range(n):
         for col, (z, kw) in enumerate([
-                (seeds[i], dict(colorscale="gray", zmin=0, zmax=1)),
-                (generated[i], dict(colorscale="gray", zmin=0, zmax=1)),
-                (diff[i], dict(colorscale="RdBu_r", zmid=0, zmin=-lim, zmax=lim))], start=1):
-            fig.add_trace(go.Heatmap(z=z, showscale=False, **kw,
-                                     hovertemplate="row %{y}, column %{x}: %{z:.3f}"
-                                                   "<extra></extra>"), row=i + 1, col=col)
+                (seeds[i], dict(colorscale="gray", zmin=0, zmax=1, showscale=i == 0,
+                                colorbar=pixel_bar)),
+                (generated[i], dict(colorscale="gray", zmin=0, zmax=1, showscale=False)),
+                (diff[i], dict(colorscale="RdBu_r", zmid=0, zmin=-lim, zmax=lim,
+                               showscale=i == 0, colorbar=diff_bar))], start=1):
+            fig.add_trace(go.Heatmap(z=z, **kw, hovertemplate="row %{y}, column %{x}: %{z:.3f}"
+                                                              "<extra></extra>"),
+                          row=i + 1, col=col)
     _image_axes(fig)
-    fig.update_layout(title=title, height=230 * n + 60, **_LAYOUT)
+    fig.update_layout(title=title, height=230 * n + 60,
+                      **{**_LAYOUT, "margin": dict(l=10, r=90, t=50, b=10)})
     return fig
 
 
@@ -216,46 +231,96 @@ def _image_axes(fig: go.Figure) -> None:
 
 
 def perturbation_map(points: np.ndarray, color: Sequence, color_label: str,
-                     hover: Sequence[str] | None = None) -> go.Figure:
-    """Figure 10: t-SNE of the perturbations (2-D points), coloured by a discrete value (the
-    number of contributions activated, or the class). The point's row number is its
-    ``customdata`` so a selection can find its seed / generated pair."""
+                     hover: Sequence[str] | None = None, continuous: bool = False) -> go.Figure:
+    """Figure 10: t-SNE of the perturbations (2-D points). ``continuous``: one trace coloured
+    on a continuous scale with a colour bar (a count, e.g. contributions activated); else one
+    trace per value in categorical colours (a class). Each point's row number is its
+    ``customdata`` so a click or a box / lasso selection can find its seed / generated pair."""
     points = np.asarray(points, dtype=float)
     if points.ndim != 2 or points.shape[1] != 2:
         raise ValueError(f"expected (N, 2) points, got {points.shape}")
-    df = pd.DataFrame({"x": points[:, 0], "y": points[:, 1],
-                       color_label: [str(c) for c in color], "row": np.arange(len(points)),
-                       "info": list(hover) if hover is not None else [""] * len(points)})
-    order = sorted(df[color_label].unique(), key=lambda v: (len(v), v))
-    fig = px.scatter(df, x="x", y="y", color=color_label, custom_data=["row"],
-                     hover_data={"info": True, "x": False, "y": False, "row": True},
-                     category_orders={color_label: order})
-    fig.update_traces(marker=dict(size=9, line=dict(width=0.5, color="white")))
+    rows = np.arange(len(points))
+    info = list(hover) if hover is not None else [""] * len(points)
+    template = ("point %{customdata[0]}<br>%{text}<br>" + color_label + ": %{marker.color}"
+                "<extra></extra>")
+    fig = go.Figure()
+    if continuous:
+        values = np.asarray(color, dtype=float)
+        fig.add_scatter(x=points[:, 0], y=points[:, 1], mode="markers", name=color_label,
+                        customdata=rows[:, None], text=info, hovertemplate=template,
+                        marker=dict(color=values, colorscale="Viridis", size=10,
+                                    cmin=float(values.min()), cmax=float(values.max()),
+                                    line=dict(width=0.5, color="white"),
+                                    colorbar=dict(title=color_label)))
+    else:
+        labels = np.asarray([str(c) for c in color])
+        order = sorted(set(labels), key=lambda v: (len(v), v))
+        palette = px.colors.qualitative.Plotly + px.colors.qualitative.D3
+        for i, value in enumerate(order):
+            m = labels == value
+            fig.add_scatter(x=points[m, 0], y=points[m, 1], mode="markers", name=value,
+                            customdata=rows[m][:, None], text=np.asarray(info, dtype=object)[m],
+                            hovertemplate=template.replace("%{marker.color}", value),
+                            marker=dict(color=palette[i % len(palette)], size=10,
+                                        line=dict(width=0.5, color="white")))
     fig.update_layout(title=f"t-SNE of the perturbations, coloured by {color_label}",
-                      xaxis_title="t-SNE 1", yaxis_title="t-SNE 2", dragmode="select", **_LAYOUT)
+                      xaxis_title="t-SNE 1", yaxis_title="t-SNE 2", dragmode="select",
+                      legend_title=color_label, **_LAYOUT)
     return fig
+
+
+def selected_rows(figure: go.Figure, points: Sequence[Mapping]) -> list[int]:
+    """The row numbers of a Plotly selection's points (Streamlit's ``event.selection.points``):
+    from each point's customdata, else from its trace and index in that trace."""
+    out = []
+    for p in points:
+        cd = p.get("customdata")
+        if cd is not None and len(np.atleast_1d(cd)):
+            out.append(int(np.atleast_1d(cd)[0]))
+            continue
+        curve, index = p.get("curve_number"), p.get("point_index", p.get("point_number"))
+        if curve is not None and index is not None and curve < len(figure.data):
+            out.append(int(figure.data[curve].customdata[index][0]))
+    return list(dict.fromkeys(out))
 
 
 def before_after(metrics: pd.DataFrame, title: str = "Before and after retraining"
                  ) -> go.Figure:
-    """Table 6 / Figure 13: one bar pair (before, after) per metric; ``metrics`` has columns
-    metric, before, after."""
-    fig = go.Figure()
-    for name, color in (("before", "#7f7f7f"), ("after", "#2ca02c")):
-        fig.add_bar(x=metrics["metric"], y=metrics[name], name=name, marker_color=color,
-                    text=[f"{v:.4f}" for v in metrics[name]], textposition="outside",
-                    hovertemplate=f"{name}<br>%{{x}}: %{{y:.4f}}<extra></extra>")
-    lo = float(np.nanmin(metrics[["before", "after"]].to_numpy()))
-    fig.update_layout(title=title, barmode="group", legend_title="",
-                      yaxis=dict(range=[max(0.0, lo - 0.05), 1.02]), **_LAYOUT)
+    """Table 6 / Figure 13: one panel per metric with its bar pair (before, after), each
+    panel's axis zoomed to its own two values (differences of 0.002 stay visible), the values
+    written on the bars and the change in the panel's title. ``metrics`` has columns metric,
+    before, after."""
+    names = list(metrics["metric"])
+    titles = [f"{m}<br>Δ {a - b:+.4f}" for m, b, a in zip(names, metrics["before"],
+                                                             metrics["after"])]
+    fig = make_subplots(rows=1, cols=max(1, len(names)), subplot_titles=titles,
+                        horizontal_spacing=0.5 / max(1, len(names)))
+    for col, (_, r) in enumerate(metrics.iterrows(), start=1):
+        lo, hi = min(r["before"], r["after"]), max(r["before"], r["after"])
+        pad = max(hi - lo, 0.001) * 1.5
+        for name, color in (("before", "#7f7f7f"), ("after", "#2ca02c")):
+            fig.add_bar(x=[name], y=[r[name]], name=name, marker_color=color,
+                        legendgroup=name, showlegend=col == 1, text=[f"{r[name]:.4f}"],
+                        textposition="outside", cliponaxis=False, row=1, col=col,
+                        hovertemplate=f"{r['metric']} {name}: %{{y:.4f}}<extra></extra>")
+        fig.update_yaxes(range=[lo - pad, hi + pad], tickformat=".3f", row=1, col=col)
+    fig.update_layout(title=title, legend_title="", barmode="group",
+                      **{**_LAYOUT, "margin": dict(l=10, r=10, t=110, b=10)})
+    fig.add_annotation(text="each panel's axis is zoomed to its two values", showarrow=False,
+                       xref="paper", yref="paper", x=0, y=-0.12, font=dict(size=11,
+                                                                           color="gray"))
     return fig
 
 
 def repeats(values: pd.DataFrame, title: str = "Over repeated retrainings") -> go.Figure:
     """Figure 14: the spread over repeated retrainings; ``values`` has columns metric, stage
-    ("before"/"after") and value, one row per repeat."""
-    fig = px.box(values, x="metric", y="value", color="stage", points="all",
-                 color_discrete_map={"before": "#7f7f7f", "after": "#2ca02c"})
+    ("before"/"after"/"control") and value, one row per repeat; one panel per metric, each
+    with its own zoomed axis."""
+    fig = px.box(values, x="stage", y="value", color="stage", points="all", facet_col="metric",
+                 color_discrete_map={"before": "#7f7f7f", "after": "#2ca02c",
+                                     "control": "#1f77b4"})
+    fig.update_yaxes(matches=None, showticklabels=True, tickformat=".3f")
+    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     fig.update_layout(title=title, legend_title="", **_LAYOUT)
     return fig
 

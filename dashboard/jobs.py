@@ -116,6 +116,7 @@ class Card:
     error: str | None = None
     mine: bool = True              # started by this browser session
     ident: str = ""                # the job's id (or the run's, for a run started elsewhere)
+    rate: float | None = None      # items per second over the recent batches
 
     @property
     def fraction(self) -> float:
@@ -123,14 +124,57 @@ class Card:
 
     @property
     def eta(self) -> float | None:
-        return eta_seconds(self.elapsed, self.done, self.total)
+        if self.rate is None:
+            return None                # "estimating…" until two batches have finished
+        return eta_seconds(self.elapsed, self.done, self.total, self.rate)
 
 
-def eta_seconds(elapsed: float, done: int, total: int) -> float | None:
-    """Seconds left at the pace so far (None until something is done)."""
-    if done <= 0 or total <= 0 or elapsed <= 0:
+def eta_seconds(elapsed: float, done: int, total: int,
+                rate: float | None = None) -> float | None:
+    """Seconds left: at the measured rate of the recent batches (items per second) when there
+    is one, else at the pace so far (None until something is done). The pace so far counts the
+    start-up (loading the model, tracing the first batch) and overestimates early on."""
+    if done <= 0 or total <= 0:
+        return None
+    if rate is not None and rate > 0:
+        return max(0.0, (total - done) / rate)
+    if elapsed <= 0:
         return None
     return max(0.0, elapsed * (total - done) / done)
+
+
+class Pace:
+    """The measured rate of a run's recent batches: when each new ``done`` value was first seen
+    (by any session polling the run; one tracker per server), over the last WINDOW seconds.
+    Only batches after the first count: the first one carries the start-up."""
+    WINDOW = 60.0
+
+    def __init__(self):
+        self._seen: dict[str, list[tuple[float, int]]] = {}
+        self._lock = threading.Lock()
+
+    def observe(self, run_id: str, done: int, now: float | None = None) -> float | None:
+        """Note the run's progress; return its recent rate (items per second), or None until
+        two batches have been seen finishing."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            seen = self._seen.setdefault(run_id, [])
+            if done > 0 and (not seen or done > seen[-1][1]):
+                seen.append((now, done))
+            recent = [p for p in seen if now - p[0] <= self.WINDOW]
+            if len(recent) < 2:
+                recent = seen[-2:]
+            if len(recent) < 2:
+                return None
+            (t0, d0), (t1, d1) = recent[0], recent[-1]
+            return (d1 - d0) / (t1 - t0) if t1 > t0 else None
+
+    def forget(self, run_id: str) -> None:
+        with self._lock:
+            self._seen.pop(run_id, None)
+
+
+PACE = Pace()
 
 
 def _created_epoch(created: str) -> float:
@@ -144,10 +188,12 @@ def card_for_run(info, title: str, mine: bool, started: float | None = None) -> 
     error = None
     if info.status == "failed":
         error = info.error or "the job failed"
-    return Card(title=title, state=info.status, run_id=info.run_id,
-                done=int(progress.get("done", 0)), total=int(progress.get("total", 0)),
-                message=progress.get("message", ""), elapsed=max(0.0, end - began),
-                error=error, mine=mine, ident=info.run_id)
+    done = int(progress.get("done", 0))
+    rate = PACE.observe(info.run_id, done) if info.status == "running" else None
+    return Card(title=title, state=info.status, run_id=info.run_id, done=done,
+                total=int(progress.get("total", 0)), message=progress.get("message", ""),
+                elapsed=max(0.0, end - began), error=error, mine=mine, ident=info.run_id,
+                rate=rate)
 
 
 def card_for_job(job: Job) -> Card:
@@ -176,9 +222,14 @@ def _card_for_job(job: Job) -> Card:
     return Card(job.label, "failed", error="the job ended without creating a run")
 
 
-def cards(kind: str, job_ids: list[str]) -> list[Card]:
-    """This session's jobs of a kind (newest first), then runs of that kind still running
-    that other sessions or processes started."""
+RECENT_SECONDS = 600       # a run that ended this long ago still has its card
+
+
+def cards(kind: str, job_ids: list[str], now: float | None = None) -> list[Card]:
+    """This session's jobs of a kind (newest first), then the runs of that kind that other
+    sessions (or this one before a reload) started and that are running or ended in the last
+    RECENT_SECONDS: a card outlives its job's end in every session."""
+    now = time.time() if now is None else now
     out, known = [], set()
     for job_id in reversed(job_ids):
         job = get(job_id)
@@ -187,10 +238,19 @@ def cards(kind: str, job_ids: list[str]) -> list[Card]:
         out.append(card_for_job(job))
         if job.run_id:
             known.add(job.run_id)
-    for info in store().list(kind=kind, status="running"):
-        if info.run_id not in known:
-            out.append(card_for_run(info, f"{info.method or kind} on {info.model}", mine=False))
+    for info in store().list(kind=kind):
+        if info.run_id in known:
+            continue
+        if info.status != "running" and now - _created_epoch(info.updated) > RECENT_SECONDS:
+            continue
+        out.append(card_for_run(info, f"{info.method or kind} on {info.model}",
+                                mine=_started_here(info.run_id)))
     return out
+
+
+def _started_here(run_id: str) -> bool:
+    """Whether a job of this server process started the run (before a reload, say)."""
+    return any(job.run_id == run_id for job in list(_JOBS.values()))
 
 
 # ---------------------------------------------------------------- the Streamlit side
@@ -206,11 +266,6 @@ def launch(kind: str, label: str, fn: Callable[..., Any], /, **kwargs) -> Job:
     return job
 
 
-def pop_ended(kind: str) -> str | None:
-    """The run id of this session's job of a kind that ended since the page last asked."""
-    return st.session_state.setdefault("jobs_ended", {}).pop(kind, None)
-
-
 def _fmt_seconds(s: float | None) -> str:
     if s is None:
         return "…"
@@ -218,8 +273,10 @@ def _fmt_seconds(s: float | None) -> str:
     return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
 
 
-def render_card(card: Card, key: str) -> None:
-    with st.container(border=True):
+def render_card(card: Card, key: str, show_key: str | None = None) -> None:
+    """One job's card. A finished (or cancelled) run's card has a button that shows its
+    results (it sets the page's results selector, ``show_key``)."""
+    with st.container(border=True, key=f"card-{key}"):
         head = f"**{card.title}**" + (f" · `{card.run_id}`" if card.run_id else "")
         if not card.mine:
             head += " · started in another session"
@@ -228,25 +285,37 @@ def render_card(card: Card, key: str) -> None:
             text = f"{card.state}: {card.done} of {card.total}" if card.total else card.state
             text += f" · {card.message}" if card.message else ""
             text += f" · elapsed {_fmt_seconds(card.elapsed)}"
-            if card.eta is not None:
-                text += f" · about {_fmt_seconds(card.eta)} left"
+            if card.state == "running" and card.total:
+                text += (f" · about {_fmt_seconds(card.eta)} left" if card.eta is not None
+                         else " · estimating the time left…")
             st.progress(card.fraction, text=text)
             if card.run_id and st.button("Cancel", key=f"cancel-{key}-{card.run_id}",
                                          icon=":material/cancel:"):
                 cancel(card.run_id)
                 st.toast(f"Cancel requested for {card.run_id}")
-        elif card.state == "finished":
+            return
+        if card.state == "finished":
             st.success(f"finished in {_fmt_seconds(card.elapsed)}", icon=":material/check:")
         elif card.state == "cancelled":
             st.warning(f"cancelled after {card.done} of {card.total}; what it had finished "
-                       "is kept", icon=":material/cancel:")
+                       "is kept (a partial run: never chosen by default)",
+                       icon=":material/cancel:")
         else:
             st.error(f"failed: {card.error}", icon=":material/error:")
+        if show_key and card.run_id and card.state in ("finished", "cancelled"):
+            st.button("Show its results", key=f"show-{key}-{card.run_id}",
+                      icon=":material/arrow_downward:", on_click=_show,
+                      args=(show_key, card.run_id))
 
 
-def job_panel(kind: str, limit: int = 4) -> None:
-    """The cards of a kind's jobs, polled while any of them is active. When one ends, the
-    whole page reruns so its results show (``pop_ended`` names the run that just ended)."""
+def _show(show_key: str, run_id: str) -> None:
+    st.session_state[show_key] = run_id
+
+
+def job_panel(kind: str, show_key: str | None = None, limit: int = 4) -> None:
+    """The cards of a kind's jobs, polled while any of them is active. When one of them
+    finishes (started here or in another session), the whole page reruns with its results
+    selected in ``show_key`` (cancelled and failed runs are never selected by themselves)."""
     watch = st.session_state.setdefault("jobs_watch", {})
 
     def note(now: list[Card]) -> set:
@@ -254,10 +323,13 @@ def job_panel(kind: str, limit: int = 4) -> None:
         still = {c.ident for c in now if c.state in ACTIVE}
         ended = watch.get(kind, set()) - still
         watch[kind] = still
-        mine = [c.run_id for c in now if c.ident in ended and c.mine and c.run_id
-                and c.state in ("finished", "cancelled")]
-        if mine:
-            st.session_state.setdefault("jobs_ended", {})[kind] = mine[0]
+        finished = [c.run_id for c in now if c.ident in ended and c.run_id
+                    and c.state == "finished"]
+        if finished and show_key:
+            st.session_state[show_key] = finished[0]
+        for c in now:
+            if c.ident in ended and c.run_id:
+                PACE.forget(c.run_id)
         return ended
 
     note(cards(kind, session_jobs())[:limit])
@@ -268,6 +340,30 @@ def job_panel(kind: str, limit: int = 4) -> None:
         if note(now):                      # ended while only this fragment was rerunning
             st.rerun()
         for i, card in enumerate(now):
-            render_card(card, key=f"{kind}-{i}")
+            render_card(card, key=f"{kind}-{i}", show_key=show_key)
 
     st.fragment(panel, run_every=POLL_SECONDS if active else None)()
+
+
+# ---------------------------------------------------------------- choosing a run to show
+
+def run_picker(label: str, runs: list, key: str, where=None, **kwargs):
+    """A select box over runs (newest first) that starts on the newest complete run and never
+    on a partial one; picking a partial run shows a warning. Returns the RunInfo, or None
+    (no run, or only partial ones and none picked)."""
+    from dashboard import results
+    where = where or st
+    by_id = {r.run_id: r for r in runs}
+    if key not in st.session_state or (st.session_state[key] is not None
+                                       and st.session_state[key] not in by_id):
+        st.session_state[key] = results.default_run(runs)
+    picked = where.selectbox(label, list(by_id), key=key,
+                             format_func=lambda r: results.run_label(by_id[r]),
+                             placeholder="only partial runs so far: pick one to see what it "
+                                         "finished", **kwargs)
+    if picked is None:
+        return None
+    info = by_id[picked]
+    if not results.complete(info):
+        st.warning(results.partial_note(info), icon=":material/warning:")
+    return info

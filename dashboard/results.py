@@ -8,14 +8,44 @@ METRIC_NAMES = {"accuracy": "Accuracy", "precision": "Precision", "recall": "Rec
                 "f1": "F1", "auc": "AUC", "rconc": "RConC"}
 
 
+def complete(info) -> bool:
+    """A run that finished all it was asked to do (a cancelled or failed run, or a retraining
+    that stopped before its last repeat, is partial)."""
+    if info.status != "finished":
+        return False
+    s = info.summary or {}
+    if info.kind == "retrain" and s.get("repeats_done", s.get("repeats")) != s.get("repeats"):
+        return False
+    return True
+
+
+def partial_note(info) -> str:
+    """Why a run is partial, in one sentence (for the warning when it is picked)."""
+    s = info.summary or {}
+    progress = info.progress() or {}
+    done, total = progress.get("done"), progress.get("total")
+    what = f" after {done} of {total}" if done is not None and total else ""
+    if info.kind == "retrain" and info.status == "finished":
+        return (f"Run {info.run_id} is partial: {s.get('repeats_done')} of {s.get('repeats')} "
+                "repeats finished.")
+    return (f"Run {info.run_id} is partial: it was {info.status}{what}; what it shows is only "
+            "what it had finished.")
+
+
 def run_label(info) -> str:
     s = info.summary or {}
-    bits = [info.run_id, info.method or info.kind, info.status]
-    if "adv_rate" in s:
+    bits = [info.run_id, info.method or info.kind,
+            info.status if complete(info) else f"{info.status} (partial)"]
+    if "n_adversarial" in s:
         bits.append(f"{s.get('n_adversarial', 0)}/{s.get('n_seeds', 0)} adversarial")
     if "accuracy" in s and info.kind == "retrain":
         bits.append(f"accuracy {100 * s['accuracy']:.2f} %")
     return " · ".join(str(b) for b in bits)
+
+
+def default_run(runs: list) -> str | None:
+    """The run a results section starts on: the newest complete one (never a partial one)."""
+    return next((r.run_id for r in runs if complete(r)), None)
 
 
 def generation_runs(store, model: str | None = None, with_outputs: bool = True) -> list:
@@ -31,9 +61,9 @@ def generation_runs(store, model: str | None = None, with_outputs: bool = True) 
     return out
 
 
-def retrain_sources(store, model: str) -> list[str]:
-    """Ids of this model's generation runs that found adversarial inputs."""
-    return [r.run_id for r in generation_runs(store, model)
+def retrain_sources(store, model: str) -> list:
+    """This model's generation runs (newest first) that found adversarial inputs."""
+    return [r for r in generation_runs(store, model)
             if (r.summary or {}).get("n_adversarial", 0) > 0]
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
+from dashboard.perf import timed
 from dashboard.runtime import keep_keras_session
 from rnncon_core import data, zoo
 from rnncon_core.errors import ModelLoadError, RNNConError
@@ -24,6 +25,8 @@ from rnncon_core.errors import ModelLoadError, RNNConError
 keep_keras_session()
 
 DEFAULT_MODEL = "mnist-lstm"
+SAMPLE_SIZE = 16            # the Models page's sample of test inputs
+DEFAULT_INPUTS = 200        # the Coverage and Gates pages' default number of test inputs
 MAX_UPLOAD_MB = 50          # also server.maxUploadSize in .streamlit/config.toml
 UPLOAD_DIR = Path(tempfile.gettempdir()) / "rnncon-uploads"
 # the engine parts, by module, with the issue that delivers each (for the "not yet" notes)
@@ -150,18 +153,35 @@ def save_upload(name: str, content: bytes) -> Path:
 
 
 # ---------------------------------------------------------------- cached engine calls
+# Every view of a model and data set comes from these server-wide caches (keys are plain
+# strings and numbers): computed once, by whichever session or the warm-up thread asks first,
+# while the others wait on the same per-key lock. No spinner inside them (the warm-up thread
+# has no page to draw on): the pages show their own while they wait.
 
-@st.cache_resource(show_spinner="Loading the model…", max_entries=8)
+_computed: set = set()          # (function, key) pairs whose value is in a cache
+
+
+def ready(fn_name: str, *key) -> bool:
+    """Whether a cached value is computed already (so asking for it will not block)."""
+    return (fn_name, key) in _computed
+
+
+@timed()
+@st.cache_resource(show_spinner=False, max_entries=8)
 def model(model_ref: str):
     """The Keras model (safe loading: ``zoo.load_model`` refuses code-carrying files)."""
-    return zoo.load_model(model_ref)
+    m = zoo.load_model(model_ref)
+    _computed.add(("model", (model_ref,)))
+    return m
 
 
-@st.cache_resource(show_spinner="Loading the data set…", max_entries=4)
+@timed()
+@st.cache_resource(show_spinner=False, max_entries=4)
 def dataset(name: str) -> data.Dataset:
     return data.load_dataset(name)
 
 
+@timed()
 @st.cache_data(show_spinner=False, max_entries=32)
 def test_inputs(name: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     """The first n inputs of the test split and their labels."""
@@ -174,14 +194,21 @@ def _cards_signature() -> tuple:
                  if zoo.card_path(n).exists())
 
 
-@st.cache_data(show_spinner="Building Table 1…")
+@st.cache_data(show_spinner=False)
 def _table1(signature: tuple) -> list[dict]:
-    return zoo.models_table()
+    rows = zoo.models_table()
+    _computed.add(("table1", (signature,)))
+    return rows
 
 
+@timed()
 def table1() -> list[dict]:
     """zoo.models_table(), recomputed when a model card appears or changes."""
     return _table1(_cards_signature())
+
+
+def table1_ready() -> bool:
+    return ready("table1", _cards_signature())
 
 
 def model_card(name: str) -> dict | None:
@@ -207,6 +234,17 @@ def _predictions(model_ref: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return p.argmax(-1), p.max(-1)
 
 
+@timed()
+@st.cache_data(show_spinner=False, max_entries=16)
+def sample(model_ref: str, dataset_name: str, n: int) -> dict:
+    """The Models page's sample: the first n test inputs, labels, predictions, confidences."""
+    x, y = test_inputs(dataset_name, n)
+    pred, conf = predictions(model_ref, x)
+    _computed.add(("sample", (model_ref, dataset_name, n)))
+    return {"x": x, "y": y, "pred": pred, "conf": conf}
+
+
+@timed()
 @st.cache_data(show_spinner=False, max_entries=16)
 def traced_layers(model_ref: str) -> list[dict]:
     """The traced layers of the model in order: name, kind, units, steps (the Tracer checks
@@ -238,21 +276,31 @@ def _npz(path: str, mtime: float) -> dict:
 
 THRESHOLD_GRID = tuple(round(0.05 * i, 2) for i in range(20))     # 0.0 ... 0.95
 INPUT_CHOICES = (50, 100, 200, 500, 1000, 2000)
+NORMALIZATIONS = ("step", "layer", "model")   # ContributionCoverage(normalize=...)
+VALUES = ("abs", "signed")                    # ContributionCoverage(values=...)
+DEFAULT_NORM = ("step", "abs")                # the engine's defaults: (normalize, values)
+EQ3_AS_WRITTEN = ("model", "signed")
 
 
 def default_threshold(dataset_name: str | None) -> float:
-    """The paper's thresholds: 0.25 for the MNIST models, 0.5 for the IMDB ones."""
-    return 0.5 if dataset_name == "imdb" else 0.25
+    """The engine's default threshold for a data set (the paper's: 0.25 for the MNIST models,
+    0.5 for the IMDB ones)."""
+    from rnncon_core.coverage import default_threshold as engine_default
+    return engine_default(dataset_name)
 
 
 def nearest_grid(threshold: float) -> float:
     return min(THRESHOLD_GRID, key=lambda t: abs(t - threshold))
 
 
-@st.cache_resource(show_spinner="Computing coverage (one forward pass over the inputs)…",
-                   max_entries=6)
+def _norm_kwargs(normalize: str, values: str) -> dict:
+    return {"normalize": normalize, "values": values}
+
+
+@timed()
+@st.cache_resource(show_spinner=False, max_entries=6)
 def coverage(model_ref: str, dataset_name: str, n_inputs: int, granularity: str = "unit",
-             normalize: str = "model") -> dict:
+             normalize: str = DEFAULT_NORM[0], values: str = DEFAULT_NORM[1]) -> dict:
     """The criteria after ``update`` over the first n test inputs: {"RConC", "NC", "HS_C",
     "CS_C" (LSTM models only, else None)}. Each keeps its per-item maxima, so any threshold,
     layer table and growth curve (on THRESHOLD_GRID) is read without another forward pass.
@@ -263,8 +311,9 @@ def coverage(model_ref: str, dataset_name: str, n_inputs: int, granularity: str 
     from rnncon_core.trace import Tracer
     tracer = Tracer(model(model_ref))
     x, _ = test_inputs(dataset_name, n_inputs)
-    crits = {"RConC": ContributionCoverage(tracer, granularity=granularity, normalize=normalize,
-                                           curve_thresholds=THRESHOLD_GRID),
+    crits = {"RConC": ContributionCoverage(tracer, granularity=granularity,
+                                           curve_thresholds=THRESHOLD_GRID,
+                                           **_norm_kwargs(normalize, values)),
              "NC": NeuronCoverage(tracer, curve_thresholds=THRESHOLD_GRID),
              "HS_C": HiddenStateCoverage(tracer)}
     try:
@@ -274,16 +323,55 @@ def coverage(model_ref: str, dataset_name: str, n_inputs: int, granularity: str 
     for c in crits.values():
         if c is not None:
             c.update(x)
+    _computed.add(("coverage", (model_ref, dataset_name, n_inputs, granularity, normalize,
+                                values)))
     return crits
 
 
+@timed()
+@st.cache_data(show_spinner=False, max_entries=256)
+def coverage_at(model_ref: str, dataset_name: str, n_inputs: int, granularity: str,
+                normalize: str, values: str, by: str, threshold: float) -> dict:
+    """What the Coverage page shows at one threshold, read once per server from the kept
+    maxima: the four headline figures, RConC and NC per layer, the growth curves (at the
+    nearest grid threshold) and CS_C's sections. Small tables only."""
+    crits = coverage(model_ref, dataset_name, n_inputs, granularity, normalize, values)
+    rconc, nc, hsc, csc = (crits[k] for k in ("RConC", "NC", "HS_C", "CS_C"))
+    g = nearest_grid(threshold)
+    out = {"n_inputs": rconc.n_inputs, "grid_threshold": g,
+           "rconc": (rconc.rate(threshold), rconc.covered_at(threshold), rconc.total),
+           "nc": (nc.rate(threshold), nc.covered_at(threshold), nc.total),
+           "hsc": hsc.rate(),
+           "by_layer": {"RConC": rconc.by_layer(threshold, by=by), "NC": nc.by_layer(threshold)},
+           "curves": {"RConC": np.asarray(rconc.curve(g)), "NC": np.asarray(nc.curve(g))},
+           "sections": None, "csc_boundary": None}
+    if csc is not None:
+        sections = csc.sections()
+        out["sections"] = sections
+        out["csc_boundary"] = float(sections[sections["boundary"]]["rate"].mean())
+    return out
+
+
+@timed()
+@st.cache_resource(show_spinner=False, max_entries=256)
+def coverage_figures(model_ref: str, dataset_name: str, n_inputs: int, granularity: str,
+                     normalize: str, values: str, by: str, threshold: float) -> tuple:
+    """The per-layer and growth figures at one threshold, built once per server (read-only)."""
+    from dashboard import charts
+    view = coverage_at(model_ref, dataset_name, n_inputs, granularity, normalize, values, by,
+                       threshold)
+    return (charts.coverage_by_layer(view["by_layer"], threshold=threshold),
+            charts.growth_curves(view["curves"], threshold=view["grid_threshold"]))
+
+
+@timed()
 @st.cache_data(show_spinner=False, max_entries=64)
 def sweep(model_ref: str, dataset_name: str, n_inputs: int, granularity: str, normalize: str,
-          by: str = "layer") -> "pd.DataFrame":
+          values: str = DEFAULT_NORM[1], by: str = "layer") -> "pd.DataFrame":
     """RConC and NC per layer (and "All") at every threshold of the grid."""
     import pandas as pd
     from dashboard.charts import with_all
-    crits = coverage(model_ref, dataset_name, n_inputs, granularity, normalize)
+    crits = coverage(model_ref, dataset_name, n_inputs, granularity, normalize, values)
     rows = []
     for t in THRESHOLD_GRID:
         for name in ("RConC", "NC"):
@@ -294,14 +382,35 @@ def sweep(model_ref: str, dataset_name: str, n_inputs: int, granularity: str, no
     return pd.DataFrame(rows)
 
 
+@timed()
+@st.cache_data(show_spinner=False, max_entries=256)
+def gate_table(model_ref: str, dataset_name: str, n_inputs: int, normalize: str, values: str,
+               layer: str, threshold: float, input_index: int | None = None) -> "pd.DataFrame":
+    """by_gate_step() of the unit profile: the whole set, or one input of it (Figure 12)."""
+    rconc = coverage(model_ref, dataset_name, n_inputs, "unit", normalize, values)["RConC"]
+    if input_index is None:
+        return rconc.by_gate_step(layer, threshold=threshold)
+    return rconc.by_gate_step(layer, input_index=input_index, threshold=threshold)
+
+
+@timed()
+@st.cache_resource(show_spinner=False, max_entries=64)
+def sweep_figure(model_ref: str, dataset_name: str, n_inputs: int, granularity: str,
+                 normalize: str, values: str, by: str, chosen: float):
+    from dashboard import charts
+    return charts.threshold_sweep(sweep(model_ref, dataset_name, n_inputs, granularity,
+                                        normalize, values, by), chosen=chosen)
+
+
 @st.cache_data(show_spinner="Trying the candidate thresholds on each label…", max_entries=16)
 def threshold_choice(model_ref: str, dataset_name: str, n_inputs: int, granularity: str,
-                     normalize: str, candidates: tuple) -> tuple[float, "pd.DataFrame"]:
+                     normalize: str, values: str, candidates: tuple
+                     ) -> tuple[float, "pd.DataFrame"]:
     """§5.2's threshold selection on the first n test inputs."""
     from rnncon_core.coverage import select_threshold
     x, y = test_inputs(dataset_name, n_inputs)
     return select_threshold(model(model_ref), x, y, candidates=candidates,
-                            granularity=granularity, normalize=normalize)
+                            granularity=granularity, **_norm_kwargs(normalize, values))
 
 
 @st.cache_data(show_spinner="Running t-SNE on the perturbations…", max_entries=16)

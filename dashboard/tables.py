@@ -1,10 +1,11 @@
 """The dashboard's tables: pure functions from engine outputs to display DataFrames."""
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from streamlit import column_config as cc
 
 TABLE2_KEYS = [("n_seeds", "seeds"), ("n_adversarial", "adversarial"),
                ("adv_rate", "adv. rate"), ("avg_l1", "avg L1"), ("avg_l2", "avg L2"),
@@ -25,30 +26,85 @@ def table1(rows: Iterable[dict]) -> pd.DataFrame:
             "#cons (paper's convention)": r["cons_paper_convention"],
             "#cons (paper)": p["cons"],
             "#cons (real structure)": r["contributions_total"],
-            "test acc. % (ours)": None if r["test_accuracy"] is None
+            "test acc. % (ours)": np.nan if r["test_accuracy"] is None
             else round(100 * r["test_accuracy"], 2),
-            "test acc. % (paper)": p["accuracy"],
+            "test acc. % (paper)": np.nan if p["accuracy"] is None else float(p["accuracy"]),
         })
     return pd.DataFrame(out)
 
 
+def _int(label: str, help: str, width="small"):
+    return cc.NumberColumn(label, help=help, format="localized", width=width)
+
+
+# Column configs: short headers (the full meaning in the help tooltip), formats and widths
+# that fit at 1,280 px without cutting anything off.
+TABLE1_COLUMNS = {
+    "model": cc.TextColumn("model", width="medium", pinned=True),
+    "architecture": cc.TextColumn("architecture", width="large",
+                                  help="Table 1's layers (units), in order"),
+    "params": _int("params", "trainable parameters of our build"),
+    "params (paper)": _int("params (paper)", "the paper's Table 1"),
+    "#neurons": _int("neurons", "recurrent units plus Dense units"),
+    "#neurons (paper)": _int("neurons (paper)", "the paper's Table 1"),
+    "#cons / step": _int("cons / step", "contributions per time step"),
+    "#cons (paper's convention)": _int("cons (paper conv.)", "contributions counted the way "
+                                       "the paper's Table 1 does"),
+    "#cons (paper)": _int("cons (paper)", "the paper's Table 1"),
+    "#cons (real structure)": _int("cons (all steps)", "every recurrent step, Dense layers "
+                                   "once: what coverage counts here"),
+    "test acc. % (ours)": cc.NumberColumn("acc. % (ours)", format="%.2f", width="small",
+                                          help="measured on our test split (model card)"),
+    "test acc. % (paper)": cc.NumberColumn("acc. % (paper)", format="%.2f", width="small",
+                                           help="the paper's, trained on the full data set"),
+}
+
 def table2(runs: Iterable) -> pd.DataFrame:
-    """Table 2 rows from generation runs (``RunInfo`` with a summary): one row per run."""
+    """Table 2 rows from generation runs (``RunInfo`` with a summary): one row per run, every
+    column of one type (numbers as floats with NaN where a run lacks one)."""
     out = []
     for info in runs:
         s = info.summary or {}
-        row = {"run": info.run_id, "status": info.status, "model": s.get("model", info.model),
-               "method": s.get("method", info.method), **generator_settings(info.config)}
-        for key, label in TABLE2_KEYS:
-            v = s.get(key)
-            if v is None:
-                continue
-            row[label] = round(100 * v, 1) if key == "adv_rate" else v
-        if "adv. rate" in row:
-            row["adv. rate %"] = row.pop("adv. rate")
+        n_seeds, n_adv = s.get("n_seeds"), s.get("n_adversarial")
+        rate = s.get("adv_rate")
+        if rate is None and n_seeds:
+            rate = (n_adv or 0) / n_seeds
+        row = {"run": info.run_id, "status": info.status,
+               "model": str(s.get("model", info.model) or ""),
+               "method": str(s.get("method", info.method) or ""),
+               **generator_settings(info.config),
+               "seeds": n_seeds, "adversarial": n_adv,
+               "adv. rate %": None if rate is None else 100 * float(rate)}
+        for key, label in TABLE2_KEYS[3:]:
+            row[label] = s.get(key)
         out.append(row)
-    return pd.DataFrame(out)
+    df = pd.DataFrame(out, columns=["run", "status", "model", "method", "layer", "constraint",
+                                    "seeds", "adversarial", "adv. rate %",
+                                    *[label for _, label in TABLE2_KEYS[3:]]])
+    numeric = df.columns[6:]
+    df[numeric] = df[numeric].apply(pd.to_numeric, errors="coerce").astype(float)
+    return df.dropna(axis=1, how="all")
 
+
+TABLE2_COLUMNS = {
+    "run": cc.TextColumn("run", width="medium", pinned=True),
+    "status": cc.TextColumn("status", width="small"),
+    "method": cc.TextColumn("method", width="small"),
+    "layer": cc.TextColumn("target layer", width="small"),
+    "constraint": cc.TextColumn("constraint", width="small"),
+    "seeds": cc.NumberColumn("seeds", format="%d", width="small"),
+    "adversarial": cc.NumberColumn("adversarial", format="%d", width="small",
+                                   help="seeds whose generated input the model gets wrong"),
+    "adv. rate %": cc.ProgressColumn("adv. rate", format="%.1f %%", min_value=0,
+                                     max_value=100, width="small",
+                                     help="adversarial inputs / seeds"),
+    "avg L1": cc.NumberColumn("avg L1", format="%.3f", width="small"),
+    "avg L2": cc.NumberColumn("avg L2", format="%.3f", width="small"),
+    "avg L∞": cc.NumberColumn("avg L∞", format="%.3f", width="small"),
+    "avg words changed": cc.NumberColumn("avg words changed", format="%.1f", width="small"),
+    "seconds": cc.NumberColumn("seconds", format="%.1f", width="small",
+                               help="wall time of the run"),
+}
 
 def generator_settings(config: dict) -> dict:
     """Target layer and constraint of a generation run (its config's generator part)."""
@@ -62,26 +118,57 @@ def generator_settings(config: dict) -> dict:
 
 
 def runs_history(runs: Iterable) -> pd.DataFrame:
-    """The run store's history: one row per run, the headline of its summary."""
+    """The run store's history: one row per run, the headline of its summary (text)."""
     out = []
     for info in runs:
         s = info.summary or {}
         headline = ", ".join(f"{k}={_fmt(v)}" for k, v in s.items()
-                             if isinstance(v, (int, float)) and not isinstance(v, bool))[:160]
+                             if isinstance(v, (int, float)) and not isinstance(v, bool))
         out.append({"run": info.run_id, "kind": info.kind, "status": info.status,
-                    "model": info.model, "method": info.method, "created": info.created,
-                    "summary": headline, "error": info.error or ""})
+                    "model": str(info.model or ""), "method": str(info.method or ""),
+                    "created": info.created, "summary": headline, "error": info.error or ""})
     return pd.DataFrame(out, columns=["run", "kind", "status", "model", "method", "created",
                                       "summary", "error"])
 
 
+HISTORY_COLUMNS = {
+    "run": cc.TextColumn("run", width="medium", pinned=True),
+    "kind": cc.TextColumn("kind", width="small"),
+    "status": cc.TextColumn("status", width="small"),
+    "model": cc.TextColumn("model", width="small"),
+    "method": cc.TextColumn("method", width="small"),
+    "created": cc.TextColumn("created (UTC)", width="medium"),
+    "summary": cc.TextColumn("summary", width="large", help="the run's headline figures "
+                                                             "(hover a cell for all of it)"),
+    "error": cc.TextColumn("error", width="medium"),
+}
+
 def compare(summaries: Mapping[str, Mapping]) -> pd.DataFrame:
-    """Summaries of several runs side by side: one row per key, one column per run."""
+    """Summaries of several runs side by side: one row per key, one column per run. Values
+    are shown as text ("—" where a run lacks the key), so a column never mixes types."""
     keys: list[str] = []
     for s in summaries.values():
         keys += [k for k in s if k not in keys and not isinstance(s[k], (dict, list))]
-    return pd.DataFrame({run: [_fmt(s.get(k)) for k in keys] for run, s in summaries.items()},
-                        index=keys)
+    return pd.DataFrame({run: [_text(s.get(k)) for k in keys] for run, s in summaries.items()},
+                        index=pd.Index(keys, name="summary key"))
+
+
+def _text(v) -> str:
+    v = _fmt(v)
+    if v is None:
+        return "—"
+    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+
+def same_kind_default(runs: Sequence, n: int = 2) -> list[str]:
+    """The runs a comparison starts with: the newest finished run and the next finished ones of
+    the same kind (and model), so the rows line up; fewer when there are none."""
+    finished = [r for r in runs if r.status == "finished"]
+    if not finished:
+        return []
+    first = finished[0]
+    same = [r.run_id for r in finished if r.kind == first.kind and r.model == first.model]
+    return same[:n] if len(same) >= 2 else []
 
 
 def _fmt(v):

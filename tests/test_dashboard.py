@@ -35,8 +35,8 @@ def runs_dir(tmp_path_factory):
 def gen_run(runs_dir):
     """One real, small generation run of mnist-lstm (the engine's own entry point)."""
     from rnncon_core.generate import run_generation
-    return run_generation("mnist-lstm", "rconc", 8, iterations=5, batch_size=8,
-                          store=RunStore(runs_dir))
+    return run_generation("mnist-lstm", "rconc", 8, iterations=20, step=0.1, constraint="none",
+                          batch_size=8, store=RunStore(runs_dir))     # finds an adversarial one
 
 
 def run_app(page=None, timeout=240, **widgets):
@@ -193,8 +193,8 @@ def test_coverage_page_threshold_slider_updates_from_the_kept_profile(runs_dir):
     assert metric(at, "RConC") == f"{oracle.rate(0.6):.2%}"
     bars = next(f for f in figures(at) if title(f).startswith("Coverage per"))
     assert "0.6" in bars["layout"]["title"]["text"]
-    assert bars["data"][0]["x"][-1] == "All"
-    assert bars["data"][0]["y"][-1] == pytest.approx(oracle.rate(0.6))
+    assert bars["data"][0]["y"][-1] == "All"                # horizontal bars, one per row
+    assert bars["data"][0]["x"][-1] == pytest.approx(oracle.rate(0.6))
     assert any(title(f).startswith("Coverage vs threshold") for f in figures(at))
 
 
@@ -208,11 +208,28 @@ def test_coverage_granularity_switch_changes_the_contributions(runs_dir):
     assert "2,240,832 contributions" in edge_help        # one per source neuron and weight
 
 
+def test_coverage_normalization_and_values_switches_reach_the_engine(runs_dir):
+    from rnncon_core.coverage import ContributionCoverage
+    at = clean(run_app("coverage", cov_n=50))
+    assert at.radio(key="cov_norm").options == ["step", "layer", "model"]
+    assert at.radio(key="cov_values").options == ["abs", "signed"]
+    assert at.radio(key="cov_norm").value == "step" and at.radio(key="cov_values").value == "abs"
+    assert "Eq. 3 as written" not in " ".join(c.value for c in at.caption)
+    at.radio(key="cov_norm").set_value("model").run()
+    at.radio(key="cov_values").set_value("signed").run()
+    clean(at)
+    assert any("Eq. 3 as written" in c.value for c in at.caption)
+    x, _ = state.test_inputs("mnist", 50)
+    eq3 = ContributionCoverage(zoo.load_model("mnist-lstm"), normalize="model",
+                               values="signed").update(x)
+    assert metric(at, "RConC") == f"{eq3.rate(0.25):.2%}"
+
+
 def test_threshold_selection_helper_sets_the_slider(runs_dir):
     at = run_app("coverage", cov_n=50)
     at.button(key="cov_suggest").click().run()
     clean(at)
-    best, _ = state.threshold_choice("mnist-lstm", "mnist", 50, "unit", "model",
+    best, _ = state.threshold_choice("mnist-lstm", "mnist", 50, "unit", *state.DEFAULT_NORM,
                                      (0.1, 0.25, 0.5, 0.75))
     use = at.button(key="cov_use")
     assert use.label == f"Use {best:g}"
@@ -310,6 +327,33 @@ def test_retrain_page_lists_the_generation_run(runs_dir, gen_run):
         assert any(gen_run["run_id"] in o for o in at.selectbox(key="retrain_from").options)
     else:
         assert any("No generation run" in i.value for i in at.info)
+
+
+def test_a_partial_run_is_never_the_default_and_warns_when_picked(runs_dir, gen_run):
+    """A cancelled run newer than gen_run (with outputs and adversarial inputs, as a cancelled
+    40-seed run leaves them): Generate, Retrain, Gates and Perturbations start on gen_run; picking
+    the cancelled one explicitly shows a warning that it is partial."""
+    store = RunStore(runs_dir)
+    src = store.get(gen_run["run_id"])
+    cut = store.start("generate", model="mnist-lstm", method="rconc", config=src.config)
+    cut.save_npz("outputs", **src.load_npz("outputs"))
+    cut.save_json("summary", {**src.summary, "n_seeds": 40})
+    cut.progress(8, 40)
+    cut.fail("JobCancelled: stopped by the user", status="cancelled")
+    assert store.list(kind="generate")[0].run_id == cut.run_id       # the newest run
+    for page, key in (("generate", "gen_show"), ("retrain", "retrain_from"),
+                      ("perturbations", "pert_run")):
+        at = clean(run_app(page))
+        assert at.selectbox(key=key).value == gen_run["run_id"], page
+        assert not any("is partial" in w.value for w in at.warning), page
+        at.selectbox(key=key).set_value(cut.run_id).run()
+        clean(at)
+        assert any(f"Run {cut.run_id} is partial" in w.value and "cancelled after 8 of 40"
+                   in w.value for w in at.warning), page
+    at = clean(run_app("gates", gates_n=50))
+    at.radio(key="gates_mode").set_value("a seed vs its adversarial input").run()
+    assert at.selectbox(key="gates_run").value == gen_run["run_id"]
+    store.delete(cut.run_id)
 
 
 @pytest.mark.slow

@@ -30,8 +30,10 @@ def test_coverage_by_layer_one_trace_per_criterion_with_all():
     fig = charts.coverage_by_layer({"RConC": _by_layer([1, 1, 1]), "NC": _by_layer([1, 1, 1])},
                                    threshold=0.25)
     assert [t.name for t in fig.data] == ["RConC", "NC"]
-    assert list(fig.data[0].x) == ["lstm_1", "dense_32", "output", "All"]
-    assert fig.data[0].y[-1] == pytest.approx(53 / 142)
+    assert fig.data[0].orientation == "h"             # labels on their own rows: no overlap
+    assert list(fig.data[0].y) == ["lstm_1", "dense_32", "output", "All"]
+    assert fig.data[0].x[-1] == pytest.approx(53 / 142)
+    assert fig.data[0].text[-1] == f"{53 / 142:.1%}"
     assert "0.25" in fig.layout.title.text
     json.loads(fig.to_json())      # serializable (what st.plotly_chart sends)
 
@@ -108,24 +110,53 @@ def test_image_grid_square_pixels_per_subplot():
 
 def test_perturbation_map_rows_as_customdata_and_discrete_colors():
     pts = np.array([[0, 0], [1, 1], [2, 0], [3, 1]], dtype=float)
-    fig = charts.perturbation_map(pts, [1, 2, 1, 10], "activated")
+    fig = charts.perturbation_map(pts, [1, 2, 1, 10], "class")
     names = [t.name for t in fig.data]
     assert names == ["1", "2", "10"]                  # numeric order, not "1", "10", "2"
+    colors = [t.marker.color for t in fig.data]
+    assert len(set(colors)) == 3                      # categorical: one distinct colour each
     rows = sorted(int(r[0]) for t in fig.data for r in t.customdata)
     assert rows == [0, 1, 2, 3]
     with pytest.raises(ValueError):
         charts.perturbation_map(np.zeros((3, 3)), [1, 2, 3], "c")
 
 
-def test_before_after_and_repeats():
-    m = pd.DataFrame({"metric": ["Accuracy", "F1"], "before": [0.9, 0.8], "after": [0.95, 0.85]})
+def test_perturbation_map_counts_on_a_continuous_scale_and_selection_rows():
+    pts = np.array([[0, 0], [1, 1], [2, 0], [3, 1]], dtype=float)
+    fig = charts.perturbation_map(pts, [0, 3, 1, 3], "contributions activated", continuous=True)
+    assert len(fig.data) == 1 and fig.data[0].marker.colorscale is not None
+    assert fig.data[0].marker.colorbar.title.text == "contributions activated"
+    assert list(fig.data[0].marker.color) == [0, 3, 1, 3]
+    # a click (customdata) and a box selection (trace and index only) give the same rows
+    assert charts.selected_rows(fig, [{"customdata": [2]}]) == [2]
+    assert charts.selected_rows(fig, [{"curve_number": 0, "point_index": 1},
+                                      {"curve_number": 0, "point_index": 3}]) == [1, 3]
+    cat = charts.perturbation_map(pts, [1, 2, 1, 10], "class")
+    assert charts.selected_rows(cat, [{"curve_number": 0, "point_index": 1}]) == [2]
+
+
+def test_before_after_zooms_each_metric_and_writes_the_values():
+    m = pd.DataFrame({"metric": ["Accuracy", "F1"], "before": [0.9712, 0.8],
+                      "after": [0.9734, 0.85]})
     fig = charts.before_after(m)
-    assert [t.name for t in fig.data] == ["before", "after"]
-    assert list(fig.data[1].y) == [0.95, 0.85]
+    assert [t.name for t in fig.data] == ["before", "after", "before", "after"]
+    assert [t.y[0] for t in fig.data] == [0.9712, 0.9734, 0.8, 0.85]
+    assert fig.data[1].text[0] == "0.9734"
+    lo, hi = fig.layout.yaxis.range                   # Accuracy's panel: zoomed, not 0..1
+    assert 0.96 < lo < 0.9712 and 0.9734 < hi < 0.98
+    assert "Δ +0.0022" in fig.layout.annotations[0].text
     r = pd.DataFrame({"metric": ["Accuracy"] * 3, "stage": ["before", "after", "after"],
                       "value": [0.9, 0.91, 0.93]})
     fig = charts.repeats(r)
     assert {t.name for t in fig.data} == {"before", "after"}
+
+
+def test_every_heatmap_of_an_image_triplet_has_a_colour_bar():
+    seeds = np.zeros((2, 4, 4))
+    gen = seeds + 0.1
+    fig = charts.image_triplets(seeds, gen, [("a", "b"), ("c", "d")])
+    shown = [t.colorbar.title.text for t in fig.data if t.showscale]
+    assert shown == ["pixel", "gen − seed"]
 
 
 def test_compare_runs_skips_missing_keys():

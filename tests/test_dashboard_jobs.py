@@ -109,6 +109,56 @@ def test_eta_from_the_pace_so_far():
     assert jobs.eta_seconds(5.0, 10, 10) == 0.0
 
 
+def test_eta_from_the_recent_batches_leaves_the_start_up_out():
+    """8 s of start-up (model, first trace), then a batch of 10 every 2 s: after 3 of 10
+    batches the pace so far says 32.7 s are left, the recent batches say 14 s (the truth)."""
+    pace = jobs.Pace()
+    assert pace.observe("r", 0, now=0.0) is None                # starting: no rate yet
+    assert pace.observe("r", 10, now=10.0) is None              # one batch: not yet
+    pace.observe("r", 10, now=11.0)                             # polled again, no change
+    pace.observe("r", 20, now=12.0)
+    rate = pace.observe("r", 30, now=14.0)
+    assert rate == pytest.approx(5.0)                           # items per second
+    assert jobs.eta_seconds(14.0, 30, 100, rate) == pytest.approx(14.0)
+    assert jobs.eta_seconds(14.0, 30, 100) == pytest.approx(14.0 * 70 / 30)
+    card = jobs.Card("t", "running", done=30, total=100, elapsed=14.0, rate=rate)
+    assert card.eta == pytest.approx(14.0)
+    assert jobs.Card("t", "running", done=10, total=100, elapsed=10.0).eta is None
+
+
+def test_a_finished_run_keeps_its_card_in_a_new_session(runs_dir):
+    """A reload is a new session with no jobs of its own: the run it watched (running when it
+    was started elsewhere) keeps its card after it ends, finished; RECENT_SECONDS later not."""
+    store = RunStore(runs_dir)
+    run = store.start("generate", model="m", method="rconc")
+    assert [c.state for c in jobs.cards("generate", [])] == ["running"]
+    run.progress(4, 4)
+    run.finish({"n_seeds": 4})
+    cards = jobs.cards("generate", [])
+    assert [(c.state, c.run_id) for c in cards] == [("finished", run.run_id)]
+    later = time.time() + jobs.RECENT_SECONDS + 5
+    assert jobs.cards("generate", [], now=later) == []
+
+
+def test_partial_runs_are_never_the_default(runs_dir):
+    from dashboard import results
+    store = RunStore(runs_dir)
+    done = store.start("generate", model="m", method="rconc")
+    done.finish({"n_seeds": 4})
+    cut = store.start("generate", model="m", method="rconc")
+    cut.progress(12, 40)
+    cut.fail("JobCancelled: stop", status="cancelled")
+    runs = store.list(kind="generate")
+    assert runs[0].run_id == cut.run_id                          # the newest is the partial
+    assert results.default_run(runs) == done.run_id
+    assert results.default_run(runs[:1]) is None                 # only partial: none chosen
+    assert not results.complete(runs[0]) and "partial" in results.run_label(runs[0])
+    assert "after 12 of 40" in results.partial_note(runs[0])
+    retrain = store.start("retrain", model="m")
+    retrain.finish({"repeats": 3, "repeats_done": 2})
+    assert not results.complete(store.get(retrain.run_id))
+
+
 def test_job_parameters_may_share_names_with_the_glues_own():
     seen = {}
 

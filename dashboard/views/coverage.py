@@ -3,7 +3,7 @@ and CS_C, and the threshold-selection helper."""
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, state
+from dashboard import charts, perf, state
 from rnncon_core.errors import RNNConError
 
 st.title("Coverage")
@@ -14,26 +14,34 @@ st.caption("RConC counts the contributions (a neuron's output times a weight) th
 state.need("coverage", "Coverage")
 sel = state.require_model()
 
-c = st.columns(4)
-n_inputs = c[0].select_slider("Test inputs", state.INPUT_CHOICES, value=200, key="cov_n",
-                              help="The first N inputs of the test split.")
+c = st.columns([2, 1.3, 1.6, 1.2, 1.3])
+n_inputs = c[0].select_slider("Test inputs", state.INPUT_CHOICES, value=state.DEFAULT_INPUTS,
+                              key="cov_n", help="The first N inputs of the test split.")
 granularity = c[1].radio("Granularity", ["unit", "edge"], horizontal=True, key="cov_gran",
                          help="unit: one contribution per gate unit, step and part (the "
                               "paper's Table 1 count); edge: one per source neuron and weight "
                               "(Definition 1).")
-normalize = c[2].radio("Normalization", ["model", "layer"], horizontal=True, key="cov_norm",
-                       help="Min-max over all of one input's contributions (Eq. 3), or per "
-                            "layer.")
+normalize = c[2].radio("Normalization", state.NORMALIZATIONS, horizontal=True, key="cov_norm",
+                       help="The scope of each input's min-max normalization (Eq. 3): step = "
+                            "one matmul (one layer, one time step, one part; the default), "
+                            "layer = all steps of a layer, model = all of the input's "
+                            "contributions. model + signed is Eq. 3 as written.")
+values = c[3].radio("Values", state.VALUES, horizontal=True, key="cov_values",
+                    help="abs: the magnitudes |contribution| are normalized (the default); "
+                         "signed: the signed values.")
+if (normalize, values) == state.EQ3_AS_WRITTEN:
+    c[2].caption(":material/menu_book: model + signed: **Eq. 3 as written**")
 by = c[3].radio("RConC rows", ["layer", "source"], horizontal=True, key="cov_by",
                 help="layer: where the contribution arrives; source: the layer whose "
                      "neurons emit it (the paper's Figure 7 rows, with the input layer).")
+profile = (sel.model, sel.dataset, n_inputs, granularity, normalize, values)
 
 try:
-    crits = state.coverage(sel.model, sel.dataset, n_inputs, granularity, normalize)
+    with st.spinner("Computing coverage (one forward pass over the inputs)…"):
+        crits = state.coverage(*profile)
 except RNNConError as e:
     state.show_error(e)
     st.stop()
-n_seen = crits["RConC"].n_inputs
 
 if "cov_threshold" not in st.session_state:
     st.session_state["cov_threshold"] = state.default_threshold(sel.dataset)
@@ -41,45 +49,43 @@ if "cov_threshold" not in st.session_state:
 
 @st.fragment
 def at_threshold():
-    """The slider and what it drives: reruns on its own when the slider moves."""
+    """The slider and what it drives: reruns on its own when the slider moves. Everything it
+    shows is read from server-wide caches (one computation per profile and threshold)."""
     t = st.slider("Threshold", 0.0, 0.95, step=0.05, key="cov_threshold",
                   help="A contribution (or neuron) counts as covered when its normalized "
                        "value exceeds this for some input.")
-    rconc, nc, hsc, csc = (crits[k] for k in ("RConC", "NC", "HS_C", "CS_C"))
-    m = st.columns(4)
-    m[0].metric("RConC", f"{rconc.rate(t):.2%}",
-                help=f"{rconc.covered_at(t):,} of {rconc.total:,} contributions")
-    m[1].metric("NC", f"{nc.rate(t):.2%}", help=f"{nc.covered_at(t):,} of {nc.total:,} neurons")
-    m[2].metric("HS_C (RNN-Test)", f"{hsc.rate():.2%}",
-                help="hidden-state coverage: units among the top k of some hidden vector "
-                     "(no threshold)")
-    if csc is not None:
-        sections = csc.sections()
-        m[3].metric("CS_C boundary (RNN-Test)",
-                    f"{sections[sections['boundary']]['rate'].mean():.2%}",
-                    help="cell-state coverage: share of LSTM cells some input drove into an "
-                         "outer section of tanh(c) (no threshold)")
-    else:
-        m[3].metric("CS_C (RNN-Test)", "—", help="only for LSTM models (it reads the cell "
-                                                "state); this model has none")
-    left, right = st.columns(2)
-    with left:
-        st.plotly_chart(charts.coverage_by_layer({"RConC": rconc.by_layer(t, by=by),
-                                                  "NC": nc.by_layer(t)}, threshold=t),
-                        width="stretch", key="cov_by_layer")
-    with right:
-        g = state.nearest_grid(t)
-        st.plotly_chart(charts.growth_curves({"RConC": rconc.curve(g), "NC": nc.curve(g)},
-                                             threshold=g), width="stretch", key="cov_growth")
-    st.caption(f"{n_seen} inputs of the {sel.dataset} test split, model {sel.label}, "
-               f"{granularity} granularity, {normalize} normalization.")
+    with perf.rerun("Coverage · threshold", perf.session_id()):
+        view = state.coverage_at(*profile, by, t)
+        by_layer_fig, growth_fig = state.coverage_figures(*profile, by, t)
+        m = st.columns(4)
+        rate, covered, total = view["rconc"]
+        m[0].metric("RConC", f"{rate:.2%}", help=f"{covered:,} of {total:,} contributions")
+        rate, covered, total = view["nc"]
+        m[1].metric("NC", f"{rate:.2%}", help=f"{covered:,} of {total:,} neurons")
+        m[2].metric("HS_C (RNN-Test)", f"{view['hsc']:.2%}",
+                    help="hidden-state coverage: units among the top k of some hidden vector "
+                         "(no threshold)")
+        if view["csc_boundary"] is not None:
+            m[3].metric("CS_C boundary (RNN-Test)", f"{view['csc_boundary']:.2%}",
+                        help="cell-state coverage: share of LSTM cells some input drove into "
+                             "an outer section of tanh(c) (no threshold)")
+        else:
+            m[3].metric("CS_C (RNN-Test)", "—", help="only for LSTM models (it reads the cell "
+                                                    "state); this model has none")
+        left, right = st.columns(2)
+        left.plotly_chart(by_layer_fig, width="stretch", key="cov_by_layer")
+        right.plotly_chart(growth_fig, width="stretch", key="cov_growth")
+        st.caption(f"{view['n_inputs']} inputs of the {sel.dataset} test split, model "
+                   f"{sel.label}, {granularity} granularity, {normalize} normalization of "
+                   f"{values} values"
+                   + (" (Eq. 3 as written)." if (normalize, values) == state.EQ3_AS_WRITTEN
+                      else "."))
 
 
 at_threshold()
 
 st.subheader("Coverage vs threshold (Figures 7 and 8)")
-sweep = state.sweep(sel.model, sel.dataset, n_inputs, granularity, normalize, by)
-st.plotly_chart(charts.threshold_sweep(sweep, chosen=st.session_state["cov_threshold"]),
+st.plotly_chart(state.sweep_figure(*profile, by, st.session_state["cov_threshold"]),
                 width="stretch", key="cov_sweep")
 
 left, right = st.columns(2)
@@ -93,8 +99,7 @@ with left:
         st.session_state["cov_suggest_on"] = True
     if st.session_state.get("cov_suggest_on"):
         try:
-            best, table = state.threshold_choice(sel.model, sel.dataset, n_inputs, granularity,
-                                                 normalize, tuple(sorted(candidates)))
+            best, table = state.threshold_choice(*profile, tuple(sorted(candidates)))
         except RNNConError as e:
             state.show_error(e)
         else:
@@ -111,4 +116,5 @@ with right:
     if crits["CS_C"] is None:
         st.info("CS_C reads the LSTM cell state; this model has no LSTM layer.")
     else:
-        st.dataframe(crits["CS_C"].sections(), hide_index=True, width="stretch")
+        st.dataframe(state.coverage_at(*profile, by, st.session_state["cov_threshold"])
+                     ["sections"], hide_index=True, width="stretch")

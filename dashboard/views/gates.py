@@ -23,28 +23,32 @@ c = st.columns([1, 1, 1, 2])
 layer = c[0].selectbox("Layer", [layer["name"] for layer in layers], key="gates_layer")
 threshold = c[1].slider("Threshold", 0.0, 0.95, state.default_threshold(sel.dataset),
                         step=0.05, key="gates_threshold")
-n_inputs = c[2].select_slider("Test inputs", state.INPUT_CHOICES, value=200, key="gates_n")
+n_inputs = c[2].select_slider("Test inputs", state.INPUT_CHOICES, value=state.DEFAULT_INPUTS,
+                              key="gates_n")
 modes = ["one input", "the whole set", "a seed vs its adversarial input"]
 mode = c[3].radio("Show", modes, key="gates_mode",
                   help="The whole set saturates quickly at low thresholds; one input, or a "
                        "seed beside its adversarial input (Figure 12), shows the structure.")
 
+profile = (sel.model, sel.dataset, n_inputs, *state.DEFAULT_NORM)
 try:
-    rconc = state.coverage(sel.model, sel.dataset, n_inputs, "unit", "model")["RConC"]
+    with st.spinner("Computing coverage (one forward pass over the inputs)…"):
+        rconc = state.coverage(sel.model, sel.dataset, n_inputs, "unit",
+                               *state.DEFAULT_NORM)["RConC"]
 except RNNConError as e:
     state.show_error(e)
     st.stop()
 
 image = state.kind_of(sel.dataset) == "image"
 if mode == "the whole set":
-    table = rconc.by_gate_step(layer, threshold=threshold)
+    table = state.gate_table(*profile, layer, threshold)
     st.plotly_chart(charts.gate_heatmap(table, f"{layer}: the first {rconc.n_inputs} test inputs "
                                                f"(threshold {threshold:g})"),
                     width="stretch", key="gates_set")
 elif mode == "one input":
     i = st.number_input("Input (row of the test split)", 0, rconc.n_inputs - 1, 0,
                         key="gates_input")
-    table = rconc.by_gate_step(layer, input_index=int(i), threshold=threshold)
+    table = state.gate_table(*profile, layer, threshold, int(i))
     x, y = state.test_inputs(sel.dataset, rconc.n_inputs)
     pred, conf = state.predictions(sel.model, x[int(i):int(i) + 1])
     left, right = st.columns([1, 4])
@@ -66,9 +70,12 @@ else:
         st.info("No generation run of this model found an adversarial input yet: start one on "
                 "the Generate page.")
         st.stop()
-    run_id = st.selectbox("Generation run", [r.run_id for r in runs], key="gates_run",
-                          format_func=lambda r: results.run_label(store.get(r)))
-    outputs = state.run_outputs(store.get(run_id))
+    info = jobs.run_picker("Generation run", runs, key="gates_run")
+    if info is None:
+        st.info("Every run with adversarial inputs so far is partial (cancelled or failed): "
+                "pick one above to see its pairs.")
+        st.stop()
+    outputs = state.run_outputs(info)
     adv_rows = np.flatnonzero(outputs["adversarial"].astype(bool))
     pick = st.selectbox("Pair", [int(r) for r in adv_rows], key="gates_pair",
                         format_func=lambda r: f"seed {int(outputs['seed_index'][r])}: label "

@@ -66,7 +66,7 @@ with st.form("gen_form"):
                                              key="gen_maxfrac")
     if "threshold" in fields:
         values["threshold"] = c[2].slider("Threshold", 0.05, 0.95,
-                                          0.25 if kind == "image" else 0.5, step=0.05,
+                                          state.default_threshold(sel.dataset), step=0.05,
                                           key="gen_threshold")
     if "granularity" in fields:
         values["granularity"] = c[3].radio("Granularity", ["unit", "edge"], key="gen_gran",
@@ -90,7 +90,7 @@ if submitted:
                     gen.run_generation, model=sel.model, method=method, n_seeds=int(n_seeds),
                     dataset=sel.dataset, batch_size=forms.batch_size(int(n_seeds)), **params)
 
-jobs.job_panel("generate")
+jobs.job_panel("generate", show_key="gen_show")
 
 store = jobs.store()
 runs = results.generation_runs(store, sel.model)
@@ -98,15 +98,16 @@ st.subheader("Table 2: generation runs of this model")
 if not runs:
     st.info("No finished generation run for this model yet: start one above.")
     st.stop()
-st.dataframe(tables.table2(runs), hide_index=True, width="stretch")
+st.dataframe(tables.table2(runs), hide_index=True, width="stretch",
+             column_config=tables.TABLE2_COLUMNS)
 
 st.subheader("Seeds and generated inputs")
-ended = jobs.pop_ended("generate")
-if ended in {r.run_id for r in runs}:
-    st.session_state["gen_show"] = ended               # show the run that just finished
-run_id = st.selectbox("Run", [r.run_id for r in runs], key="gen_show",
-                      format_func=lambda r: results.run_label(store.get(r)))
-info = store.get(run_id)
+info = jobs.run_picker("Run", runs, key="gen_show")
+if info is None:
+    st.info("Every run of this model so far is partial (cancelled or failed): pick one above "
+            "to see what it finished.")
+    st.stop()
+run_id = info.run_id
 outputs = state.run_outputs(info)
 c = st.columns([1, 1, 2])
 only_adv = c[0].toggle("Only adversarial inputs", True, key="gen_only_adv")

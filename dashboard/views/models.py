@@ -1,7 +1,7 @@
 """Models: Table 1, the model under test (shipped or uploaded), its data set and provenance."""
 import streamlit as st
 
-from dashboard import charts, state, tables
+from dashboard import charts, state, tables, warmup
 from rnncon_core import data, zoo
 from rnncon_core.errors import RNNConError
 
@@ -83,6 +83,8 @@ with right:
                            f"{' × '.join(map(str, s['input_shape']))}, {s['num_classes']} "
                            "classes.")
 
+
+
 if current.model is not None and current.dataset is not None:
     st.subheader("Provenance of the model")
     if current.shipped:
@@ -110,25 +112,67 @@ if current.model is not None and current.dataset is not None:
                     f"{m.count_params():,} parameters, input {m.input_shape}, layers "
                     + " → ".join(f"{type(layer).__name__}" for layer in m.layers) + ".")
 
-    st.subheader("A sample of the test inputs")
-    try:
-        x, y = state.test_inputs(current.dataset, 16)
-        pred, conf = state.predictions(current.model, x)
-    except RNNConError as e:
-        state.show_error(e)
-    else:
-        ds = state.dataset(current.dataset)
-        if ds.kind == "image":
-            captions = [f"{t} → {p} ({c:.0%})" for t, p, c in zip(y, pred, conf)]
-            st.plotly_chart(charts.image_grid(data.to_images(x), captions,
-                                              title="label → prediction (confidence)"),
-                            width="stretch", key="models_sample")
-        else:
-            st.dataframe([{"label": int(t), "prediction": int(p), "confidence": f"{c:.0%}",
-                           "review (start)": " ".join(ds.vocab.decode(row))[:200]}
-                          for t, p, c, row in zip(y, pred, conf, x)], width="stretch")
 
-st.subheader("Table 1: the models")
-st.caption("Our counts are computed from the built architectures; accuracies are measured on "
-           "our test split (see each model card). The paper's figures are shown beside them.")
-st.dataframe(tables.table1(state.table1()), hide_index=True, width="stretch")
+def waiting_for_tensorflow(current) -> tuple[bool, bool]:
+    """(sample, Table 1): which of them the server's warm-up is still computing. While it
+    loads TensorFlow the page shows what needs none of it and polls for the rest."""
+    if not warmup.running():
+        return False, False
+    sample = current.model is not None and current.dataset is not None and current.shipped \
+        and not state.ready("sample", current.model, current.dataset, state.SAMPLE_SIZE)
+    return sample, not state.table1_ready()
+
+
+def sample_and_table1(current, polling: bool) -> None:
+    """The sample (labels, the model's predictions) and Table 1; reruns every second while
+    the warm-up computes them, then reruns the page once to stop polling."""
+    wait_sample, wait_table = waiting_for_tensorflow(current)
+    if polling and not (wait_sample or wait_table):
+        st.rerun()
+    if current.model is not None and current.dataset is not None:
+        st.subheader("A sample of the test inputs")
+        n = state.SAMPLE_SIZE
+        s = None
+        try:
+            if wait_sample:
+                x, y = state.test_inputs(current.dataset, n)
+                s = {"x": x, "y": y, "pred": None, "conf": None}
+            else:
+                s = state.sample(current.model, current.dataset, n)
+        except RNNConError as e:
+            state.show_error(e)
+        if s is not None:
+            ds = state.dataset(current.dataset)
+            pred, conf = s["pred"], s["conf"]
+            if ds.kind == "image":
+                caps = [f"{t} → …" for t in s["y"]] if pred is None else \
+                    [f"{t} → {p} ({c:.0%})" for t, p, c in zip(s["y"], pred, conf)]
+                st.plotly_chart(charts.image_grid(data.to_images(s["x"]), caps,
+                                                  title="label → prediction (confidence)"),
+                                width="stretch", key="models_sample")
+            else:
+                st.dataframe([{"label": int(t),
+                               "prediction": None if pred is None else int(pred[i]),
+                               "confidence": None if pred is None else f"{conf[i]:.0%}",
+                               "review (start)": " ".join(ds.vocab.decode(row))[:200]}
+                              for i, (t, row) in enumerate(zip(s["y"], s["x"]))],
+                             width="stretch")
+            if pred is None:
+                st.caption(":material/hourglass_top: the predictions appear as soon as the "
+                           "model has loaded (the server loads TensorFlow in the background "
+                           "when it starts).")
+
+    st.subheader("Table 1: the models")
+    st.caption("Our counts are computed from the built architectures; accuracies are measured "
+               "on our test split (see each model card). The paper's figures are shown beside "
+               "them.")
+    if wait_table:
+        st.caption(":material/hourglass_top: Table 1 builds the eight architectures: it appears "
+                   "as soon as TensorFlow has loaded.")
+    else:
+        st.dataframe(tables.table1(state.table1()), hide_index=True, width="stretch",
+                     column_config=tables.TABLE1_COLUMNS)
+
+
+polling = any(waiting_for_tensorflow(current))
+st.fragment(sample_and_table1, run_every=1.0 if polling else None)(current, polling)

@@ -23,9 +23,12 @@ if not runs:
     st.stop()
 
 c = st.columns([2, 1, 1])
-run_id = c[0].selectbox("Run", [r.run_id for r in runs], key="pert_run",
-                        format_func=lambda r: results.run_label(store.get(r)))
-info = store.get(run_id)
+info = jobs.run_picker("Run", runs, key="pert_run", where=c[0])
+if info is None:
+    st.info("Every generation run of this model so far is partial (cancelled or failed): "
+            "pick one above to see its perturbations.")
+    st.stop()
+run_id = info.run_id
 outputs = state.run_outputs(info)
 only_adv = c[1].toggle("Only adversarial inputs", True, key="pert_only_adv")
 colorings = {"contributions activated": "n_activated", "class (label of the seed)": "y_seed",
@@ -43,22 +46,39 @@ if len(rows) < 3:
     st.stop()
 
 mtime = (info.path / "outputs.npz").stat().st_mtime
-points = state.tsne(run_id, mtime, tuple(int(r) for r in rows))
+with st.spinner("Running t-SNE on the perturbations…"):
+    points = state.tsne(run_id, mtime, tuple(int(r) for r in rows))
 values = np.asarray(outputs[colorings[color_by]])[rows]
 hover = [f"seed {int(outputs['seed_index'][r])}: {int(outputs['y_seed'][r])} → "
          f"{int(outputs['pred_gen'][r])}" for r in rows]
-event = st.plotly_chart(charts.perturbation_map(points, values, color_by, hover),
-                        width="stretch", key="pert_map", on_select="rerun",
+fig = charts.perturbation_map(points, values, color_by, hover,
+                              continuous=colorings[color_by] == "n_activated")
+event = st.plotly_chart(fig, width="stretch", key="pert_map", on_select="rerun",
                         selection_mode=("points", "box", "lasso"))
 
-picked = [int(p["customdata"][0]) for p in (event.selection.points if event else [])
-          if p.get("customdata")]
-fallback = st.number_input("…or pick a point by its number", 0, len(rows) - 1, 0,
-                           key="pert_pick")
-chosen = picked[:6] if picked else [int(fallback)]
-sub = rows[np.asarray(chosen)]
+picked = charts.selected_rows(fig, event.selection.points if event else [])
+if picked:
+    chosen = np.asarray(picked)
+    what = f"{len(chosen)} of the {len(rows)} points selected"
+else:
+    fallback = st.number_input("No point selected: click a point, or drag a box or a lasso "
+                               "around some. Or pick a point by its number", 0, len(rows) - 1,
+                               0, key="pert_pick")
+    chosen = np.asarray([int(fallback)])
+    what = f"point {int(fallback)} of {len(rows)} (picked by number)"
+PAGE = 6
+pages = max(1, -(-len(chosen) // PAGE))
+page = 1
+if pages > 1:
+    page = st.number_input(f"Page of pairs (1 to {pages})", 1, pages, 1, key="pert_page")
+start = (int(page) - 1) * PAGE
+sub = rows[chosen[start:start + PAGE]]
+st.caption(f"{what}; showing pairs {start + 1}–{start + len(sub)} of {len(chosen)}"
+           + (f" (page {int(page)} of {pages}, {PAGE} pairs per page)" if pages > 1 else "")
+           + ".")
 st.plotly_chart(charts.image_triplets(data.to_images(outputs["x_seed"][sub]),
                                       data.to_images(outputs["x_gen"][sub]),
                                       results.captions(outputs, sub),
-                                      title=f"{len(sub)} selected pair(s)"),
+                                      title=f"Pairs {start + 1}–{start + len(sub)} of "
+                                            f"{len(chosen)} selected"),
                 width="stretch", key="pert_pairs")

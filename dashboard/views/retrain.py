@@ -14,14 +14,13 @@ sel = state.require_model()
 store = jobs.store()
 
 sources = results.retrain_sources(store, sel.model)
+st.markdown(f"**Model:** {sel.label} · **data:** {sel.dataset}")
+if not sources:
+    st.info("No generation run with adversarial inputs for this model yet: start one on "
+            "the Generate page, then come back.")
+source = jobs.run_picker("Generation run whose adversarial inputs are added", sources,
+                         key="retrain_from")
 with st.form("retrain_form"):
-    st.markdown(f"**Model:** {sel.label} · **data:** {sel.dataset}")
-    if not sources:
-        st.info("No generation run with adversarial inputs for this model yet: start one on "
-                "the Generate page, then come back.")
-    run_id = st.selectbox("Generation run whose adversarial inputs are added", sources,
-                          format_func=lambda r: results.run_label(store.get(r)),
-                          key="retrain_from")
     c = st.columns(4)
     epochs = c[0].number_input("Epochs per retraining", 1, 50, 2, key="retrain_epochs",
                                help="The paper trains 10 more epochs.")
@@ -32,24 +31,28 @@ with st.form("retrain_form"):
     control = c[3].checkbox("Control arm (clean inputs)", True, key="retrain_control")
     submitted = st.form_submit_button("Start retraining", type="primary",
                                       disabled=not sources, icon=":material/play_arrow:")
+run_id = source.run_id if source is not None else None
+if submitted and run_id is None:
+    st.error("Pick the generation run whose adversarial inputs are added.")
 if submitted and run_id:
     jobs.launch("retrain", f"retrain {sel.label} with {run_id}", retrain.run_retraining,
                 model=sel.model, from_run=run_id, dataset=sel.dataset, epochs=int(epochs),
                 repeats=int(repeats), control=bool(control),
                 coverage_inputs=int(coverage_inputs))
 
-jobs.job_panel("retrain")
+jobs.job_panel("retrain", show_key="retrain_show")
 
 st.subheader("Results")
 done = [r for r in store.list(kind="retrain") if r.summary and r.summary.get("repeats_done")]
 if not done:
     st.info("No retraining has finished yet.")
     st.stop()
-ended = jobs.pop_ended("retrain")
-if ended in {r.run_id for r in done}:
-    st.session_state["retrain_show"] = ended
-shown = st.selectbox("Retraining run", [r.run_id for r in done],
-                     format_func=lambda r: results.run_label(store.get(r)), key="retrain_show")
+shown_info = jobs.run_picker("Retraining run", done, key="retrain_show")
+if shown_info is None:
+    st.info("Every retraining so far is partial (cancelled or failed): pick one above to see "
+            "the repeats it finished.")
+    st.stop()
+shown = shown_info.run_id
 summary = store.get(shown).summary
 st.caption(f"{summary['model']} retrained with the {summary['n_inputs']} adversarial inputs of "
            f"run {summary['from_run']}: {summary['repeats_done']} of {summary['repeats']} "

@@ -24,14 +24,21 @@ shown = [r for r in runs if (kind == "all" or r.kind == kind)
          and (status == "all" or r.status == status)]
 
 history = tables.runs_history(shown)
-st.dataframe(history, hide_index=True, width="stretch")
+st.dataframe(history, hide_index=True, width="stretch", column_config=tables.HISTORY_COLUMNS)
 st.download_button("Download this history (CSV)", history.to_csv(index=False),
                    file_name="runs.csv", mime="text/csv", key="runs_history_csv")
 
 st.subheader("Compare runs")
 ids = [r.run_id for r in shown]
-picked = st.multiselect("Runs to compare", ids, default=ids[:2], max_selections=4,
-                        key="runs_compare")
+by_id = {r.run_id: r for r in shown}
+picked = st.multiselect("Runs to compare", ids, default=tables.same_kind_default(shown),
+                        max_selections=4, key="runs_compare",
+                        format_func=lambda r: f"{r} · {by_id[r].kind} · {by_id[r].status}",
+                        help="Starts on the two newest finished runs of the same kind and "
+                             "model, so their rows line up.")
+if len({by_id[r].kind for r in picked}) > 1:
+    st.warning("These runs are of different kinds: most of their rows have nothing to compare "
+               "(shown as —).", icon=":material/warning:")
 if len(picked) >= 2:
     summaries = {r: store.get(r).summary or {} for r in picked}
     st.dataframe(tables.compare(summaries), width="stretch")

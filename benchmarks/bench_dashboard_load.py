@@ -1,0 +1,90 @@
+"""Several viewers at once on one dashboard server, in headless Chromium on localhost.
+
+Starts `streamlit run dashboard/app.py` (empty run store), opens the Coverage page in one
+session and waits for its per-layer chart (the server is then warm: the default model and its
+coverage profile are computed), then for each count of sessions: opens that many new sessions
+on the Coverage page at the same moment and prints when each shows its per-layer chart, moves
+the threshold in all of them and prints when the last one shows the new value, and the
+server's memory. Bounded: a fixed list of session counts, each round stops after --timeout s.
+
+    .venv/bin/python benchmarks/bench_dashboard_load.py [--sessions 6 8 12] [--timeout 120]
+
+Figures are measured in this run on this machine (no timed assertion anywhere); the issue's
+targets (8 sessions within 10 s, 12 within 15 s, a threshold move settled within 1 s) are
+printed beside them.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "browser"))
+from harness import (Server, chart_drawn, chart_title_has, chromium, close_sessions,  # noqa: E402
+                     exceptions, move_threshold, open_sessions, wait_all)
+
+TARGETS = {8: 10.0, 12: 15.0}
+SETTLE_TARGET = 1.0
+
+
+def one_round(browser, server: Server, n: int, timeout: float) -> dict:
+    sessions = open_sessions(browser, server.url, "coverage", n)
+    try:
+        shown = wait_all(sessions, chart_drawn("cov_by_layer"), timeout)
+        # let every session finish its first run (sweep, CS_C table) before the slider moves
+        wait_all(sessions, "!document.querySelector('[data-testid=\"stStatusWidget\"]')",
+                 timeout)
+        first = move_threshold(sessions)                      # 0.25 -> 0.3 everywhere
+        settled = wait_all([(c, p, first) for c, p, _ in sessions],
+                           chart_title_has("cov_by_layer", "threshold 0.3"), timeout)
+        errors = sum(exceptions(p) for _, p, _ in sessions)
+    finally:
+        close_sessions(sessions)
+    return {"shown": shown, "settled": settled, "exceptions": errors, "rss": server.rss_mb()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sessions", type=int, nargs="+", default=[6, 8, 12])
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per round at most")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, chromium() as browser:
+        server = Server(Path(tmp) / "runs", Path(tmp) / "streamlit.log")
+        try:
+            print(f"server healthy after {server.wait_healthy():.1f} s "
+                  f"(memory {server.rss_mb():.0f} MB)")
+            t0 = time.perf_counter()
+            warm = open_sessions(browser, server.url, "coverage", 1)
+            first = wait_all(warm, chart_drawn("cov_by_layer"), args.timeout)[0]
+            wait_all(warm, "!document.querySelector('[data-testid=\"stStatusWidget\"]')",
+                     args.timeout)
+            close_sessions(warm)
+            print(f"one session, first Coverage chart on a fresh server: {first:.1f} s "
+                  f"(server warm after {time.perf_counter() - t0:.1f} s, memory "
+                  f"{server.rss_mb():.0f} MB)")
+            for n in args.sessions:
+                r = one_round(browser, server, n, args.timeout)
+                shown, settled = r["shown"], r["settled"]
+                target = TARGETS.get(n)
+                print(f"{n:2d} sessions at once: per-layer chart after "
+                      f"{min(shown):.1f}–{max(shown):.1f} s (median "
+                      f"{statistics.median(shown):.1f})"
+                      + (f" [target ≤ {target:g} s: {'met' if max(shown) <= target else 'NOT met'}]"
+                         if target else ""))
+                print(f"    threshold 0.25 → 0.3 in all {n}: settled after "
+                      f"{min(settled):.2f}–{max(settled):.2f} s [target ≤ {SETTLE_TARGET:g} s: "
+                      f"{'met' if max(settled) <= SETTLE_TARGET else 'NOT met'}]; "
+                      f"exceptions {r['exceptions']}; server memory {r['rss']:.0f} MB")
+            log = server.log()
+            print(f"server log: {log.count('Traceback')} tracebacks, "
+                  f"{log.count('ArrowTypeError')} Arrow errors")
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""Cold start of the dashboard as a new user sees it, in headless Chromium on localhost.
+
+Starts `streamlit run dashboard/app.py` (fresh process, empty run store), opens the Models page
+as soon as the health endpoint answers and prints, in seconds from the start of the process:
+the health endpoint, the Models heading, the first chart (the data sample), then the Coverage
+page's first per-layer chart (clicked in the sidebar, same session), the switch to edge
+granularity, and a later switch back to Models and to Coverage (profile cached).
+
+    .venv/bin/python benchmarks/bench_dashboard_start.py [--repeat 1]
+
+Figures are measured in this run on this machine (no timed assertion anywhere).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "browser"))
+from harness import Server, chromium, exceptions, settle, wait_chart  # noqa: E402
+
+
+def one_start(browser, tmp: Path) -> dict:
+    server = Server(tmp / "runs", tmp / "streamlit.log")
+    t = {}
+    try:
+        t["health"] = server.wait_healthy()
+        ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = ctx.new_page()
+        page.set_default_timeout(180_000)
+        since = server.started
+
+        def mark(name):
+            t[name] = time.perf_counter() - since
+
+        page.goto(server.url)
+        page.get_by_role("heading", name="Models", exact=True).wait_for()
+        mark("models heading")
+        wait_chart(page, "models_sample")
+        mark("first chart (sample)")
+        settle(page, "Models", timeout=180)
+        mark("models settled")          # includes settle's 1.5 s of quiet
+
+        t0 = time.perf_counter()
+        page.get_by_role("link", name="Coverage").click()
+        wait_chart(page, "cov_by_layer")
+        t["coverage first visit"] = time.perf_counter() - t0
+        settle(page, "Coverage", timeout=180)
+
+        t0 = time.perf_counter()
+        page.locator(".st-key-cov_gran").get_by_text("edge", exact=True).click()
+        page.get_by_text("edge granularity").wait_for()
+        wait_chart(page, "cov_by_layer")
+        t["switch to edge"] = time.perf_counter() - t0
+        settle(page, "Coverage", timeout=180)
+
+        t0 = time.perf_counter()
+        page.get_by_role("link", name="Models").click()
+        wait_chart(page, "models_sample")
+        t["back to Models"] = time.perf_counter() - t0
+        settle(page, "Models")
+        t0 = time.perf_counter()
+        page.get_by_role("link", name="Coverage").click()
+        wait_chart(page, "cov_by_layer")
+        t["Coverage again (cached)"] = time.perf_counter() - t0
+        settle(page, "Coverage")
+        t["exceptions"] = exceptions(page)
+        t["server memory MB"] = server.rss_mb()
+        ctx.close()
+    finally:
+        server.stop()
+    return t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=1, help="cold starts to measure (each a new "
+                                                          "server process)")
+    args = ap.parse_args()
+    with chromium() as browser:
+        for i in range(args.repeat):
+            with tempfile.TemporaryDirectory() as tmp:
+                t = one_start(browser, Path(tmp))
+            print(f"cold start {i + 1}:")
+            for k, v in t.items():
+                print(f"  {k:28s} {v:7.1f}" if isinstance(v, float) else f"  {k:28s} {v:>7}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Warm the server-wide caches in the background: once per server process, from its first run.
+
+Streamlit runs no app code until a browser connects, so the frame starts this thread on its
+first run; the pages never wait for it. It calls the same cached functions the pages call
+(``st.cache_resource`` / ``st.cache_data`` in ``state``), in the order a visitor needs them:
+the default model (which imports TensorFlow), the sample's predictions, Table 1, then the
+Coverage page's default profile and views, the Gates page's layers and the edge profile. A page
+that needs a value the thread is computing waits on the same per-key lock instead of computing
+it again. ``RNNCON_DASHBOARD_WARMUP=0`` turns it off (the tests use that for isolation).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+LOG = logging.getLogger("rnncon.dashboard")
+ENABLED = os.environ.get("RNNCON_DASHBOARD_WARMUP", "1").lower() not in ("0", "false", "no")
+
+_lock = threading.Lock()
+_thread: threading.Thread | None = None
+steps: dict[str, float] = {}            # step -> seconds it took (filled as they finish)
+failed: dict[str, str] = {}             # step -> error (the page shows it when it gets there)
+
+
+def start() -> bool:
+    """Start the warm-up once per process; True if this call started it."""
+    global _thread
+    if not ENABLED:
+        return False
+    with _lock:
+        if _thread is not None:
+            return False
+        _thread = threading.Thread(target=_run, name="rnncon-warmup", daemon=True)
+        _thread.start()
+        return True
+
+
+def running() -> bool:
+    return _thread is not None and _thread.is_alive()
+
+
+def _run() -> None:
+    from dashboard import state, views_data
+    sel = state.default_selection()
+    if sel.model is None:
+        return
+    n = state.DEFAULT_INPUTS
+    ds = sel.dataset
+    threshold = state.default_threshold(ds)
+    plan = [
+        ("model", lambda: state.model(sel.model)),
+        ("sample", lambda: state.sample(sel.model, ds, state.SAMPLE_SIZE)),
+        ("table1", state.table1),
+        ("coverage", lambda: state.coverage(sel.model, ds, n, "unit", *state.DEFAULT_NORM)),
+        ("coverage views", lambda: views_data.coverage_at(sel.model, ds, n, "unit",
+                                                          *state.DEFAULT_NORM, "layer",
+                                                          threshold)),
+        ("sweep", lambda: state.sweep(sel.model, ds, n, "unit", *state.DEFAULT_NORM, "layer")),
+        ("layers", lambda: state.traced_layers(sel.model)),
+        ("edge coverage", lambda: state.coverage(sel.model, ds, n, "edge", *state.DEFAULT_NORM)),
+        ("edge views", lambda: views_data.coverage_at(sel.model, ds, n, "edge",
+                                                      *state.DEFAULT_NORM, "layer", threshold)),
+    ]
+    start_all = time.perf_counter()
+    for name, step in plan:
+        t = time.perf_counter()
+        try:
+            step()
+        except Exception as e:  # noqa: BLE001 - a page that needs it will show the error
+            failed[name] = f"{type(e).__name__}: {e}"
+            LOG.info("warm-up: %s failed: %s", name, failed[name])
+            continue
+        steps[name] = time.perf_counter() - t
+    LOG.info("warm-up of %s done in %.1f s: %s", sel.model, time.perf_counter() - start_all,
+             ", ".join(f"{k} {v:.1f} s" for k, v in steps.items()))
