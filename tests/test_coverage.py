@@ -250,3 +250,30 @@ def test_step_scopes_give_zero_where_a_step_is_blank(tiny_lstm):
     xpart = v[seg.offset:seg.offset + seg.size].reshape(seg.shape)
     assert np.all(xpart[2] == 0)
     assert np.allclose(np.delete(xpart, 2, axis=0).max(axis=1), 1.0)
+
+
+@pytest.mark.parametrize("name,params", [("rconc", {}), ("rconc", {"granularity": "edge"}),
+                                         ("nc", {}), ("hsc", {})])
+def test_graphs_compiled_once_per_model_and_configuration(name, params, tiny_lstm, tiny_x):
+    """A new criterion object of the same configuration reuses the compiled graphs (no
+    retracing), in any thread, and gets the same result; another configuration does not."""
+    import threading
+    first = get_criterion(name, tiny_lstm, **params).update(tiny_x)
+    second = get_criterion(name, tiny_lstm, threshold=0.6, **params) if name != "hsc" \
+        else get_criterion(name, tiny_lstm, **params)
+    fns = [k for k, v in vars(first).items() if callable(v) and k.startswith("_")]
+    assert fns and all(getattr(second, k) is getattr(first, k) for k in fns)
+    results = {}
+
+    def work(i):
+        results[i] = get_criterion(name, tiny_lstm, **params).update(tiny_x)._max_values()
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for v in results.values():
+        np.testing.assert_allclose(v, first._max_values(), atol=1e-6)
+    if name == "rconc":
+        other = get_criterion(name, tiny_lstm, normalize="layer", **params)
+        assert all(getattr(other, k) is not getattr(first, k) for k in fns)

@@ -1,6 +1,9 @@
 """The base of every criterion: item layout, running maxima, life cycle, TF helpers."""
 from __future__ import annotations
 
+import copy
+import json
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,6 +71,37 @@ class MaxState:
         return np.cumsum(hits)
 
 
+# ---------------------------------------------------------------- per-model cache
+
+_CACHE_LOCK = threading.RLock()
+
+
+def model_cache(model) -> dict:
+    """A dict kept on the Keras model itself (so it lives and dies with the model): the
+    model's Tracer and every compiled graph of its criteria, shared by every criterion object,
+    generator and thread that uses the same model."""
+    model = model.model if isinstance(model, Tracer) else model
+    cache = model.__dict__.get("_rnncon_cache")
+    if cache is None:
+        with _CACHE_LOCK:
+            cache = model.__dict__.get("_rnncon_cache")
+            if cache is None:
+                cache = {}
+                object.__setattr__(model, "_rnncon_cache", cache)   # not a tracked Keras attr
+    return cache
+
+
+def tracer_for(model) -> Tracer:
+    """The model's Tracer, validated once per model (a Tracer is returned as it is)."""
+    if isinstance(model, Tracer):
+        return model
+    cache = model_cache(model)
+    with _CACHE_LOCK:
+        if "tracer" not in cache:
+            cache["tracer"] = Tracer(model)
+        return cache["tracer"]
+
+
 # ---------------------------------------------------------------- base class
 
 class Criterion:
@@ -86,19 +120,44 @@ class Criterion:
         for key, (default, check) in self._params.items():
             setattr(self, key, check.check(key, params.get(key, default)))
         self.model = model
-        self.tracer = model if isinstance(model, Tracer) else Tracer(model)
+        self.tracer = tracer_for(model)
         self.segments: list[Segment] = self._layout()
         self.total = int(sum(s.size for s in self.segments))
         self._offsets = np.array([s.offset for s in self.segments])
-        self._build()
+        self._attach_graphs()
         self.reset()
+
+    def _graph_key(self) -> tuple:
+        """What the compiled graphs depend on: the class and every parameter but the
+        threshold and the curve grid (which only the NumPy state reads)."""
+        config = {k: v for k, v in self.get_config().items()
+                  if k not in ("threshold", "curve_thresholds")}
+        return ("graphs", type(self).__qualname__, json.dumps(config, sort_keys=True,
+                                                              default=str))
+
+    def _attach_graphs(self) -> None:
+        """Compile once per (model, configuration): the first criterion of a configuration
+        builds the graphs on a stateless twin of itself (they close over it, not over a state
+        that grows), and every later one, in any thread, reuses them."""
+        cache = model_cache(self.tracer)
+        key = self._graph_key()
+        with _CACHE_LOCK:
+            built = cache.get(key)
+            if built is None:
+                twin = copy.copy(self)
+                before = set(vars(twin))
+                twin._build()
+                built = {k: v for k, v in vars(twin).items() if k not in before}
+                cache[key] = built
+        self.__dict__.update(built)
 
     # -- what subclasses provide
     def _layout(self) -> list[Segment]:
         raise NotImplementedError
 
     def _build(self) -> None:
-        """Compile the TF functions once."""
+        """Make the TF functions (traced on first use; see _attach_graphs)."""
+        self._reduce_fn = self._compile(with_max(self._scores_graph))
 
     def _curve_grid(self) -> tuple:
         return (self._cover_at(None),)
@@ -125,8 +184,6 @@ class Criterion:
         return max(1, min(1024, _CHUNK_ELEMENTS // max(1, self._elements_per_input())))
 
     def _update_chunk(self, x, embedded) -> None:
-        if getattr(self, "_reduce_fn", None) is None:
-            self._reduce_fn = self._compile(with_max(self._scores_graph))
         scores, bm = self._reduce_fn(x, embedded)
         self._state.add_batch(scores, bm.numpy())
 

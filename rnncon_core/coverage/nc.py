@@ -48,6 +48,7 @@ class NeuronCoverage(Criterion):
 
     def _build(self) -> None:
         import tensorflow as tf
+        super()._build()
         self._scores = self._compile(self._scores_graph)
         self._values_fn = self._compile(lambda tr, idx: tf.gather(self._scores_graph(tr), idx, axis=1),
                                         [tf.TensorSpec((None,), tf.int32)])

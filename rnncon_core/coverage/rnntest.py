@@ -49,6 +49,7 @@ class HiddenStateCoverage(Criterion):
 
     def _build(self) -> None:
         import tensorflow as tf
+        super()._build()
         self._scores = self._compile(self._scores_graph)
         self._values_fn = self._compile(self._hidden_graph, [tf.TensorSpec((None,), tf.int32)])
 
@@ -105,6 +106,7 @@ class CellStateCoverage(Criterion):
         return tf.concat(parts, axis=1)
 
     def _build(self) -> None:
+        super()._build()
         self._scores = self._compile(self._scores_graph)
 
     def profile(self, x, embedded: bool = False) -> np.ndarray:

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..trace import Tracer
+from .base import tracer_for
 from .params import Interval
 from .rconc import ContributionCoverage
 
@@ -29,7 +29,7 @@ def default_threshold(data=None) -> float:
     kind = getattr(data, "kind", None)
     if kind in DEFAULT_THRESHOLDS:
         return DEFAULT_THRESHOLDS[kind]
-    tracer = data if isinstance(data, Tracer) else Tracer(data)
+    tracer = tracer_for(data)
     return DEFAULT_THRESHOLDS["text" if tracer.embedding is not None else "image"]
 
 
@@ -47,7 +47,7 @@ def select_threshold(model, x, y, candidates=(0.1, 0.25, 0.5, 0.75), embedded: b
     labels = np.unique(y)
     if len(labels) < 2:
         raise InputError("threshold selection compares labels: y holds only one label")
-    tracer = model if isinstance(model, Tracer) else Tracer(model)
+    tracer = tracer_for(model)
     table = pd.DataFrame({"threshold": cands})
     for label in labels:
         cov = ContributionCoverage(tracer, threshold=cands[0], **params)
