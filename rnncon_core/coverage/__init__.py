@@ -15,18 +15,32 @@ from __future__ import annotations
 
 from ..errors import InputError
 from .base import REPORT_THRESHOLDS, Criterion, Segment
+from .deepgauge import (ContributionBoundary, ContributionKMultisection,
+                        ContributionStrongActivation, KMultisection, NeuronBoundary,
+                        StrongActivation, TopKNeuron, TopKPatterns)
+from .deepstellar import (StateBoundaryCoverage, StateCoverage, TransitionCoverage,
+                          WeightedStateCoverage, WeightedTransitionCoverage)
 from .nc import NeuronCoverage
 from .rconc import ContributionCoverage
 from .rnntest import CELL_BOUNDARIES, CellStateCoverage, HiddenStateCoverage
+from .profile import build_profile, fingerprint, load_profile
+from .testrnn import BoundaryCoverage, StepwiseCoverage, TemporalCoverage
 from .threshold import default_threshold, select_threshold
 
 CRITERIA: dict[str, type[Criterion]] = {c.name: c for c in
                                         (ContributionCoverage, NeuronCoverage,
-                                         HiddenStateCoverage, CellStateCoverage)}
+                                         HiddenStateCoverage, CellStateCoverage,
+                                         BoundaryCoverage, StepwiseCoverage, TemporalCoverage,
+                                         StateCoverage, StateBoundaryCoverage,
+                                         WeightedStateCoverage, TransitionCoverage,
+                                         WeightedTransitionCoverage, KMultisection,
+                                         NeuronBoundary, StrongActivation, TopKNeuron,
+                                         TopKPatterns, ContributionKMultisection,
+                                         ContributionBoundary, ContributionStrongActivation)}
 
 
 def get_criterion(name: str, model, **params) -> Criterion:
-    """A criterion by short name: rconc, nc, hsc, csc."""
+    """A criterion by short name (the keys of CRITERIA)."""
     if name not in CRITERIA:
         raise InputError(f"unknown criterion {name!r}; choose one of {', '.join(CRITERIA)}")
     return CRITERIA[name](model, **params)
@@ -34,4 +48,9 @@ def get_criterion(name: str, model, **params) -> Criterion:
 
 __all__ = ["CRITERIA", "CELL_BOUNDARIES", "REPORT_THRESHOLDS", "CellStateCoverage",
            "ContributionCoverage", "Criterion", "HiddenStateCoverage", "NeuronCoverage",
-           "Segment", "default_threshold", "get_criterion", "select_threshold"]
+           "Segment", "default_threshold", "get_criterion", "select_threshold",
+           "BoundaryCoverage", "StepwiseCoverage", "TemporalCoverage", "StateCoverage",
+           "StateBoundaryCoverage", "WeightedStateCoverage", "TransitionCoverage",
+           "WeightedTransitionCoverage", "KMultisection", "NeuronBoundary", "StrongActivation",
+           "TopKNeuron", "TopKPatterns", "ContributionKMultisection", "ContributionBoundary",
+           "ContributionStrongActivation", "build_profile", "fingerprint", "load_profile"]

@@ -1,0 +1,229 @@
+"""DeepStellar's criteria (Du et al., ESEC/FSE 2019) over an abstract model of hidden states.
+
+The abstract model of one recurrent layer (default: the last one) is built from the training
+profile: the hidden states h_t of every training input and step are projected on their first
+``components`` principal axes (PCA over all (input, step) states); each component's training
+range [lo_c, hi_c] is cut into ``cells`` equal cells, cell floor((p − lo_c)/(hi_c − lo_c)·cells),
+the training maximum in the last cell (DeepStellar's code gives it a cell of its own); a value
+outside the range lands in a cell < 0 or >= cells. An abstract state is the vector of cells.
+
+- Major states: the states some training input visits (at some step); a transition: a pair
+  (state at t, state at t+1) some training input makes. Weights: each state's (transition's)
+  share of all training visits (DeepStellar's frequencies).
+- state: share of major states some test input visits.
+- state-boundary (k-step boundary coverage): the states that are not major and lie within
+  Manhattan distance ``boundary_steps`` (in cells) of a major state; the share visited.
+- state-weighted: the summed weight of the major states visited.
+- transition: share of the training transitions some test input makes.
+- transition-weighted: the summed weight of those transitions.
+
+DeepStellar's code also counts a fake initial state (never coverable) among the states, and
+transitions from it that test inputs never make; we count neither.
+"""
+from __future__ import annotations
+
+from itertools import product
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from .base import Segment
+from .deepgauge import PositiveInt
+from .profile import MAX_COMPONENTS, ProfiledCriterion, ProfilePath
+
+
+class _LayerName:
+    def check(self, name, v):
+        if v is not None and not isinstance(v, str):
+            raise InputError(f"{name} must be a recurrent layer's name (or None), got {v!r}")
+        return v
+
+
+class NonNegativeInt(PositiveInt):
+    def check(self, name, v):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise InputError(f"{name} must be a non-negative integer, got {v!r}")
+        return int(v)
+
+
+class _AbstractModel(ProfiledCriterion):
+    uses_threshold = False
+    weighted = False
+    margin = 0                  # cells kept outside the training range (boundary states)
+    _params = {"layer": (None, _LayerName()), "components": (3, PositiveInt(MAX_COMPONENTS)),
+               "cells": (10, PositiveInt(1000)), "profile_path": (None, ProfilePath())}
+
+    def _layout(self) -> list[Segment]:
+        rec = self._recurrent_specs("a recurrent layer")
+        names = [s.name for s in rec]
+        if self.layer is not None and self.layer not in names:
+            raise InputError(f"no recurrent layer {self.layer!r}; choose one of "
+                             f"{', '.join(names)}")
+        self._spec = next(s for s in rec if s.name == (self.layer or names[-1]))
+        prof = self._load_profile()
+        name = self._spec.name
+        proj = prof[f"proj@{name}"]
+        if self.components > proj.shape[2]:
+            raise InputError(f"components must be at most {proj.shape[2]} for layer {name}")
+        k = self.components
+        self._mean = prof[f"pca_mean@{name}"]
+        self._axes = prof[f"pca_axes@{name}"][:k]
+        p = proj[:, :, :k]
+        self._lo, self._hi = p.min(axis=(0, 1)), p.max(axis=(0, 1))
+        r = self._hi - self._lo
+        self._inv = np.where(r > 0, 1.0 / np.where(r > 0, r, 1.0), 0.0).astype(np.float32)
+        self._base = self.cells + 2 * self.margin + 2
+        if float(self._base) ** (2 * k) >= 2.0 ** 62:
+            raise InputError(f"{k} components of {self.cells} cells are too many to encode; "
+                             f"use fewer")
+        train = self._keys_np(self._cells_np(p))                      # (N, T) int64
+        self._states, freq = np.unique(train, return_counts=True)
+        self._state_w = freq / freq.sum()
+        pairs = train[:, :-1] * self._base ** k + train[:, 1:]
+        self._trans, tfreq = np.unique(pairs, return_counts=True)
+        self._trans_w = tfreq / max(1, tfreq.sum())
+        self._items, self._weights = self._item_keys()
+        shape = (len(self._items),)
+        return [Segment(name, self._spec.kind, self.part, (), name, 0, shape)]
+
+    # -- the abstraction (NumPy for the training profile, TF below for inputs)
+    def _cells_np(self, p):
+        c = np.floor((p - self._lo) * self._inv * self.cells)
+        c = np.where(p <= self._hi, np.minimum(c, self.cells - 1), c)
+        return np.clip(c, -self.margin - 1, self.cells + self.margin).astype(np.int64)
+
+    def _keys_np(self, c):
+        place = self._base ** np.arange(self.components, dtype=np.int64)
+        return ((c + self.margin + 1) * place).sum(axis=-1)
+
+    def _decode(self, key):
+        out = []
+        for _ in range(self.components):
+            key, r = divmod(int(key), self._base)
+            out.append(r - self.margin - 1)
+        return out
+
+    def _keys_graph(self, tr):
+        """(N, T) int64 keys of every input's abstract states."""
+        import tensorflow as tf
+        h = tr.layers[self._spec.name].h
+        p = tf.einsum("ntu,ku->ntk", h - self._mean, tf.constant(self._axes))
+        lo, inv = tf.constant(self._lo), tf.constant(self._inv)
+        c = tf.floor((p - lo) * inv * self.cells)
+        c = tf.where(p <= tf.constant(self._hi), tf.minimum(c, self.cells - 1.0), c)
+        c = tf.cast(tf.clip_by_value(c, -self.margin - 1.0, self.cells + self.margin), tf.int64)
+        place = tf.constant(self._base ** np.arange(self.components, dtype=np.int64))
+        return tf.reduce_sum((c + self.margin + 1) * place, axis=-1)
+
+    def _visited(self, keys, items):
+        """(N, len(items)) 1.0 where an input's keys (N, M) include the item key."""
+        import tensorflow as tf
+        table = tf.constant(items)
+        n_items = len(items)
+        pos = tf.reshape(tf.searchsorted(table[None], tf.reshape(keys, (1, -1)), side="left"),
+                         tf.shape(keys))
+        safe = tf.minimum(pos, n_items - 1)
+        hit = tf.equal(tf.gather(table, safe), keys)
+        rows = tf.broadcast_to(tf.range(tf.shape(keys)[0], dtype=pos.dtype)[:, None],
+                               tf.shape(pos))
+        idx = tf.stack([tf.boolean_mask(rows, hit), tf.boolean_mask(pos, hit)], axis=1)
+        out = tf.zeros((tf.shape(keys)[0], n_items), tf.float32)
+        return tf.tensor_scatter_nd_max(out, idx, tf.ones(tf.shape(idx)[:1], tf.float32))
+
+    def _scores_graph(self, tr):
+        keys = self._keys_graph(tr)
+        if self.part == "transition":
+            keys = keys[:, :-1] * self._base ** self.components + keys[:, 1:]
+        if len(self._items) == 0:
+            import tensorflow as tf
+            return tf.zeros((tf.shape(keys)[0], 0), tf.float32)
+        return self._visited(keys, self._items)
+
+    # -- weighted rates
+    def rate(self, threshold=None) -> float:
+        if not self.weighted:
+            return super().rate(threshold)
+        return float(self._weights[self._covered_mask(threshold)].sum())
+
+    def curve(self, threshold=None) -> np.ndarray:
+        if not self.weighted:
+            return super().curve(threshold)
+        self._cover_at(threshold)
+        first = self._state.first[self._state.grid[0]]
+        hit = first >= 0
+        return np.cumsum(np.bincount(first[hit], weights=self._weights[hit],
+                                     minlength=self.n_inputs))
+
+    def by_layer(self, threshold=None, by: str = "layer") -> pd.DataFrame:
+        df = super().by_layer(threshold, by)
+        if self.weighted:
+            df["rate"] = self.rate(threshold)
+        return df
+
+    def describe(self, index: int) -> dict:
+        seg, (i,) = self._segment_of(index)
+        key = int(self._items[i])
+        d = {"layer": seg.layer, "kind": seg.kind, "step": None, "gate": None,
+             "part": self.part, "unit": None, "source": None,
+             "weight": float(self._weights[i]) if self._weights is not None else None}
+        if self.part == "transition":
+            src, dst = divmod(key, self._base ** self.components)
+            d.update({"from": self._decode(src), "to": self._decode(dst)})
+        else:
+            d["cells"] = self._decode(key)
+        return d
+
+    def _elements_per_input(self) -> int:
+        return max(1, self.total) * 4
+
+
+class StateCoverage(_AbstractModel):
+    """DeepStellar's basic state coverage."""
+    name = "state"
+    part = "state"
+
+    def _item_keys(self):
+        return self._states, self._state_w
+
+
+class WeightedStateCoverage(StateCoverage):
+    """DeepStellar's weighted state coverage (training visit frequencies as weights)."""
+    name = "state-weighted"
+    weighted = True
+
+
+class StateBoundaryCoverage(_AbstractModel):
+    """DeepStellar's k-step state boundary coverage."""
+    name = "state-boundary"
+    part = "boundary"
+    _params = {**_AbstractModel._params, "boundary_steps": (1, PositiveInt(10))}
+
+    @property
+    def margin(self):
+        return self.boundary_steps
+
+    def _item_keys(self):
+        k, b = self.components, self.boundary_steps
+        moves = np.array([m for m in product(range(-b, b + 1), repeat=k)
+                          if 0 < sum(map(abs, m)) <= b], np.int64)
+        place = self._base ** np.arange(k, dtype=np.int64)
+        major = np.array([self._decode(s) for s in self._states], np.int64)     # (S, k)
+        near = (major[:, None, :] + moves[None]).reshape(-1, k)
+        keys = ((near + b + 1) * place).sum(axis=1)
+        return np.setdiff1d(np.unique(keys), self._states), None
+
+
+class TransitionCoverage(_AbstractModel):
+    """DeepStellar's basic transition coverage."""
+    name = "transition"
+    part = "transition"
+
+    def _item_keys(self):
+        return self._trans, self._trans_w
+
+
+class WeightedTransitionCoverage(TransitionCoverage):
+    """DeepStellar's weighted transition coverage."""
+    name = "transition-weighted"
+    weighted = True
