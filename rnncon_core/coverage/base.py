@@ -56,6 +56,24 @@ class MaxState:
         np.maximum(self.max, batch_max, out=self.max)
         self.n += int(n_batch)
 
+    def merge(self, other: "MaxState") -> None:
+        """The union with other's inputs, taken as coming after this state's."""
+        for t, first in self.first.items():
+            theirs = other.first[t]
+            take = (first < 0) & (theirs >= 0)
+            first[take] = theirs[take] + self.n
+        np.maximum(self.max, other.max, out=self.max)
+        self.n += other.n
+
+    def arrays(self) -> dict:
+        return {"max": self.max, "n": np.int64(self.n),
+                **{f"first_{t!r}": f for t, f in self.first.items()}}
+
+    def load(self, arrays: dict) -> None:
+        self.max = np.asarray(arrays["max"], np.float32).copy()
+        self.n = int(arrays["n"])
+        self.first = {t: np.asarray(arrays[f"first_{t!r}"], np.int64).copy() for t in self.grid}
+
     def add_batch(self, scores, batch_max: np.ndarray) -> None:
         """add() from the batch's scores (B, total), a tf.Tensor."""
         import tensorflow as tf
@@ -163,9 +181,13 @@ class Criterion:
         return (self._cover_at(None),)
 
     # -- life cycle
+    # inputs kept for stored_input() (the dashboard's per-input views): the first ones only
+    KEEP_INPUTS = 2048
+
     def reset(self) -> None:
         self._state = MaxState(self.total, self._curve_grid())
         self._inputs: list = []
+        self._kept = 0
 
     def update(self, x, embedded: bool = False):
         """Add a batch of inputs to the covered set (union with every earlier input)."""
@@ -174,8 +196,83 @@ class Criterion:
         chunk = self._chunk_size()
         for start in range(0, n, chunk):
             self._update_chunk(x[start:start + chunk], embedded)
-        self._inputs.append((x.numpy(), embedded))
+        self._keep(x.numpy()[:max(0, self.KEEP_INPUTS - self._kept)], embedded)
         return self
+
+    def _keep(self, arr, embedded) -> None:
+        if len(arr):
+            self._inputs.append((arr, embedded))
+            self._kept += len(arr)
+
+    # -- the state as a value: merge, save, load
+    def merge(self, other: "Criterion") -> "Criterion":
+        """Take the union with what ``other`` saw, as if its inputs came after this one's (first-
+        input indices and the growth curve are offset). Same model and configuration only."""
+        if type(other) is not type(self) or other.get_config() != self.get_config():
+            raise InputError(f"can only merge a {self.name} state of the same configuration: "
+                             f"{self.get_config()} vs {getattr(other, 'get_config', dict)()}")
+        if other.tracer is not self.tracer:
+            from .profile import fingerprint
+            if fingerprint(other.tracer) != fingerprint(self.tracer):
+                raise InputError("these coverage states belong to different models (weights "
+                                 "differ); a state is never merged into another model's")
+        if self._kept < self.KEEP_INPUTS and self._kept == self.n_inputs:
+            for arr, emb in other._inputs:
+                self._keep(arr[:max(0, self.KEEP_INPUTS - self._kept)], emb)
+        self._merge_state(other)
+        return self
+
+    def _merge_state(self, other) -> None:
+        self._state.merge(other._state)
+
+    def _state_arrays(self) -> dict:
+        return self._state.arrays()
+
+    def _load_state(self, arrays: dict) -> None:
+        self._state.load(arrays)
+
+    def save(self, path) -> "Path":
+        """One .npz: the state's arrays, the configuration and the model's fingerprint."""
+        from pathlib import Path
+        from .profile import fingerprint
+        path = Path(path)
+        if path.suffix != ".npz":
+            path = path.with_suffix(".npz")
+        meta = {"criterion": self.name, "config": self.get_config(),
+                "fingerprint": fingerprint(self.tracer), "n_inputs": self.n_inputs,
+                "format": 1}
+        arrays = {f"state/{k}": v for k, v in self._state_arrays().items()}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez_compressed(tmp, meta=np.array(json.dumps(meta)), **arrays)
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, model, path) -> "Criterion":
+        """A criterion with the state saved by ``save`` (on the same model: its weights'
+        fingerprint must match). ``Criterion.load`` picks the class from the file."""
+        from pathlib import Path
+        from .profile import fingerprint
+        path = Path(path)
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                meta = json.loads(str(f["meta"]))
+                arrays = {k[len("state/"):]: f[k] for k in f.files if k.startswith("state/")}
+        except FileNotFoundError:
+            raise InputError(f"no coverage state file {path}") from None
+        except (OSError, ValueError, KeyError) as e:
+            raise InputError(f"{path} is not a coverage state saved by rnncon ({e})") from None
+        from . import CRITERIA
+        klass = CRITERIA.get(meta.get("criterion")) if cls is Criterion else cls
+        if klass is None or klass.name != meta.get("criterion"):
+            raise InputError(f"{path} holds a {meta.get('criterion')!r} state, not {cls.name!r}")
+        crit = klass.from_config(model, {k: v for k, v in meta["config"].items()})
+        if fingerprint(crit.tracer) != meta["fingerprint"]:
+            raise InputError(f"{path} was saved on another model (fingerprint "
+                             f"{meta['fingerprint']}); load it with the model it was made on")
+        crit._load_state(arrays)
+        return crit
 
     def _elements_per_input(self) -> int:
         return self.total

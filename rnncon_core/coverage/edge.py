@@ -34,6 +34,10 @@ class EdgeState:
                        for t in grid}
         self.curve = {t: [] for t in grid}
         self.counted = {t: 0 for t in grid}
+        # per threshold and block, every change of a source's running bounds: (input index,
+        # source, new L, new R); what merge() replays to make another state's curve exact
+        self.events = {t: [[] for _ in self.n_src] for t in grid}
+        self.n = 0
         self.sorted_rows = [_SortedRows(w) for w in self.weights]
         # per block, the scope of each source (t*K + k): one slice when the block has one scope
         self.src_scope = []
@@ -68,6 +72,7 @@ class EdgeState:
                 self.fronts[bi][1].add(-sl, b)
         for t in self.grid:
             self._add_curve(t, a, m, r)
+        self.n += a.shape[0]
 
     def max_values(self) -> np.ndarray:
         if self._cache is None:
@@ -131,10 +136,90 @@ class EdgeState:
                 new = sr.count(rows, Lrun[nn + 1, cc], Rrun[nn + 1, cc])
                 old = sr.count(rows, Lrun[nn, cc], Rrun[nn, cc])
                 np.add.at(delta, nn, new - old)
+                self.events[t][bi].append(np.stack([
+                    (self.n + nn).astype(np.float64), cand[cc].astype(np.float64),
+                    Lrun[nn + 1, cc], Rrun[nn + 1, cc]]))
             L0[cand], R0[cand] = Lrun[-1], Rrun[-1]
         counts = self.counted[t] + np.cumsum(delta)
         self.counted[t] = int(counts[-1]) if n_in else self.counted[t]
         self.curve[t].append(counts)
+
+    def _events(self, t, bi) -> np.ndarray:
+        """(4, E): input index, source, L, R of every bound change, in input order."""
+        ev = self.events[t][bi]
+        if len(ev) != 1:
+            self.events[t][bi] = [np.concatenate(ev, axis=1) if ev else np.zeros((4, 0))]
+        return self.events[t][bi][0]
+
+    def merge(self, other: "EdgeState") -> None:
+        """The union with other's inputs, taken as coming after this state's: the fronts merge
+        (exact maxima), and other's bound changes are replayed on top of this state's final
+        bounds, which gives the exact growth curve of the concatenated inputs."""
+        self._cache = None
+        for mine, theirs in zip(self.fronts, other.fronts):
+            for side in (0, 1):
+                mine[side].merge(theirs[side])
+        for t in self.grid:
+            delta = np.zeros(other.n, np.int64)
+            for bi in range(len(self.blocks)):
+                ev = other._events(t, bi)
+                if not ev.shape[1]:
+                    continue
+                L0, R0 = self.bounds[t][bi]
+                order = np.lexsort((ev[0], ev[1]))                 # by source, then input
+                n, src, L, R = ev[0, order].astype(np.int64), ev[1, order].astype(np.int64), \
+                    ev[2, order], ev[3, order]
+                first = np.ones(len(src), bool)
+                first[1:] = src[1:] != src[:-1]
+                prevL = np.where(first, np.inf, np.roll(L, 1))
+                prevR = np.where(first, -np.inf, np.roll(R, 1))
+                oldL, oldR = np.minimum(L0[src], prevL), np.maximum(R0[src], prevR)
+                newL, newR = np.minimum(L0[src], L), np.maximum(R0[src], R)
+                moved = (newL != oldL) | (newR != oldR)
+                rows = src[moved] % self.blocks[bi].k
+                sr = self.sorted_rows[bi]
+                np.add.at(delta, n[moved], sr.count(rows, newL[moved], newR[moved])
+                          - sr.count(rows, oldL[moved], oldR[moved]))
+                keep = np.argsort(n[moved], kind="stable")
+                self.events[t][bi].append(np.stack([
+                    (self.n + n[moved][keep]).astype(np.float64), src[moved][keep].astype(
+                        np.float64), newL[moved][keep], newR[moved][keep]]))
+                np.minimum.at(L0, src, L)
+                np.maximum.at(R0, src, R)
+            counts = self.counted[t] + np.cumsum(delta)
+            if other.n:
+                self.counted[t] = int(counts[-1])
+                self.curve[t].append(counts)
+        self.n += other.n
+
+    def arrays(self) -> dict:
+        out = {"n": np.int64(self.n)}
+        for bi in range(len(self.blocks)):
+            for side in (0, 1):
+                out[f"front_{bi}_{side}_s"] = self.fronts[bi][side].s
+                out[f"front_{bi}_{side}_b"] = self.fronts[bi][side].b
+        for t in self.grid:
+            out[f"curve_{t!r}"] = self.curve_counts(t)
+            for bi in range(len(self.blocks)):
+                out[f"bounds_{t!r}_{bi}_L"], out[f"bounds_{t!r}_{bi}_R"] = self.bounds[t][bi]
+                out[f"events_{t!r}_{bi}"] = self._events(t, bi)
+        return out
+
+    def load(self, arrays: dict) -> None:
+        self._cache = None
+        self.n = int(arrays["n"])
+        for bi in range(len(self.blocks)):
+            for side in (0, 1):
+                self.fronts[bi][side].s = np.asarray(arrays[f"front_{bi}_{side}_s"], np.float32)
+                self.fronts[bi][side].b = np.asarray(arrays[f"front_{bi}_{side}_b"], np.float32)
+        for t in self.grid:
+            counts = np.asarray(arrays[f"curve_{t!r}"], np.int64)
+            self.curve[t] = [counts] if len(counts) else []
+            self.counted[t] = int(counts[-1]) if len(counts) else 0
+            for bi in range(len(self.blocks)):
+                self.bounds[t][bi] = [np.asarray(arrays[f"bounds_{t!r}_{bi}_L"]).copy(),
+                                      np.asarray(arrays[f"bounds_{t!r}_{bi}_R"]).copy()]
+                self.events[t][bi] = [np.asarray(arrays[f"events_{t!r}_{bi}"])]
 
     def curve_counts(self, t) -> np.ndarray:
         if t not in self.curve:
@@ -173,6 +258,11 @@ class _Front:
         keep = np.isfinite(bb)
         keep[:, 1:] &= cm[:, 1:] > cm[:, :-1]
         self.s, self.b = _compact(keep, s, bb, fills=[0.0, -np.inf])
+
+    def merge(self, other: "_Front") -> None:
+        """Add the lines of other's fronts (each of its R columns as one input)."""
+        if other.s.shape[1]:
+            self.add(other.s.T.copy(), other.b.T.copy())
 
     def envelope(self, w: np.ndarray, steps: int, sign: float) -> np.ndarray:
         """max over the front's lines at the weights, (steps, K, J); source s = t*K + k."""

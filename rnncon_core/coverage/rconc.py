@@ -238,6 +238,21 @@ class ContributionCoverage(Criterion):
         if self.granularity == "edge":
             self._edge = EdgeState(self, self._curve_grid())
 
+    def _merge_state(self, other) -> None:
+        if self.granularity == "unit":
+            return super()._merge_state(other)
+        self._edge.merge(other._edge)
+        self._state.n += other._state.n
+
+    def _state_arrays(self) -> dict:
+        return super()._state_arrays() if self.granularity == "unit" else self._edge.arrays()
+
+    def _load_state(self, arrays: dict) -> None:
+        if self.granularity == "unit":
+            return super()._load_state(arrays)
+        self._edge.load(arrays)
+        self._state.n = self._edge.n
+
     def _elements_per_input(self) -> int:
         return self.total if self.granularity == "unit" else 4 * self._n_sources
 
