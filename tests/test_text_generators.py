@@ -82,13 +82,28 @@ def test_generation_respects_budget_and_oracle(setup, runs, method):
         assert wc == res.extras["words_changed"][n]
         assert wc <= max(1, int(0.25 * len(a))) == res.extras["budget"][n]
         assert res.extras["n_words"][n] == len(a)
-        if method == "synonym-gradient":     # only substitutions, each by a WordNet synonym
+        if method == "synonym-gradient":     # only substitutions, each a reader's substitute
             assert len(a) == len(b)
-            for u, v in zip(a, b):
-                assert u == v or (v in lex.synonyms(u) and not lex.is_stop(u))
+            for u, v, t in zip(a, b, lex.tags(a)):
+                assert u == v or v in lex.substitutes.words(u, t)
     summary = res.summary("tiny")
     assert summary["n_seeds"] == len(x) and "avg_words_changed_all" in summary
     assert summary["n_adversarial"] == int(res.adversarial.sum())
+    # every edit checked: the valid adversarial rate and the share passing each check
+    from rnncon_core.text.lexical import CHECKS, check_edits
+    for n in range(len(x)):
+        chk = check_edits(lex.words_of(x[n])[0], lex.words_of(res.x_gen[n])[0])
+        assert res.extras["valid"][n] == chk["valid"]
+        for c in CHECKS:
+            assert [res.extras[f"pass_{c}"][n], res.extras[f"checked_{c}"][n]] == chk["passed"][c]
+    assert summary["valid_adv_rate"] == pytest.approx(np.mean(res.adversarial
+                                                              & res.extras["valid"]))
+    assert summary["valid_adv_rate"] <= summary["adv_rate"]
+    assert set(summary["checks"]) == set(CHECKS)
+    for c in ("antonym", "polarity", "number"):      # the reader constraints hold by design
+        assert summary["checks"][c] in (None, 1.0), (c, summary["checks"])
+    p = model.predict(x, verbose=0)[:, 0]
+    np.testing.assert_allclose(res.extras["conf_seed"], np.maximum(p, 1 - p), rtol=1e-4)
 
 
 @pytest.mark.parametrize("method", ["eda", "synonym-gradient"])
@@ -106,16 +121,20 @@ def test_eda_counts_activated_targets(setup, runs):
     _, _, x, _ = setup
     gen, res = runs["eda"]
     # n_activated agrees with the coverage values of the generated inputs
-    vals = np.stack([np.asarray(gen.coverage.values(res.x_gen[n:n + 1], res.targets[n]))[0]
+    vals = np.stack([np.asarray(gen.coverage.item_values(res.x_gen[n:n + 1], res.targets[n]))[0]
                      for n in range(len(x))])
     np.testing.assert_array_equal(res.n_activated, (vals > 0.5).sum(axis=1))
     # the targets were uncovered by the seed set
     assert np.isin(res.targets, gen.coverage.uncovered()).all()
 
 
-def test_first_order_gains_match_a_loop(setup):
+@pytest.mark.parametrize("constraints", ["none", "reader"])
+def test_first_order_gains_match_a_loop(setup, constraints):
     model, lex, x, y = setup
-    gen = _gen("synonym-gradient", setup)
+    gen = _gen("synonym-gradient", setup, constraints=constraints)
+    words = lex.words_of(x[0])[0]
+    first = T - len(words)
+    tags = dict(zip(range(first, T), lex.tags(words)))
     grad = gen._gradient(x[:1], y[:1], np.zeros((1, 0), np.int64))[0]
     frozen = np.zeros(T, bool)
     frozen[-3] = True
@@ -126,7 +145,8 @@ def test_first_order_gains_match_a_loop(setup):
         w = lex.vocab.words[i - 3] if i >= 3 else None
         if w is None or frozen[t] or lex.is_stop(w):
             continue
-        for s in lex.synonyms(w):
+        syns = lex.synonyms(w) if constraints == "none" else lex.substitutes.words(w, tags[t])
+        for s in syns:
             j = lex.vocab.word_id(s)
             expect.append((t, j, float(grad[t] @ (E[j] - E[i]))))
     assert sorted(zip(pos.tolist(), syn.tolist())) == sorted((t, j) for t, j, _ in expect)
@@ -149,9 +169,9 @@ def test_first_order_gains_match_a_loop(setup):
 
 def test_one_substitution_with_full_rescoring_is_the_best_single_swap(setup):
     """Budget 1 and every positive-gain pair tried for real: the result is the best single
-    synonym substitution among those pairs (brute force over the model)."""
+    synonym substitution among those pairs (brute force over the model; no reader filter)."""
     model, lex, x, y = setup
-    gen = _gen("synonym-gradient", setup, max_changes=1, rescore=10_000)
+    gen = _gen("synonym-gradient", setup, max_changes=1, rescore=10_000, constraints="none")
     res = gen.generate(x[:4], y[:4])
     for n in range(4):
         grad = gen._gradient(x[n:n + 1], y[n:n + 1], np.zeros((1, 0), np.int64))[0]
@@ -193,14 +213,27 @@ def test_bad_reviews_and_parameters(setup):
         _gen("eda", setup, max_changes=0)
     with pytest.raises(InputError, match="objective"):
         _gen("synonym-gradient", setup, objective="nope")
-    with pytest.raises(InputError, match="int word ids"):
+    with pytest.raises(InputError, match="word ids"):
         _gen("eda", setup).generate(x.astype(np.float32), y)
     import keras
-    img = keras.Sequential([keras.Input((5, 3)), keras.layers.LSTM(2), keras.layers.Dense(1)])
+    img = keras.Sequential([keras.Input((5, 3)), keras.layers.LSTM(2),
+                            keras.layers.Dense(1, activation="sigmoid")])
     from rnncon_core.errors import UnsupportedModelError
     from rnncon_core.generate import get_generator
     with pytest.raises(UnsupportedModelError, match="Embedding"):
         get_generator("eda", img, lexicon=lex)
+
+
+def test_unconstrained_runs_report_failed_checks(setup):
+    """constraints='none' (EDA's synonyms): the same checks run, and the summary says how many
+    substitutions failed them; the reader runs pass antonym, polarity and number."""
+    _, _, x, y = setup
+    res = _gen("eda", setup, constraints="none", max_fraction=0.25, seed=4).generate(x, y)
+    s = res.summary("tiny")
+    assert 0 <= s["valid_adv_rate"] <= s["adv_rate"]
+    assert s["checks"]["polarity"] is None or 0 <= s["checks"]["polarity"] <= 1
+    with pytest.raises(InputError, match="constraints"):
+        _gen("eda", setup, constraints="loose")
 
 
 def test_registered_in_the_generation_registry():
@@ -230,9 +263,14 @@ def test_text_report_end_to_end(tmp_path):
                                    str(tmp_path / "runs"), "--json"])
     assert out.exit_code == 0, out.output
     rep = json.loads((tmp_path / "rep" / "text_report.json").read_text())
-    assert [r["method"] for r in rep["rows"]] == ["eda", "synonym-gradient"]
+    assert [(r["method"], r["constraints"]) for r in rep["rows"]] == [
+        ("eda", "none"), ("eda", "reader"), ("synonym-gradient", "none"),
+        ("synonym-gradient", "reader")]
     for r in rep["rows"]:
-        assert r["n_seeds"] == 3 and 0 <= r["adv_rate"] <= 1
+        assert r["n_seeds"] == 3 and 0 <= r["valid_adv_rate"] <= r["adv_rate"] <= 1
+        assert set(r["checks"]) == {"antonym", "polarity", "number", "pos", "inflection"}
         assert r["avg_share_changed"] <= 0.10 + 1e-9
         assert r["rconc_after"] >= r["rconc_before"] and r["nc_after"] >= r["nc_before"]
-    assert (tmp_path / "rep" / "text_report.md").read_text().startswith("# Text generation")
+    md = (tmp_path / "rep" / "text_report.md").read_text()
+    assert md.startswith("# Text generation") and "valid adversarial" in md
+    assert all(len(v) == 3 for v in rep["examples"].values())

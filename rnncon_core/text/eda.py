@@ -15,6 +15,13 @@ RD work on any word, as in EDA). Synonyms are those WordNet gives that are singl
 model's vocabulary, so an edit never produces an out-of-vocabulary id. A word of the review
 outside the vocabulary is what the model's tokenizer makes of it: the OOV id (shown ``<unk>``);
 it has no synonyms and is only moved or deleted.
+
+``constraints="reader"`` keeps the operations but only where a reader would still give the review
+its label (see :mod:`rnncon_core.text.lexical`): SR takes the substitutes that keep part of
+speech, inflection and sentiment; RI coordinates an adjective with such a substitute ("a good
+movie" -> "a good and fine movie"); RS swaps two words of the same tag and polarity; RD deletes
+only a neutral adverb or a neutral adjective before a noun or adjective. ``constraints="none"``
+is the EDA paper's.
 """
 from __future__ import annotations
 
@@ -37,16 +44,54 @@ def stop_words() -> frozenset[str]:
     return frozenset(ENGLISH_STOP_WORDS)
 
 
-class Lexicon:
-    """A vocabulary with its in-vocabulary WordNet synonyms and the stop words."""
+CONSTRAINTS = ("reader", "none")
+_SUBSTITUTES: dict = {}
 
-    def __init__(self, vocab: Vocabulary, table: dict[str, list[str]] | None = None):
+
+def check_constraints(constraints: str) -> str:
+    if constraints not in CONSTRAINTS:
+        raise InputError(f"constraints {constraints!r}: choose 'reader' (substitutions a reader "
+                         f"accepts) or 'none' (the EDA paper's)")
+    return constraints
+
+
+class Lexicon:
+    """A vocabulary with its in-vocabulary WordNet synonyms (context-free, as EDA takes them),
+    the stop words, the names, and the substitutes that keep the reading
+    (:class:`~rnncon_core.text.lexical.Substitutes`, built on first use)."""
+
+    def __init__(self, vocab: Vocabulary, table: dict[str, list[str]] | None = None,
+                 names=frozenset()):
         if table is None:
             from .wordnet import synonym_table
             table = synonym_table(vocab.words)
         self.vocab = vocab
         self.table = table
         self.stop = stop_words()
+        self.names = frozenset(names)
+        self._substitutes = None
+        self._tags: tuple[tuple, list[str]] = ((), [])
+
+    @property
+    def substitutes(self):
+        """Shared by every lexicon of the same vocabulary and names (its cache survives
+        generators)."""
+        if self._substitutes is None:
+            from .lexical import Substitutes
+            from .wordnet import _vocab_key
+            key = (_vocab_key(self.vocab.words), _vocab_key(sorted(self.names)))
+            if key not in _SUBSTITUTES:
+                _SUBSTITUTES[key] = Substitutes(set(self.vocab.words), self.stop, self.names)
+            self._substitutes = _SUBSTITUTES[key]
+        return self._substitutes
+
+    def tags(self, words: Sequence[str]) -> list[str]:
+        """Penn tags of a review (the last review asked is remembered)."""
+        key = tuple(words)
+        if key != self._tags[0]:
+            from .lexical import pos_tags
+            self._tags = (key, pos_tags(key))
+        return self._tags[1]
 
     def synonyms(self, word: str) -> list[str]:
         return self.table.get(word, [])
@@ -85,19 +130,37 @@ class Lexicon:
 
 # ---------------------------------------------------------------- the four operations
 
-def synonym_replacement(words: list[str], n: int, rng: np.random.Generator, lex: Lexicon
-                        ) -> list[str]:
+def synonym_replacement(words: list[str], n: int, rng: np.random.Generator, lex: Lexicon,
+                        reader: bool = False) -> list[str]:
     out = list(words)
-    positions = [i for i, w in enumerate(out) if lex.replaceable(w)]
+    if reader:
+        tags = lex.tags(out)
+        subs = {i: lex.substitutes.words(w, t) for i, (w, t) in enumerate(zip(out, tags))}
+        positions = [i for i, s in subs.items() if s]
+    else:
+        positions = [i for i, w in enumerate(out) if lex.replaceable(w)]
     for i in rng.permutation(positions)[:n].tolist():
-        syns = lex.synonyms(out[i])
+        syns = subs[i] if reader else lex.synonyms(out[i])
         out[i] = syns[int(rng.integers(len(syns)))]
     return out
 
 
-def random_insertion(words: list[str], n: int, rng: np.random.Generator, lex: Lexicon
-                     ) -> list[str]:
+def random_insertion(words: list[str], n: int, rng: np.random.Generator, lex: Lexicon,
+                     reader: bool = False) -> list[str]:
     out = list(words)
+    if reader:         # "good" -> "good and fine": a substitute coordinated with its adjective
+        tags = list(lex.tags(out))
+        for _ in range(n):
+            pool = [i for i, (w, t) in enumerate(zip(out, tags))
+                    if t == "JJ" and lex.substitutes.words(w, t)
+                    and not (i + 1 < len(out) and out[i + 1] in ("and", "or"))]
+            if not pool:
+                break
+            i = pool[int(rng.integers(len(pool)))]
+            syns = lex.substitutes.words(out[i], "JJ")
+            out[i + 1:i + 1] = ["and", syns[int(rng.integers(len(syns)))]]
+            tags[i + 1:i + 1] = ["CC", "JJ"]
+        return out
     for _ in range(n):
         pool = [w for w in out if lex.replaceable(w)]
         if not pool:
@@ -107,9 +170,23 @@ def random_insertion(words: list[str], n: int, rng: np.random.Generator, lex: Le
     return out
 
 
-def random_swap(words: list[str], n: int, rng: np.random.Generator) -> list[str]:
+def random_swap(words: list[str], n: int, rng: np.random.Generator, lex: Lexicon | None = None,
+                reader: bool = False) -> list[str]:
     out = list(words)
     if len(out) < 2:
+        return out
+    if reader:         # two words of the same tag and polarity, neither protected
+        from .lexical import PENN_TO_WN, polarity
+        tags = lex.tags(out)
+        groups: dict[tuple, list[int]] = {}
+        for i, (w, t) in enumerate(zip(out, tags)):
+            if t in PENN_TO_WN and not lex.substitutes.protected(w):
+                groups.setdefault((t, polarity(w)), []).append(i)
+        pairs = [g for g in groups.values() if len(g) >= 2]
+        for _ in range(n if pairs else 0):
+            g = pairs[int(rng.integers(len(pairs)))]
+            i, j = rng.choice(g, size=2, replace=False).tolist()
+            out[i], out[j] = out[j], out[i]
         return out
     for _ in range(n):
         i, j = rng.choice(len(out), size=2, replace=False).tolist()
@@ -117,10 +194,28 @@ def random_swap(words: list[str], n: int, rng: np.random.Generator) -> list[str]
     return out
 
 
-def random_deletion(words: list[str], p: float, rng: np.random.Generator) -> list[str]:
+def deletable(words: Sequence[str], tags: Sequence[str], lex: Lexicon) -> list[bool]:
+    """Where reader-mode RD may delete: a neutral adverb (not a negation, number or name), or a
+    neutral adjective right before a noun or an adjective."""
+    from .lexical import NEGATIONS, is_number, polarity
+    out = []
+    for i, (w, t) in enumerate(zip(words, tags)):
+        nxt = tags[i + 1] if i + 1 < len(tags) else ""
+        ok = (t in ("RB", "RBR", "RBS")
+              or (t == "JJ" and (nxt.startswith("NN") or nxt.startswith("JJ"))))
+        out.append(ok and w.isalpha() and w not in NEGATIONS and polarity(w) == 0
+                   and not is_number(w) and w not in lex.names)
+    return out
+
+
+def random_deletion(words: list[str], p: float, rng: np.random.Generator,
+                    lex: Lexicon | None = None, reader: bool = False) -> list[str]:
     if len(words) <= 1:
         return list(words)
     keep = rng.random(len(words)) > p
+    if reader:
+        keep |= ~np.array(deletable(words, lex.tags(words), lex), bool)
+        return [w for w, k in zip(words, keep) if k] or list(words)
     if not keep.any():
         return [words[int(rng.integers(len(words)))]]
     return [w for w, k in zip(words, keep) if k]
@@ -141,8 +236,10 @@ class EDA:
     p_rd: float = 0.1
     n_aug: int = 9
     seed: int | None = 0
+    constraints: str = "none"
 
     def __post_init__(self):
+        check_constraints(self.constraints)
         for name in ("alpha_sr", "alpha_ri", "alpha_rs", "p_rd"):
             v = getattr(self, name)
             if not 0.0 <= float(v) <= 1.0:
@@ -163,15 +260,16 @@ class EDA:
 
     def apply(self, op: str, words: list[str], rng: np.random.Generator) -> list[str]:
         """One operation on a list of words (a new list)."""
-        n = lambda alpha: max(1, int(alpha * len(words)))
+        n = lambda alpha: max(1, int(alpha * len(words)))   # noqa: E731
+        lex, reader = self.lexicon, self.constraints == "reader"
         if op == "sr":
-            return synonym_replacement(words, n(self.alpha_sr), rng, self.lexicon)
+            return synonym_replacement(words, n(self.alpha_sr), rng, lex, reader)
         if op == "ri":
-            return random_insertion(words, n(self.alpha_ri), rng, self.lexicon)
+            return random_insertion(words, n(self.alpha_ri), rng, lex, reader)
         if op == "rs":
-            return random_swap(words, n(self.alpha_rs), rng)
+            return random_swap(words, n(self.alpha_rs), rng, lex, reader)
         if op == "rd":
-            return random_deletion(words, self.p_rd, rng)
+            return random_deletion(words, self.p_rd, rng, lex, reader)
         raise InputError(f"unknown EDA operation {op!r}; choose one of {', '.join(OPERATIONS)}")
 
     def augment_words(self, words: Sequence[str], rng: np.random.Generator | None = None

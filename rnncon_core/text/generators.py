@@ -4,6 +4,14 @@ change at most a budget of words per review, and stop a seed as soon as its pred
 
 Budget: ``min(max_changes, floor(max_fraction * words))`` words of a review (at least 1),
 counted as the word-level edit distance to the seed (:func:`rnncon_core.text.diff.words_changed`).
+
+``constraints="reader"`` (the default) lets only substitutions a reader accepts through (same
+part of speech, re-inflected, same sentiment, no antonym, no number, negation or name; see
+:mod:`rnncon_core.text.lexical`); ``"none"`` takes any in-vocabulary WordNet synonym, as the EDA
+paper does. Either way every generated review is checked afterwards
+(:func:`~rnncon_core.text.lexical.check_edits`) and the run carries, per seed, whether every
+edit passed (``valid``) and how many edits passed each check (``pass_<check>`` of
+``checked_<check>``), and the seed's confidence (``conf_seed``).
 """
 from __future__ import annotations
 
@@ -15,7 +23,8 @@ from ..data import INDEX_FROM, VOCAB_FILE, Vocabulary
 from ..errors import DataMissingError, InputError, UnsupportedModelError
 from ..generate.base import BatchOutput, Generator
 from .diff import words_changed
-from .eda import EDA, Lexicon
+from .eda import EDA, Lexicon, check_constraints
+from .lexical import CHECKS, check_edits
 
 IMDB_THRESHOLD = 0.5        # the paper's threshold for the IMDB models
 
@@ -46,7 +55,8 @@ class TextGenerator(Generator):
     def __init__(self, model, *, vocab=None, max_changes: int | None = None,
                  max_fraction: float = 0.1, criterion: str = "rconc",
                  threshold: float = IMDB_THRESHOLD, layer: str | None = None, n_targets: int = 8,
-                 lexicon: Lexicon | None = None, batch_size: int = 64, seed: int = 0):
+                 lexicon: Lexicon | None = None, constraints: str = "reader",
+                 batch_size: int = 64, seed: int = 0):
         from ..coverage import get_criterion
         from ..trace import Tracer
         super().__init__(model, batch_size=batch_size, seed=seed)
@@ -60,7 +70,12 @@ class TextGenerator(Generator):
             raise InputError(f"max_fraction must lie in (0, 1], got {max_fraction}")
         if int(n_targets) < 1:
             raise InputError(f"n_targets must be at least 1, got {n_targets}")
-        self.lexicon = lexicon or Lexicon(load_vocabulary(vocab))
+        self.constraints = check_constraints(constraints)
+        if lexicon is None:
+            from .lexical import imdb_names
+            v = load_vocabulary(vocab)
+            lexicon = Lexicon(v, names=imdb_names(v.words))
+        self.lexicon = lexicon
         n_ids = int(self.tracer.embedding[1].shape[0])
         if self.lexicon.vocab.num_words > n_ids:
             raise InputError(f"the vocabulary has {self.lexicon.vocab.num_words:,} ids but the "
@@ -106,7 +121,7 @@ class TextGenerator(Generator):
         union, inv = np.unique(targets, return_inverse=True)
         inv = inv.reshape(targets.shape)
         rows = max(1, 2 ** 24 // max(1, self.coverage.total))
-        out = [np.take_along_axis(np.asarray(self.coverage.values(x_ids[s:s + rows], union)),
+        out = [np.take_along_axis(np.asarray(self.coverage.item_values(x_ids[s:s + rows], union)),
                                   inv[s:s + rows], axis=1)
                for s in range(0, len(x_ids), rows)]
         return np.concatenate(out)
@@ -114,12 +129,42 @@ class TextGenerator(Generator):
     def _describe_targets(self, targets):
         return [[self.coverage.describe(int(t)) for t in row if t >= 0] for row in targets]
 
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """Class probabilities (N, C) through the compiled forward pass (an eager 500-step
+        recurrence is several times slower)."""
+        import tensorflow as tf
+
+        from ..generate.base import compiled_forward
+        fwd = compiled_forward(self.model)
+        outs = [np.asarray(fwd(tf.constant(x[i:i + 256], tf.int32)))
+                for i in range(0, len(x), 256)]
+        p = np.concatenate(outs) if outs else np.zeros((0, 1), np.float32)
+        return np.concatenate([1.0 - p, p], axis=1) if p.shape[1] == 1 else p
+
     def _seeds(self, x):
         words, starts = zip(*(self.lexicon.words_of(row) for row in x))
         return list(words), list(starts)
 
+    def _checked(self, x, x_gen, extras: dict) -> dict:
+        """``extras`` plus every edit checked (see the module doc) and the seed's confidence."""
+        n = len(x)
+        valid = np.zeros(n, bool)
+        passed = {c: np.zeros(n, np.int64) for c in CHECKS}
+        checked = {c: np.zeros(n, np.int64) for c in CHECKS}
+        for i in range(n):
+            a, b = self.lexicon.words_of(x[i])[0], self.lexicon.words_of(x_gen[i])[0]
+            res = check_edits(a, b, self.lexicon.tags(a))
+            valid[i] = res["valid"]
+            for c, (ok, total) in res["passed"].items():
+                passed[c][i], checked[c][i] = ok, total
+        p = self.predict(x)
+        return {**extras, "valid": valid, "conf_seed": p.max(axis=1).astype(np.float32),
+                **{f"pass_{c}": v for c, v in passed.items()},
+                **{f"checked_{c}": v for c, v in checked.items()}}
+
     def get_config(self) -> dict:
-        return {**super().get_config(), "max_changes": self.max_changes,
+        return {**super().get_config(), "constraints": self.constraints,
+                "max_changes": self.max_changes,
                 "max_fraction": self.max_fraction, "criterion": self.criterion_name,
                 "threshold": self.threshold, "layer": self.layer, "n_targets": self.n_targets,
                 "vocab_size": self.lexicon.vocab.num_words}
@@ -153,7 +198,8 @@ class CoverageEDA(TextGenerator):
         super().__init__(model, **kw)
         if int(max_rounds) < 1:
             raise InputError(f"max_rounds must be at least 1, got {max_rounds}")
-        self.eda = EDA(self.lexicon, alpha_sr, alpha_ri, alpha_rs, p_rd, n_aug, seed=self.seed)
+        self.eda = EDA(self.lexicon, alpha_sr, alpha_ri, alpha_rs, p_rd, n_aug, seed=self.seed,
+                       constraints=self.constraints)
         self.max_rounds = int(max_rounds)
         self.stop_at_coverage = bool(stop_at_coverage)
 
@@ -208,10 +254,10 @@ class CoverageEDA(TextGenerator):
             if not active.any():
                 break
         n_words = np.array([len(w) for w in seeds])
+        extras = self._checked(x, rows, {"words_changed": changed, "n_words": n_words,
+                                         "budget": budgets})
         return BatchOutput(x_gen=rows.astype(np.int32), iterations=rounds, targets=targets,
-                           n_activated=activated,
-                           extras={"words_changed": changed, "n_words": n_words,
-                                   "budget": budgets})
+                           n_activated=activated, extras=extras)
 
     def get_config(self) -> dict:
         e = self.eda
@@ -224,10 +270,14 @@ class SynonymGradient(TextGenerator):
     """Gradient-guided synonym substitution (beyond the paper).
 
     Per step and seed: the gradient g of the objective with respect to the embedding vectors
-    gives, for every position t holding a non-stop word w and every in-vocabulary WordNet
-    synonym s of w, the first-order change g_t . (E[s] - E[w]); the ``rescore`` best pairs are
-    tried for real (one forward pass) and the one with the largest objective is substituted. A
-    position is changed at most once, so the words changed never exceed the budget.
+    gives, for every position t holding a word w and every substitute s of w there (with
+    ``constraints="reader"``: the substitutes of w with its tag in the seed review, see
+    :class:`~rnncon_core.text.lexical.Substitutes`; with ``"none"``: every in-vocabulary WordNet
+    synonym of a non-stop word), the first-order change g_t . (E[s] - E[w]); the ``rescore``
+    best pairs are tried for real (one forward pass) and the one with the largest objective is substituted;
+    with the reader constraints, a pair is tried only if the tagger still reads the substitute,
+    in the review, as the part of speech of the word it replaces. A position is changed at most
+    once, so the words changed never exceed the budget.
 
     ``objective``: ``"loss"`` (the prediction's cross-entropy on the seed's label, to flip it)
     or ``"contribution"`` (the sum of the seed's random uncovered target contributions,
@@ -289,7 +339,7 @@ class SynonymGradient(TextGenerator):
         union, inv = np.unique(targets, return_inverse=True)
         with tf.GradientTape() as tape:
             tape.watch(emb)
-            vals = self.coverage.values(emb, union, embedded=True)              # (B, U)
+            vals = self.coverage.item_values(emb, union, embedded=True)              # (B, U)
             obj = tf.reduce_sum(tf.gather(vals, inv.reshape(targets.shape), axis=1,
                                           batch_dims=1), axis=1)
         return tape.gradient(obj, emb).numpy()
@@ -303,16 +353,45 @@ class SynonymGradient(TextGenerator):
             score = self._target_values(ids, targets).sum(axis=1)
         return score, p.argmax(1)
 
-    def _candidates(self, row, grad, frozen):
-        """The first-order gains of all (position, synonym) pairs of one review, best first."""
+    def _pairs(self, row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every (position, substitute id) pair of one padded review, before any change."""
         tok = row.astype(np.int64)
-        lens = self._ptr[tok + 1] - self._ptr[tok]
-        lens[frozen] = 0
-        if lens.sum() == 0:
+        if self.constraints == "none":
+            lens = self._ptr[tok + 1] - self._ptr[tok]
+            pos = np.repeat(np.arange(len(tok)), lens)
+            starts = np.repeat(self._ptr[tok] - np.cumsum(lens) + lens, lens)
+            return pos, self._syn[starts + np.arange(len(pos))]
+        lex = self.lexicon
+        words, _ = lex.words_of(row)
+        first = len(tok) - len(words)          # the words are the last ids of the row
+        pos, syn = [], []
+        for k, (w, t) in enumerate(zip(words, lex.tags(words))):
+            for s in lex.substitutes.words(w, t):
+                pos.append(first + k)
+                syn.append(lex.vocab.index[s])
+        return np.array(pos, np.int64), np.array(syn, np.int64)
+
+    def _reads_alike(self, row: np.ndarray, p: int, s: int) -> bool:
+        """The tagger reads substitute ``s`` at position ``p`` as the same part of speech as
+        the word it replaces (the review re-tagged with it)."""
+        from .lexical import PENN_TO_WN
+        lex = self.lexicon
+        words, _ = lex.words_of(row)
+        k = p - (len(row) - len(words))
+        new = list(words)
+        new[k] = lex.vocab.words[s - INDEX_FROM]
+        old_tag, new_tag = lex.tags(words)[k], lex.tags(new)[k]
+        return PENN_TO_WN.get(old_tag, old_tag) == PENN_TO_WN.get(new_tag, new_tag)
+
+    def _candidates(self, row, grad, frozen, pairs=None):
+        """The first-order gains of the (position, substitute) pairs of one review at positions
+        not changed yet, best first."""
+        pos, syn = pairs if pairs is not None else self._pairs(row)
+        keep = ~frozen[pos]
+        pos, syn = pos[keep], syn[keep]
+        if len(pos) == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
-        pos = np.repeat(np.arange(len(tok)), lens)
-        starts = np.repeat(self._ptr[tok] - np.cumsum(lens) + lens, lens)
-        syn = self._syn[starts + np.arange(len(pos))]
+        tok = row.astype(np.int64)
         gain = np.einsum("pe,pe->p", grad[pos], self.E[syn] - self.E[tok[pos]])
         order = np.argsort(-gain, kind="stable")
         return pos[order], syn[order], gain[order]
@@ -325,6 +404,7 @@ class SynonymGradient(TextGenerator):
             raise InputError("objective 'contribution': the seeds already cover every "
                              "contribution of the chosen layer; use objective='loss'")
         ids = x.copy()
+        pairs = [self._pairs(row) for row in x]   # substitutes fixed by the seed's own tags
         frozen = np.zeros(x.shape, bool)          # positions changed already
         changed = np.zeros(len(x), np.int64)
         steps = np.zeros(len(x), np.int64)
@@ -337,13 +417,19 @@ class SynonymGradient(TextGenerator):
                 if changed[i] >= budgets[i]:
                     active[i] = False
                     continue
-                pos, syn, gain = self._candidates(ids[i], grad[b], frozen[i])
+                pos, syn, gain = self._candidates(ids[i], grad[b], frozen[i], pairs[i])
                 keep = gain > 0
                 if not keep.any():
                     active[i] = False          # no substitution is expected to help
                     continue
-                for p, s in zip(pos[keep][: self.rescore], syn[keep][: self.rescore]):
-                    trials.append((i, int(p), int(s)))
+                n_tried = 0
+                for p, s in zip(pos[keep].tolist(), syn[keep].tolist()):
+                    if n_tried == self.rescore:
+                        break
+                    if self.constraints == "reader" and not self._reads_alike(ids[i], p, s):
+                        continue
+                    trials.append((i, p, s))
+                    n_tried += 1
             if not trials:
                 break
             xt = ids[[i for i, _, _ in trials]].copy()
@@ -364,9 +450,10 @@ class SynonymGradient(TextGenerator):
                     active[i] = False
         act = self._activated(ids, targets)
         n_words = np.array([len(w) for w in seeds])
+        extras = self._checked(x, ids, {"words_changed": changed, "n_words": n_words,
+                                        "budget": budgets})
         return BatchOutput(x_gen=ids.astype(np.int32), iterations=steps, targets=targets,
-                           n_activated=act, extras={"words_changed": changed,
-                                                    "n_words": n_words, "budget": budgets})
+                           n_activated=act, extras=extras)
 
     def get_config(self) -> dict:
         return {**super().get_config(), "objective": self.objective, "rescore": self.rescore}

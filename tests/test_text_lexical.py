@@ -1,0 +1,161 @@
+"""The reader checks on hand-made examples: antonyms, polarity, numbers, part of speech,
+inflection, protected words; substitutes that pass them; EDA's reader-mode operations."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rnncon_core.text.wordnet import WORDNET_DIR, wordnet_available
+
+pytestmark = pytest.mark.skipif(
+    not wordnet_available(),
+    reason=f"WordNet data missing in {WORDNET_DIR}: run .venv/bin/python scripts/setup_wordnet.py")
+
+from rnncon_core.text import lexical as L  # noqa: E402
+
+VOCAB = set(("movie film picture flick story tale plot hoping trusting trust hope wish hop hopping caper "
+             "amazing awesome awful incredible astonishing good bad evil fine nice great "
+             "workers play fun prank joke bored tired tire delivers returns return delivered "
+             "prepared ready fixed disposed standards criteria touchstone obviously evidently "
+             "plainly extremely highly exceedingly passing four foursome ten decade george "
+             "not never really very quite the a and was is of it this").split())
+
+
+@pytest.fixture(scope="module")
+def subs():
+    from rnncon_core.text.eda import stop_words
+    return L.Substitutes(VOCAB, stop_words(), names={"george"}, min_similarity=0.0,
+                         max_candidates=50)
+
+
+def test_antonyms_are_rejected():
+    assert L.are_antonyms("good", "bad") and L.are_antonyms("bad", "good")
+    assert L.are_antonyms("good", "evil")
+    assert not L.are_antonyms("movie", "film")
+    res = L.check_substitution("good", "bad", "JJ", "JJ")
+    assert not res["antonym"] and not res["polarity"]
+
+
+def test_polarity_swaps_are_rejected():
+    assert L.polarity("amazing") == 1 and L.polarity("awful") == -1
+    assert L.polarity("utter") == 0 and L.polarity("movie") == 0
+    assert L.polarity("not") == L.polarity("didn't") == -2      # negations are never neutral
+    for old, new in [("amazing", "awful"), ("utter", "perfect"), ("just", "good")]:
+        assert not L.check_substitution(old, new, "JJ", "JJ")["polarity"], (old, new)
+    assert L.check_substitution("movie", "film", "NN", "NN") == dict.fromkeys(L.CHECKS, True)
+
+
+def test_numbers_and_ratings_are_never_touched(subs):
+    for w in ("10", "4", "7", "four", "ten", "xxx", "30", "first"):
+        assert L.is_number(w), w
+    for w in ("movie", "mix", "civil", "good"):
+        assert not L.is_number(w), w
+    res = L.check_edits("i rate it 4 10".split(), "i rate it foursome 10".split())
+    assert "number" in res["edits"][0]["failed"] and not res["valid"]
+    res = L.check_edits("i rate it 4 10".split(), "i rate it 4 decade".split())
+    assert "number" in res["edits"][0]["failed"]
+    assert subs("4", "CD") == [] and subs("ten", "NN") == []
+
+
+def test_inflection_is_kept():
+    assert L.inflect("wish", "VBG") == "wishing"
+    assert L.inflect("tire", "VBN") == "tired"
+    assert L.inflect("criterion", "NNS") == "criteria"
+    assert L.inflection_ok("wishing", "VBG") and L.inflection_ok("hopping", "VBG")
+    assert not L.inflection_ok("hop", "VBG") and not L.inflection_ok("wish", "VBG")
+    assert not L.inflection_ok("prepare", "VBN") and L.inflection_ok("prepared", "VBN")
+    assert not L.inflection_ok("touchstone", "NNS") and L.inflection_ok("criteria", "NNS")
+    assert not L.inflection_ok("return", "VBZ") and L.inflection_ok("returns", "VBZ")
+    for old, new, tag in [("hoping", "hop", "VBG"), ("bored", "tire", "VBN"),
+                          ("delivers", "return", "VBZ"), ("prepared", "prepare", "VBN")]:
+        assert not L.check_substitution(old, new, tag, tag)["inflection"], (old, new)
+
+
+def test_part_of_speech_in_context():
+    words = "a few of the workers play a prank on him".split()
+    tags = L.pos_tags(words)
+    assert len(tags) == len(words)
+    assert tags[4] == "NNS" and tags[5].startswith("VB") and tags[7] == "NN"
+    res = L.check_edits(words, "a few of the workers fun a prank on him".split())
+    assert res["n_substitutions"] == 1 and "pos" in res["edits"][0]["failed"]
+    assert not L.check_edits(words, "a few of the workers play a joke on him".split())["valid"]
+    ok = L.check_edits(words, "a few of the workers play a caper on him".split())
+    assert ok["valid"] and ok["passed"]["pos"] == [1, 1]
+    assert L.pos_tags([]) == [] and L.pos_tags(["<unk>", "movie"])[0].startswith("NN")
+
+
+def test_insertions_and_deletions_are_checked():
+    seed = "the movie was not good".split()
+    res = L.check_edits(seed, "the movie was good".split())            # a negation deleted
+    assert res["edits"] == [{"kind": "deletion", "old": "not", "new": None, "position": 3,
+                             "tag": res["edits"][0]["tag"], "failed": ["polarity"]}]
+    assert not L.check_edits(seed, "the awful movie was not good".split())["valid"]
+    assert L.check_edits(seed, "the movie was really not good".split())["valid"]
+    # a polar word coordinated with a word of its own polarity keeps the reading
+    assert L.check_edits("a good movie".split(), "a good and fine movie".split())["valid"]
+    assert not L.check_edits("a good movie".split(), "a good and awful movie".split())["valid"]
+
+
+def test_substitutes_keep_tag_inflection_and_sentiment(subs):
+    got = subs.words("hoping", "VBG")        # hope ~ trust, and hoping is no form of hop
+    assert "trusting" in got and "hop" not in got and "hope" not in got and "trust" not in got
+    assert all(w.endswith("ing") for w in got)
+    for w in subs.words("amazing", "JJ"):
+        assert L.polarity(w) == 1 and not L.are_antonyms("amazing", w)
+    assert "awful" not in subs.words("amazing", "JJ")
+    assert "bad" not in subs.words("good", "JJ") and "evil" not in subs.words("good", "JJ")
+    assert subs.words("standards", "NNS") == ["criteria"]
+    assert "film" in subs.words("movie", "NN")
+    assert subs.words("bored", "VBN") == ["tired"]
+    assert subs("movie", "VB") == []                  # no verb senses: nothing
+    # protected: stop words, negations, names, numbers, words outside the vocabulary
+    for w, t in [("the", "DT"), ("not", "RB"), ("never", "RB"), ("george", "NN"),
+                 ("four", "CD"), ("zyxxq", "NN")]:
+        assert subs(w, t) == [], w
+    # ranked by the WordNet sense similarity, best first, and every pair passes every check
+    for w, t in [("movie", "NN"), ("hoping", "VBG"), ("obviously", "RB"), ("extremely", "RB")]:
+        scores = [s for _, s in subs(w, t)]
+        assert scores == sorted(scores, reverse=True)
+        for new in subs.words(w, t):
+            res = L.check_substitution(w, new, t, t)
+            assert all(res[c] for c in ("antonym", "polarity", "number", "inflection")), (w, new)
+
+
+def test_similarity_prefers_the_common_sense():
+    from rnncon_core.text.eda import stop_words
+    s = L.Substitutes(VOCAB, stop_words())                 # the default threshold
+    assert s.words("extremely", "RB")[:1] == ["highly"]
+    assert "passing" not in s.words("extremely", "RB")   # an adverb only in a rare sense
+
+
+def test_names_from_texts():
+    texts = ["We saw Matt and the dog today. Matt left.", "Later matt came back with Kyle.",
+             "Kyle and Matt. The Dog was fine.", "Another dog met Kyle and a dog."]
+    names = L.names_from_texts(texts, min_count=2)
+    assert names >= {"matt", "kyle"} and "dog" not in names and "the" not in names
+
+
+def test_reader_eda_operations():
+    from rnncon_core.data import Vocabulary
+    from rnncon_core.text.eda import Lexicon, random_deletion, random_insertion, random_swap, \
+        synonym_replacement
+    words = sorted(VOCAB)
+    lex = Lexicon(Vocabulary(words, num_words=len(words) + 3), table={})
+    review = "the movie was amazing and the story was really good but the workers play".split()
+    tags = L.pos_tags(review)
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        out = synonym_replacement(review, 3, rng, lex, reader=True)
+        assert len(out) == len(review)
+        for a, b, t in zip(review, out, tags):
+            if a != b:
+                assert b in lex.substitutes.words(a, t)
+        out = random_insertion(review, 1, rng, lex, reader=True)
+        res = L.check_edits(review, out)
+        assert res["valid"] and {e["kind"] for e in res["edits"]} <= {"insertion"}
+        out = random_swap(review, 2, rng, lex, reader=True)
+        assert sorted(out) == sorted(review)
+        assert L.check_edits(review, out)["passed"]["polarity"][0] == \
+            L.check_edits(review, out)["passed"]["polarity"][1]
+        out = random_deletion(review, 0.5, rng, lex, reader=True)
+        assert set(review) - set(out) <= {"really"}
