@@ -13,6 +13,7 @@ Figures are measured in this run on this machine (no timed assertion anywhere).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -23,8 +24,9 @@ sys.path.insert(0, str(ROOT / "tests" / "browser"))
 from harness import Server, chromium, exceptions, settle, wait_chart  # noqa: E402
 
 
-def one_start(browser, tmp: Path) -> dict:
-    server = Server(tmp / "runs", tmp / "streamlit.log")
+def one_start(browser, tmp: Path, root: Path) -> dict:
+    env = {"RNNCON_DEPS": str(ROOT / ".deps"), "RNNCON_CACHE": str(ROOT / ".cache")}
+    server = Server(tmp / "runs", tmp / "streamlit.log", env=env, root=root)
     t = {}
     try:
         t["health"] = server.wait_healthy()
@@ -70,6 +72,8 @@ def one_start(browser, tmp: Path) -> dict:
         t["exceptions"] = exceptions(page)
         t["server memory MB"] = server.rss_mb()
         ctx.close()
+        if os.environ.get("RNNCON_DASHBOARD_DEBUG"):
+            print("\n".join(ln for ln in server.log().splitlines() if "rnncon.dashboard" in ln))
     finally:
         server.stop()
     return t
@@ -79,11 +83,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=1, help="cold starts to measure (each a new "
                                                           "server process)")
+    ap.add_argument("--root", type=Path, default=ROOT,
+                    help="the checkout to serve (e.g. an older commit unpacked with "
+                         "`git archive`, to measure the same way before a change)")
     args = ap.parse_args()
     with chromium() as browser:
         for i in range(args.repeat):
             with tempfile.TemporaryDirectory() as tmp:
-                t = one_start(browser, Path(tmp))
+                t = one_start(browser, Path(tmp), args.root.resolve())
             print(f"cold start {i + 1}:")
             for k, v in t.items():
                 print(f"  {k:28s} {v:7.1f}" if isinstance(v, float) else f"  {k:28s} {v:>7}")

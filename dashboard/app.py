@@ -25,7 +25,6 @@ PAGES = [
     st.Page("views/runs.py", title="Runs", icon=":material/history:"),
 ]
 page = st.navigation(PAGES)
-warmup.start()                  # once per server: the default model and views, in background
 
 selection = state.current()
 with st.sidebar:
@@ -33,5 +32,10 @@ with st.sidebar:
     st.caption(f"Model: **{selection.label}**  \nData: **{selection.dataset or '—'}**  \n"
                "(change them on the Models page)")
 
-with perf.rerun(page.title, perf.session_id()):
-    page.run()
+try:
+    with perf.rerun(page.title, perf.session_id()):
+        page.run()
+finally:
+    # once per server, after the first page has drawn what it can (importing TensorFlow in
+    # a thread holds the interpreter for seconds): the default model and views, in background
+    warmup.start()

@@ -21,6 +21,7 @@ from dashboard.perf import timed
 from dashboard.runtime import keep_keras_session
 from rnncon_core import data, zoo
 from rnncon_core.errors import ModelLoadError, RNNConError
+from rnncon_core.paths import CACHE_DIR
 
 keep_keras_session()
 
@@ -310,7 +311,6 @@ def coverage(model_ref: str, dataset_name: str, n_inputs: int, granularity: str 
     from rnncon_core.errors import UnsupportedModelError
     from rnncon_core.trace import Tracer
     tracer = Tracer(model(model_ref))
-    x, _ = test_inputs(dataset_name, n_inputs)
     crits = {"RConC": ContributionCoverage(tracer, granularity=granularity,
                                            curve_thresholds=THRESHOLD_GRID,
                                            **_norm_kwargs(normalize, values)),
@@ -320,12 +320,38 @@ def coverage(model_ref: str, dataset_name: str, n_inputs: int, granularity: str 
         crits["CS_C"] = CellStateCoverage(tracer)
     except UnsupportedModelError:
         crits["CS_C"] = None                           # a GRU model has no cell state
-    for c in crits.values():
+    key = (model_ref, dataset_name, n_inputs, granularity, normalize, values)
+    for name, c in crits.items():
         if c is not None:
-            c.update(x)
+            crits[name] = kept_profile(c, key, name,
+                                       lambda: test_inputs(dataset_name, n_inputs)[0])
     _computed.add(("coverage", (model_ref, dataset_name, n_inputs, granularity, normalize,
                                 values)))
     return crits
+
+
+PROFILE_DIR = CACHE_DIR / "dashboard-profiles"
+
+
+def kept_profile(crit, key: tuple, name: str, inputs):
+    """``crit`` after update(inputs()), kept on disk between server starts
+    (``Criterion.save``/``load``; the file holds the model's weight fingerprint and ``load``
+    refuses another model's, so a changed model is never read from a stale file). A file
+    that cannot be read or written only costs the forward pass."""
+    from rnncon_core.coverage import Criterion
+    digest = hashlib.sha256(repr((key, name, crit.get_config())).encode()).hexdigest()[:20]
+    path = PROFILE_DIR / f"{name}-{digest}.npz"
+    if path.exists():
+        try:
+            return Criterion.load(crit.tracer, path)
+        except (RNNConError, OSError, ValueError, KeyError):
+            pass
+    crit.update(inputs())
+    try:
+        crit.save(path)
+    except OSError:
+        pass
+    return crit
 
 
 @timed()

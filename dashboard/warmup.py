@@ -37,31 +37,34 @@ def start() -> bool:
         return True
 
 
-def running() -> bool:
-    return _thread is not None and _thread.is_alive()
+def busy() -> bool:
+    """Whether the warm-up is still to come or running (the pages then never wait for what it
+    computes: they show what they have and poll)."""
+    return ENABLED and (_thread is None or _thread.is_alive())
 
 
 def _run() -> None:
-    from dashboard import state, views_data
+    from dashboard import state
     sel = state.default_selection()
     if sel.model is None:
         return
-    n = state.DEFAULT_INPUTS
     ds = sel.dataset
-    threshold = state.default_threshold(ds)
+
+    def views(granularity: str):
+        """The Coverage page's default views of one profile (all shared caches)."""
+        profile = (sel.model, ds, state.DEFAULT_INPUTS, granularity, *state.DEFAULT_NORM)
+        t = state.default_threshold(ds)
+        state.coverage_at(*profile, "layer", t)
+        state.coverage_figures(*profile, "layer", t)
+        state.sweep_figure(*profile, "layer", t)
+
     plan = [
         ("model", lambda: state.model(sel.model)),
         ("sample", lambda: state.sample(sel.model, ds, state.SAMPLE_SIZE)),
         ("table1", state.table1),
-        ("coverage", lambda: state.coverage(sel.model, ds, n, "unit", *state.DEFAULT_NORM)),
-        ("coverage views", lambda: views_data.coverage_at(sel.model, ds, n, "unit",
-                                                          *state.DEFAULT_NORM, "layer",
-                                                          threshold)),
-        ("sweep", lambda: state.sweep(sel.model, ds, n, "unit", *state.DEFAULT_NORM, "layer")),
+        ("coverage", lambda: views("unit")),
         ("layers", lambda: state.traced_layers(sel.model)),
-        ("edge coverage", lambda: state.coverage(sel.model, ds, n, "edge", *state.DEFAULT_NORM)),
-        ("edge views", lambda: views_data.coverage_at(sel.model, ds, n, "edge",
-                                                      *state.DEFAULT_NORM, "layer", threshold)),
+        ("edge coverage", lambda: views("edge")),
     ]
     start_all = time.perf_counter()
     for name, step in plan:

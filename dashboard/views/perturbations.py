@@ -2,7 +2,7 @@
 import numpy as np
 import streamlit as st
 
-from dashboard import charts, jobs, results, state
+from dashboard import charts, jobs, results, state, text_views
 from rnncon_core import data
 
 st.title("Perturbations")
@@ -11,15 +11,17 @@ st.caption("Each point is one perturbation (generated input minus its seed), pla
 
 state.need("generate", "The perturbation map")
 sel = state.require_model()
-if state.kind_of(sel.dataset) != "image":
-    st.info("The perturbation map is drawn for image models (a text edit has no pixel "
-            "perturbation); see the text diff of a run on the Generate page.")
-    st.stop()
-
 store = jobs.store()
 runs = results.generation_runs(store, sel.model)
 if not runs:
     st.info("No generation run for this model yet: start one on the Generate page.")
+    st.stop()
+if state.kind_of(sel.dataset) != "image":        # a text edit has no pixel perturbation
+    info = jobs.run_picker("Run", runs, key="pert_run")
+    if info is None:
+        st.info("Every generation run of this model so far is partial: pick one above.")
+        st.stop()
+    text_views.perturbations_view(sel, info, state.run_outputs(info))
     st.stop()
 
 c = st.columns([2, 1, 1])

@@ -33,7 +33,8 @@ def free_port() -> int:
 class Server:
     """``streamlit run dashboard/app.py`` on a free localhost port, as a user starts it."""
 
-    def __init__(self, runs: Path, log_path: Path, env: dict | None = None):
+    def __init__(self, runs: Path, log_path: Path, env: dict | None = None,
+                 root: Path = ROOT):
         self.port = free_port()
         self.url = f"http://localhost:{self.port}"
         self.log_path = Path(log_path)
@@ -44,7 +45,7 @@ class Server:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "dashboard/app.py",
              "--server.port", str(self.port), "--server.address", "localhost"],
-            cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+            cwd=root, env=env, stdout=self._log, stderr=subprocess.STDOUT,
             start_new_session=True)
         self.healthy_after: float | None = None
 
