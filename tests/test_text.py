@@ -240,3 +240,18 @@ def test_ids_side_by_side(lexicon):
     b = lexicon.ids_of("the film was good".split(), True, 6)
     view = display.ids_side_by_side(lexicon, a, b)
     assert view["words_changed"] == 1 and view["n_words"] == 4
+
+
+@needs_wordnet
+def test_side_by_side_marks_failed_checks():
+    seed = "the acting was amazing and i rate it 8 10".split()
+    gen = "the acting was awful and i rate it 8 decade".split()
+    view = display.side_by_side(seed, gen, checked=True)
+    assert view["valid"] is False and view["failed_edits"] == 2
+    by_word = {it["word"]: it.get("failed") for it in view["generated"]}
+    assert "polarity" in by_word["awful"] and "number" in by_word["decade"]
+    assert by_word["the"] is None
+    html = display.to_html(view)
+    assert "✗" in html and "failed a check" in html
+    ok = display.side_by_side("a good movie".split(), "a good film".split(), checked=True)
+    assert ok["valid"] and "passed the checks" in display.to_html(ok)

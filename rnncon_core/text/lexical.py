@@ -339,7 +339,8 @@ def check_edits(seed_words: Sequence[str], gen_words: Sequence[str],
 
     Returns ``{"edits": [...], "passed": {check: [n_passed, n_checked]}, "valid": bool,
     "n_substitutions": int}``; an edit is ``{"kind": "substitution"|"insertion"|"deletion",
-    "old", "new", "position", "failed": [checks]}``. Replaced blocks of equal length are
+    "old", "new", "position", "failed": [checks]}`` (``position``: in the seed, for an
+    insertion in the generated review; a substitution also has ``gen_position``). Replaced blocks of equal length are
     substitutions word by word; the rest of a replaced block counts as insertions/deletions.
     """
     from .diff import align
@@ -357,6 +358,7 @@ def check_edits(seed_words: Sequence[str], gen_words: Sequence[str],
             old, new = seed_words[i1 + k], gen_words[j1 + k]
             res = check_substitution(old, new, seed_tags[i1 + k], gen_tags[j1 + k])
             edits.append({"kind": "substitution", "old": old, "new": new, "position": i1 + k,
+                          "gen_position": j1 + k,
                           "tag": seed_tags[i1 + k], "new_tag": gen_tags[j1 + k],
                           "failed": [c for c in CHECKS if not res[c]]})
         for i in range(i1 + n, i2):
