@@ -16,7 +16,24 @@ VARIANTS = [("rconc", {}), ("rconc", {"granularity": "edge"}), ("rconc", {"norma
             ("rconc", {"normalize": "model", "values": "signed"}),
             ("rconc", {"granularity": "edge", "normalize": "model", "values": "signed"}),
             ("nc", {}), ("nc", {"include_input": True, "threshold": 0.5}), ("hsc", {}),
-            ("hsc", {"k": 2}), ("csc", {})]
+            ("hsc", {"k": 2}), ("csc", {}),
+            # profile-based (the module's tiny_profile fixture builds the profile)
+            ("bc", {}), ("bc", {"threshold": 0.5}), ("sc", {}), ("tc", {"symbols": 2, "length": 3}),
+            ("state", {}), ("state-boundary", {"boundary_steps": 2}), ("state-weighted", {}),
+            ("transition", {"components": 2, "cells": 4}), ("transition-weighted", {}),
+            ("kmnc", {"k": 3}), ("nbc", {}), ("snac", {}), ("tknc", {}), ("tknp", {"k": 1}),
+            ("rconc-kmnc", {}), ("rconc-nbc", {}), ("rconc-snac", {})]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tiny_profile(tiny_lstm, tmp_path_factory):
+    """The tiny LSTM's training profile, in a temporary cache."""
+    from rnncon_core import paths
+    from rnncon_core.coverage import build_profile
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(paths, "CACHE_DIR", tmp_path_factory.mktemp("cache"))
+        build_profile(tiny_lstm, np.random.default_rng(7).random((30, 5, 3)).astype("float32"))
+        yield
 
 
 def test_every_registered_criterion_is_checked():
@@ -85,7 +102,7 @@ def test_parameters_are_validated(tiny_lstm, tiny_gru):
     with pytest.raises(InputError, match="no parameter"):
         ContributionCoverage(tiny_lstm, k=3)
     with pytest.raises(InputError, match="unknown criterion"):
-        get_criterion("kmnc", tiny_lstm)
+        get_criterion("kmnc-typo", tiny_lstm)
     with pytest.raises(UnsupportedModelError, match="LSTM"):
         get_criterion("csc", tiny_gru)
     with pytest.raises(InputError, match="no threshold"):

@@ -244,7 +244,13 @@ class ProfiledCriterion(Criterion):
     def _load_profile(self) -> Profile:
         if getattr(self, "_prof", None) is None:
             self._prof = load_profile(self.tracer.model, self.profile_path)
+            p = Path(self.profile_path) if self.profile_path else default_path(self.tracer.model)
+            self._prof_key = (str(p.resolve()), p.stat().st_mtime_ns)
         return self._prof
+
+    def _graph_key(self) -> tuple:
+        """The graphs close over the profile's arrays: a rebuilt profile gets new graphs."""
+        return super()._graph_key() + (getattr(self, "_prof_key", None),)
 
     def _build(self) -> None:
         self._reduce_fn = self._compile(with_max(self._scores_graph), record=self._record)

@@ -1,0 +1,270 @@
+"""`rnncon report criteria`: which coverage criteria find faults (after Harel-Canada et al.,
+"Is neuron coverage a meaningful measure for testing deep neural networks?", FSE 2020).
+
+On each MNIST model: a pool of clean test inputs and inputs generated from other test inputs by
+several methods (labels: their seeds'); many random test suites drawn from the pool at a few
+fixed sizes; per suite every registered criterion's coverage and its faults: the misclassified
+inputs, and the distinct (true, predicted) label pairs among them. Reported: Kendall's τ_b of
+each criterion with each fault count (i) within each suite size and (ii) over all sizes as the
+partial τ controlling for size, τ_xy·z = (τ_xy − τ_xz τ_yz) / sqrt((1 − τ_xz²)(1 − τ_yz²)).
+Confidence intervals: Fisher's z with Fieller's variance 0.437 / (n − 4). Suites drawn from one
+pool share inputs, so they are not independent and the intervals are too narrow; read them as
+a rough guide.
+
+Coverage of a suite is computed exactly from each pool input's own covered items (the union of
+its inputs' item sets; weighted criteria sum the weights of the union), one forward pass per
+criterion over the pool.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from ..paths import ensure_dir
+
+MNIST_MODELS = ("mnist-lstm", "stacked-mnist-lstm", "mnist-gru", "stacked-mnist-gru")
+METHODS = ("pgd", "fgsm", "rconc", "nc", "noise")
+
+
+def _fisher_ci(tau: float, n: int, z_crit: float = 1.959964) -> tuple[float, float]:
+    if not np.isfinite(tau) or n <= 4:
+        return float("nan"), float("nan")
+    z = np.arctanh(np.clip(tau, -0.999999, 0.999999))
+    se = np.sqrt(0.437 / (n - 4))
+    return float(np.tanh(z - z_crit * se)), float(np.tanh(z + z_crit * se))
+
+
+def _tau(a, b) -> float:
+    from scipy.stats import kendalltau
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return float("nan")
+    return float(kendalltau(a, b).statistic)
+
+
+def partial_tau(x, y, z) -> float:
+    txy, txz, tyz = _tau(x, y), _tau(x, z), _tau(y, z)
+    den = np.sqrt((1 - txz ** 2) * (1 - tyz ** 2))
+    return float((txy - txz * tyz) / den) if den > 0 else float("nan")
+
+
+def _pool(name, model, ds, n_clean, n_seeds, methods, progress):
+    """(x, y_true, y_pred, source) of the pool: test[:n_clean] clean, and one generated input
+    per seed test[n_clean:n_clean + n_seeds] per method."""
+    from ..generate import get_generator
+    from ..generate.base import labels_of, predict_proba
+    x_test, y_test = ds.split("test")
+    xs, ys, src, secs = [x_test[:n_clean]], [y_test[:n_clean]], ["clean"] * n_clean, {}
+    seeds, y_seeds = x_test[n_clean:n_clean + n_seeds], y_test[n_clean:n_clean + n_seeds]
+    for m in methods:
+        t0 = time.time()
+        res = get_generator(m, model).generate(seeds, y_seeds)
+        secs[m] = round(time.time() - t0, 1)
+        progress(f"{name}: {m} on {len(seeds)} seeds in {secs[m]}s "
+                 f"({int(res.adversarial.sum())} adversarial)")
+        xs.append(res.x_gen.astype(np.float32))
+        ys.append(y_seeds)
+        src += [m] * len(seeds)
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    pred = labels_of(predict_proba(model, x))
+    return x, y, pred, np.array(src), secs
+
+
+def _item_masks(cov, x, batch: int = 64):
+    """Per pool input its covered items, packed bits (P, ceil(total / 8)); for tknp its
+    pattern ids."""
+    if cov.name == "tknp":
+        return cov.profile(x)
+    cut = cov._cover_at(None)
+    return np.concatenate([np.packbits(cov.profile(x[i:i + batch]) > cut, axis=1)
+                           for i in range(0, len(x), batch)])
+
+
+def _suite_rates(cov, masks, suites) -> np.ndarray:
+    if cov.name == "tknp":
+        return np.array([len(set(masks[s].tolist())) / cov.total for s in suites])
+    w = getattr(cov, "_weights", None) if getattr(cov, "weighted", False) else None
+    out = np.empty(len(suites))
+    for i, s in enumerate(suites):
+        u = np.bitwise_or.reduce(masks[s], axis=0)
+        if w is None:
+            out[i] = int(np.bitwise_count(u).sum()) / max(1, cov.total)
+        else:
+            out[i] = float(w[np.unpackbits(u)[:cov.total].astype(bool)].sum())
+    return out
+
+
+def _criteria(model):
+    """Every registered criterion at its defaults (rconc also with Eq. 3 as written), but
+    edge RConC (a per-input item set of millions of edges)."""
+    from . import CRITERIA, default_threshold
+    out = []
+    for name, cls in CRITERIA.items():
+        params = {"threshold": default_threshold("mnist")} if name in ("rconc", "nc") else {}
+        out.append((name, cls(model, **params)))
+        if name == "rconc":
+            out.append(("rconc-eq3", cls(model, normalize="model", values="signed",
+                                         threshold=default_threshold("mnist"))))
+    return out
+
+
+def measure_model(name: str, n_clean=500, n_seeds=100, sizes=(25, 50, 100, 200),
+                  n_suites=200, n_profile=4000, methods=METHODS, seed=0,
+                  progress: Callable[[str], None] = print):
+    """(suites table, pool table, timings) for one MNIST model."""
+    from ..data import load_dataset
+    from ..zoo import load_model
+    from .profile import build_profile, default_path
+    started = time.time()
+    model = load_model(name)
+    ds = load_dataset("mnist")
+    timings = {}
+    if not default_path(model).is_file():
+        t0 = time.time()
+        build_profile(model, ds.x_train[:n_profile], source=f"mnist train[:{n_profile}]")
+        timings["profile_s"] = round(time.time() - t0, 1)
+        progress(f"{name}: profile of {n_profile} training inputs in {timings['profile_s']}s")
+    x, y, pred, src, gen_s = _pool(name, model, ds, n_clean, n_seeds, methods, progress)
+    timings["generation_s"] = gen_s
+    wrong = pred != y
+    rng = np.random.default_rng(seed)
+    suites, sizes_col = [], []
+    for size in sizes:
+        for _ in range(n_suites):
+            suites.append(np.sort(rng.choice(len(x), size=size, replace=False)))
+            sizes_col.append(size)
+    table = pd.DataFrame({"model": name, "suite": np.arange(len(suites)), "size": sizes_col})
+    table["faults"] = [int(wrong[s].sum()) for s in suites]
+    table["fault_pairs"] = [len({(int(a), int(b)) for a, b in zip(y[s][wrong[s]],
+                                                                  pred[s][wrong[s]])})
+                            for s in suites]
+    timings["criteria_s"] = {}
+    for cname, cov in _criteria(model):
+        t0 = time.time()
+        masks = _item_masks(cov, x)
+        table[cname] = _suite_rates(cov, masks, suites)
+        timings["criteria_s"][cname] = round(time.time() - t0, 1)
+        progress(f"{name}: {cname} ({cov.total:,} items) in {timings['criteria_s'][cname]}s")
+    pool = pd.DataFrame({"model": name, "source": src, "misclassified": wrong})
+    pool = pool.groupby(["model", "source"], sort=False).agg(
+        inputs=("misclassified", "size"), misclassified=("misclassified", "sum")).reset_index()
+    timings["total_s"] = round(time.time() - started, 1)
+    return table, pool, timings
+
+
+def correlations(table: pd.DataFrame, criteria: list[str]) -> pd.DataFrame:
+    rows = []
+    for model, t in table.groupby("model", sort=False):
+        for crit in criteria:
+            for fault in ("faults", "fault_pairs"):
+                for size, ts in list(t.groupby("size")) + [("all", t)]:
+                    if size == "all":
+                        tau = partial_tau(t[crit].values, t[fault].values, t["size"].values)
+                    else:
+                        tau = _tau(ts[crit].values, ts[fault].values)
+                    lo, hi = _fisher_ci(tau, len(ts))
+                    rows.append({"model": model, "criterion": crit, "faults": fault,
+                                 "size": size, "n_suites": len(ts), "tau": tau,
+                                 "ci_low": lo, "ci_high": hi})
+    return pd.DataFrame(rows)
+
+
+def verdict(lo: float, hi: float, tau: float) -> str:
+    if not np.isfinite(tau):
+        return "constant"
+    if lo > 0:
+        return "strong +" if tau >= 0.5 else "moderate +" if tau >= 0.3 else "weak +"
+    if hi < 0:
+        return "negative"
+    return "none"
+
+
+def write_report(out: Path, names=MNIST_MODELS, progress: Callable[[str], None] = print,
+                 **sizes) -> dict:
+    out = ensure_dir(Path(out))
+    tables, pools, timings = [], [], {}
+    for name in names:
+        t, p, tm = measure_model(name, progress=progress, **sizes)
+        tables.append(t)
+        pools.append(p)
+        timings[name] = tm
+        table = pd.concat(tables, ignore_index=True)
+        crit = [c for c in table.columns if c not in ("model", "suite", "size", "faults",
+                                                      "fault_pairs")]
+        corr = correlations(table, crit)
+        table.round(6).to_csv(out / "suites.csv", index=False)
+        pd.concat(pools, ignore_index=True).to_csv(out / "pool.csv", index=False)
+        corr.round(4).to_csv(out / "tau.csv", index=False)
+        config = {"models": list(names)[:len(tables)], **{k: (list(v) if isinstance(v, tuple)
+                                                                 else v)
+                                                            for k, v in sizes.items()},
+                  "timings": timings}
+        (out / "config.json").write_text(json.dumps(config, indent=1) + "\n")
+        (out / "summary.md").write_text(_markdown(corr, pd.concat(pools), config))
+    return {"files": [str(out / f) for f in ("summary.md", "tau.csv", "suites.csv", "pool.csv",
+                                             "config.json")], "timings": timings}
+
+
+def _markdown(corr: pd.DataFrame, pool: pd.DataFrame, config: dict) -> str:
+    lines = ["# Which coverage criteria find faults", "",
+             "Generated by `rnncon report criteria` (rnncon_core/coverage/criteria_report.py); "
+             "method after Harel-Canada et al., FSE 2020. Kendall τ_b of each criterion's "
+             "coverage of a random test suite with the suite's faults (misclassified inputs; "
+             "distinct (true, predicted) pairs), within each suite size and, in the column "
+             "\"all sizes\", the partial τ over every size controlling for size. 95 % intervals "
+             "by Fisher's z (Fieller's variance); suites share pool inputs, so the intervals are "
+             "too narrow: a rough guide only.", "",
+             "Settings: " + ", ".join(f"{k} = {v}" for k, v in config.items()
+                                      if k not in ("timings", "models")) + ".", "",
+             "## Pools", "", "| model | source | inputs | misclassified |", "|---|---|---|---|"]
+    for r in pool.itertuples():
+        lines.append(f"| {r.model} | {r.source} | {r.inputs} | {r.misclassified} |")
+    sizes = sorted(s for s in corr["size"].unique() if s != "all")
+    main = max(sizes) if sizes else None
+    for fault, title in (("faults", "misclassified inputs"),
+                         ("fault_pairs", "distinct (true, predicted) pairs")):
+        lines += ["", f"## τ with {title}", "",
+                  f"Per model: τ at suite size {main} [95 % CI] / partial τ over all sizes "
+                  f"(controlling for size) and its verdict.", ""]
+        models = list(dict.fromkeys(corr["model"]))
+        lines.append("| criterion | " + " | ".join(models) + " |")
+        lines.append("|---|" + "---|" * len(models))
+        sub = corr[corr["faults"] == fault]
+        for crit in dict.fromkeys(sub["criterion"]):
+            cells = []
+            for m in models:
+                a = sub[(sub["model"] == m) & (sub["criterion"] == crit)]
+                one = a[a["size"] == main].iloc[0]
+                allr = a[a["size"] == "all"].iloc[0]
+                cells.append(f"{one.tau:+.2f} [{one.ci_low:+.2f}, {one.ci_high:+.2f}] / "
+                             f"{allr.tau:+.2f} {verdict(allr.ci_low, allr.ci_high, allr.tau)}"
+                             if np.isfinite(one.tau) else "constant")
+            lines.append(f"| {crit} | " + " | ".join(cells) + " |")
+    lines += ["", "## Reading", "", _reading(corr), "",
+              "## Timings (seconds)", "", "```", json.dumps(config["timings"], indent=1), "```",
+              ""]
+    return "\n".join(lines)
+
+
+def _reading(corr: pd.DataFrame) -> str:
+    """Plain words: per criterion, on how many models the partial τ with faults is positive
+    with its interval above 0."""
+    sub = corr[(corr["faults"] == "faults") & (corr["size"] == "all")]
+    n_models = sub["model"].nunique()
+    groups: dict[str, list] = {"signal": [], "mixed": [], "none": []}
+    for crit, a in sub.groupby("criterion", sort=False):
+        pos = int((a["ci_low"] > 0).sum())
+        med = float(np.nanmedian(a["tau"])) if a["tau"].notna().any() else float("nan")
+        key = "signal" if pos == n_models else "mixed" if pos > 0 else "none"
+        groups[key].append(f"{crit} (median partial τ {med:+.2f}, positive on {pos}/{n_models})")
+    out = []
+    for key, words in (("signal", "Positive with faults on every model, controlling for size"),
+                       ("mixed", "Positive on some models only"),
+                       ("none", "No positive signal on any model")):
+        if groups[key]:
+            out.append(f"- {words}: " + "; ".join(groups[key]) + ".")
+    return "\n".join(out)
