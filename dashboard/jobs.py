@@ -285,7 +285,9 @@ def render_card(card: Card, key: str, show_key: str | None = None) -> None:
             text = f"{card.state}: {card.done} of {card.total}" if card.total else card.state
             text += f" · {card.message}" if card.message else ""
             text += f" · elapsed {_fmt_seconds(card.elapsed)}"
-            if card.state == "running" and card.total:
+            if card.state == "running" and card.total and card.done >= card.total:
+                text += " · the last stage (its time is not in the estimate)…"
+            elif card.state == "running" and card.total:
                 text += (f" · about {_fmt_seconds(card.eta)} left" if card.eta is not None
                          else " · estimating the time left…")
             st.progress(card.fraction, text=text)
