@@ -335,7 +335,10 @@ def job_panel(kind: str, show_key: str | None = None, limit: int = 4) -> None:
         return ended
 
     note(cards(kind, session_jobs())[:limit])
-    active = bool(watch[kind])
+    # also poll while a job of this kind runs in this server but has no run yet (started
+    # from a session that was reloaded since): its card appears as soon as the run exists
+    active = bool(watch[kind]) or any(j.kind == kind and j.alive and j.run_id is None
+                                      for j in list(_JOBS.values()))
 
     def panel():
         now = cards(kind, session_jobs())[:limit]

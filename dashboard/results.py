@@ -139,3 +139,42 @@ def captions(outputs: dict, rows: np.ndarray) -> list[tuple[str, str]]:
             gen += " ✗ adversarial"
         out.append((seed, gen))
     return out
+
+
+# ---------------------------------------------------------------- coverage views
+
+def nearest(grid: tuple, threshold: float) -> float:
+    return min(grid, key=lambda t: abs(t - threshold))
+
+
+def coverage_view(crits: dict, threshold: float, by: str, grid: tuple) -> dict:
+    """What the Coverage page shows at one threshold, read from the criteria's kept maxima:
+    the headline figures (rate, covered, total), RConC and NC per layer, the growth curves
+    (at the nearest grid threshold) and CS_C's sections. Small tables only."""
+    rconc, nc, hsc, csc = (crits[k] for k in ("RConC", "NC", "HS_C", "CS_C"))
+    g = nearest(grid, threshold)
+    out = {"n_inputs": rconc.n_inputs, "grid_threshold": g,
+           "rconc": (rconc.rate(threshold), rconc.covered_at(threshold), rconc.total),
+           "nc": (nc.rate(threshold), nc.covered_at(threshold), nc.total),
+           "hsc": hsc.rate(),
+           "by_layer": {"RConC": rconc.by_layer(threshold, by=by), "NC": nc.by_layer(threshold)},
+           "curves": {"RConC": np.asarray(rconc.curve(g)), "NC": np.asarray(nc.curve(g))},
+           "sections": None, "csc_boundary": None}
+    if csc is not None:
+        sections = csc.sections()
+        out["sections"] = sections
+        out["csc_boundary"] = float(sections[sections["boundary"]]["rate"].mean())
+    return out
+
+
+def coverage_sweep(crits: dict, grid: tuple, by: str = "layer") -> pd.DataFrame:
+    """RConC and NC per layer (and "All") at every threshold of the grid."""
+    from dashboard.charts import with_all
+    rows = []
+    for t in grid:
+        for name in ("RConC", "NC"):
+            df = with_all(crits[name].by_layer(t, by=by) if name == "RConC"
+                          else crits[name].by_layer(t))
+            rows += [{"threshold": t, "criterion": name, "layer": r.layer, "rate": r.rate}
+                     for r in df.itertuples()]
+    return pd.DataFrame(rows)

@@ -361,21 +361,9 @@ def coverage_at(model_ref: str, dataset_name: str, n_inputs: int, granularity: s
     """What the Coverage page shows at one threshold, read once per server from the kept
     maxima: the four headline figures, RConC and NC per layer, the growth curves (at the
     nearest grid threshold) and CS_C's sections. Small tables only."""
+    from dashboard.results import coverage_view
     crits = coverage(model_ref, dataset_name, n_inputs, granularity, normalize, values)
-    rconc, nc, hsc, csc = (crits[k] for k in ("RConC", "NC", "HS_C", "CS_C"))
-    g = nearest_grid(threshold)
-    out = {"n_inputs": rconc.n_inputs, "grid_threshold": g,
-           "rconc": (rconc.rate(threshold), rconc.covered_at(threshold), rconc.total),
-           "nc": (nc.rate(threshold), nc.covered_at(threshold), nc.total),
-           "hsc": hsc.rate(),
-           "by_layer": {"RConC": rconc.by_layer(threshold, by=by), "NC": nc.by_layer(threshold)},
-           "curves": {"RConC": np.asarray(rconc.curve(g)), "NC": np.asarray(nc.curve(g))},
-           "sections": None, "csc_boundary": None}
-    if csc is not None:
-        sections = csc.sections()
-        out["sections"] = sections
-        out["csc_boundary"] = float(sections[sections["boundary"]]["rate"].mean())
-    return out
+    return coverage_view(crits, threshold, by, THRESHOLD_GRID)
 
 
 @timed()
@@ -395,17 +383,9 @@ def coverage_figures(model_ref: str, dataset_name: str, n_inputs: int, granulari
 def sweep(model_ref: str, dataset_name: str, n_inputs: int, granularity: str, normalize: str,
           values: str = DEFAULT_NORM[1], by: str = "layer") -> "pd.DataFrame":
     """RConC and NC per layer (and "All") at every threshold of the grid."""
-    import pandas as pd
-    from dashboard.charts import with_all
-    crits = coverage(model_ref, dataset_name, n_inputs, granularity, normalize, values)
-    rows = []
-    for t in THRESHOLD_GRID:
-        for name in ("RConC", "NC"):
-            df = with_all(crits[name].by_layer(t, by=by) if name == "RConC"
-                          else crits[name].by_layer(t))
-            rows += [{"threshold": t, "criterion": name, "layer": r.layer, "rate": r.rate}
-                     for r in df.itertuples()]
-    return pd.DataFrame(rows)
+    from dashboard.results import coverage_sweep
+    return coverage_sweep(coverage(model_ref, dataset_name, n_inputs, granularity, normalize,
+                                   values), THRESHOLD_GRID, by)
 
 
 @timed()

@@ -269,3 +269,21 @@ def test_a_kept_profile_is_read_back_and_never_from_another_model(tmp_path, monk
     fresh = state.kept_profile(ContributionCoverage(other), key, "RConC", inputs)
     assert len(calls) == 2
     assert fresh.rate(0.3) == ContributionCoverage(other).update(x).rate(0.3)
+
+
+def test_the_html_report_is_self_contained_with_figures_tables_and_versions():
+    from dashboard import report
+    by_layer = {"RConC": _by_layer([1, 1, 1]), "NC": _by_layer([1, 1, 1])}
+    view = {"n_inputs": 50, "grid_threshold": 0.25, "rconc": (0.5, 71, 142),
+            "nc": (0.25, 10, 40), "hsc": 0.4, "by_layer": by_layer,
+            "curves": {"RConC": np.array([0.1, 0.5]), "NC": np.array([0.2, 0.25])},
+            "sections": None, "csc_boundary": None}
+    sweep = pd.DataFrame({"threshold": [0.0, 0.5] * 2, "criterion": ["RConC"] * 2 + ["NC"] * 2,
+                          "layer": ["All"] * 4, "rate": [1.0, 0.5, 0.9, 0.2]})
+    doc = report.coverage(view, sweep, {"model": "mnist-lstm", "data": "mnist"},
+                          {"threshold": 0.25, "granularity": "unit"})
+    assert doc.startswith("<!DOCTYPE html>") and doc.rstrip().endswith("</html>")
+    assert "<script src=" not in doc                    # plotly.js inline: works offline
+    assert doc.count("Plotly.newPlot") == 3                # per layer, growth, sweep
+    assert "Coverage per layer at threshold 0.25" in doc and "mnist-lstm" in doc
+    assert "<table" in doc and "keras" in doc and "granularity" in doc

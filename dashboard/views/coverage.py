@@ -3,7 +3,7 @@ and CS_C, and the threshold-selection helper."""
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, perf, state
+from dashboard import charts, perf, report, state
 from rnncon_core.errors import RNNConError
 
 st.title("Coverage")
@@ -87,6 +87,23 @@ at_threshold()
 st.subheader("Coverage vs threshold (Figures 7 and 8)")
 st.plotly_chart(state.sweep_figure(*profile, by, st.session_state["cov_threshold"]),
                 width="stretch", key="cov_sweep")
+
+
+def coverage_report() -> str:
+    t = st.session_state["cov_threshold"]
+    facts = {"model": sel.label, "data": f"{sel.dataset}: the first {n_inputs} test inputs",
+             "data source": state.dataset(sel.dataset).source}
+    settings = {"threshold": t, "granularity": granularity, "normalize": normalize,
+                "values": values, "RConC rows": by, "inputs": n_inputs}
+    return report.coverage(state.coverage_at(*profile, by, t),
+                           state.sweep(*profile, by), facts, settings)
+
+
+st.download_button("Download report (HTML)", coverage_report, key="cov_report",
+                   file_name=f"coverage-{sel.label.replace(' ', '_').replace(':', '')}.html",
+                   mime="text/html", on_click="ignore", icon=":material/download:",
+                   help="One self-contained HTML file (interactive figures, tables, settings, "
+                        "versions) that opens offline in a browser.")
 
 left, right = st.columns(2)
 with left:

@@ -1,7 +1,7 @@
 """Generate: start a coverage-guided generation run, watch it, see Table 2 and the pairs."""
 import streamlit as st
 
-from dashboard import charts, forms, jobs, results, state, tables, text_views
+from dashboard import charts, forms, jobs, report, results, state, tables, text_views
 from rnncon_core import data, zoo
 from rnncon_core.errors import RNNConError
 
@@ -119,6 +119,10 @@ if info is None:
     st.stop()
 run_id = info.run_id
 outputs = state.run_outputs(info)
+st.download_button("Download report (HTML)", lambda: report.generation(info, outputs),
+                   key="gen_report", file_name=f"{run_id}.html", mime="text/html",
+                   on_click="ignore", icon=":material/download:",
+                   help="This run as one self-contained HTML file that opens offline.")
 c = st.columns([1, 1, 2])
 only_adv = c[0].toggle("Only adversarial inputs", True, key="gen_only_adv")
 rows = results.gallery_order(outputs, only_adv)

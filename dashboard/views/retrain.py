@@ -1,7 +1,7 @@
 """Retrain: add a generation run's adversarial inputs to the training data, retrain, compare."""
 import streamlit as st
 
-from dashboard import charts, jobs, results, state
+from dashboard import charts, jobs, report, results, state
 
 st.title("Retrain")
 st.caption("From the trained weights, the adversarial inputs of a generation run (labelled "
@@ -53,6 +53,10 @@ if shown_info is None:
             "the repeats it finished.")
     st.stop()
 shown = shown_info.run_id
+st.download_button("Download report (HTML)", lambda: report.retraining(shown_info),
+                   key="retrain_report", file_name=f"{shown}.html", mime="text/html",
+                   on_click="ignore", icon=":material/download:",
+                   help="This retraining as one self-contained HTML file that opens offline.")
 summary = store.get(shown).summary
 st.caption(f"{summary['model']} retrained with the {summary['n_inputs']} adversarial inputs of "
            f"run {summary['from_run']}: {summary['repeats_done']} of {summary['repeats']} "

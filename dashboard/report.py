@@ -1,0 +1,285 @@
+"""A report to share: one self-contained HTML file (interactive Plotly figures, the tables, the
+model, data, settings and versions) that opens offline in any browser.
+
+The pages' "Download report" buttons call the builders below with what they show; the same
+files come from the command line:
+
+    python -m dashboard.report coverage --model mnist-lstm [--inputs 200 --threshold 0.25 ...]
+    python -m dashboard.report run RUN_ID            # a generation or retraining run
+
+Plotly's JavaScript is embedded once per file (about 4.7 MB), so nothing is fetched.
+"""
+from __future__ import annotations
+
+import argparse
+import html
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from dashboard import charts, results, tables
+
+PACKAGES = ("rnncon-test", "tensorflow-cpu", "keras", "numpy", "pandas", "plotly", "streamlit",
+            "scikit-learn")
+
+
+@dataclass
+class Section:
+    heading: str
+    text: str = ""
+    figures: list = field(default_factory=list)           # plotly Figures
+    tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+_STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto;
+       max-width: 1200px; color: #262730; padding: 0 1rem; }
+h1 { margin-bottom: .2rem; } h2 { margin-top: 2.2rem; border-bottom: 1px solid #ddd; }
+.meta { color: #555; } table { border-collapse: collapse; margin: .6rem 0 1.2rem;
+font-size: .9rem; } th, td { border: 1px solid #ddd; padding: .25rem .6rem; text-align: right; }
+th { background: #f6f6f9; } td:first-child, th:first-child { text-align: left; }
+dl { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; }
+dt { font-weight: 600; } dd { margin: 0; } .caption { color: #666; font-size: .9rem; }
+"""
+
+
+def render(title: str, facts: dict, sections: Sequence[Section],
+           settings: dict | None = None) -> str:
+    """The HTML document: title, facts (model, data, …), settings, sections, versions."""
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+             f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1>",
+             f"<p class='meta'>RNNCon-Test report written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+             "</p>", _dl(facts)]
+    if settings:
+        parts += ["<h2>Settings</h2>", _dl(settings)]
+    js = True                                     # plotly.js inline with the first figure
+    for s in sections:
+        parts.append(f"<h2>{html.escape(s.heading)}</h2>")
+        if s.text:
+            parts.append(f"<p>{html.escape(s.text)}</p>")
+        for name, df in s.tables:
+            if name:
+                parts.append(f"<p class='caption'>{html.escape(name)}</p>")
+            parts.append(df.to_html(index=False, na_rep="—", border=0,
+                                    float_format=lambda v: f"{v:.4g}"))
+        for fig in s.figures:
+            parts.append(fig.to_html(full_html=False, include_plotlyjs=js,
+                                     config={"displaylogo": False}))
+            js = False
+    parts += ["<h2>Versions</h2>", _dl(versions()), "</body></html>"]
+    return "\n".join(parts)
+
+
+def _dl(d: dict) -> str:
+    rows = "".join(f"<dt>{html.escape(str(k))}</dt><dd>{html.escape(_text(v))}</dd>"
+                   for k, v in d.items())
+    return f"<dl>{rows}</dl>"
+
+
+def _text(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(map(_text, v))
+    if isinstance(v, dict):
+        return "; ".join(f"{k}={_text(x)}" for k, x in v.items())
+    return str(v)
+
+
+# ---------------------------------------------------------------- the three reports
+
+def coverage(view: dict, sweep: pd.DataFrame, facts: dict, settings: dict) -> str:
+    """The Coverage page at one threshold: headline figures, per layer, growth, the sweep.
+    ``view`` is ``state.coverage_at(...)`` (or ``results.coverage_view(...)``)."""
+    t = settings["threshold"]
+    heads = pd.DataFrame([
+        {"criterion": "RConC", "rate %": 100 * view["rconc"][0], "covered": view["rconc"][1],
+         "total": view["rconc"][2]},
+        {"criterion": "NC", "rate %": 100 * view["nc"][0], "covered": view["nc"][1],
+         "total": view["nc"][2]},
+        {"criterion": "HS_C (no threshold)", "rate %": 100 * view["hsc"]},
+        {"criterion": "CS_C boundary (no threshold)",
+         "rate %": None if view["csc_boundary"] is None else 100 * view["csc_boundary"]}])
+    layer_rows = []
+    for name, df in view["by_layer"].items():
+        for r in charts.with_all(df).itertuples():
+            layer_rows.append({"criterion": name, "layer": r.layer, "covered": r.covered,
+                               "total": r.total, "rate %": 100 * r.rate})
+    sections = [
+        Section("Coverage at the threshold", f"{view['n_inputs']} test inputs, threshold {t:g}.",
+                figures=[charts.coverage_by_layer(view["by_layer"], threshold=t),
+                         charts.growth_curves(view["curves"],
+                                              threshold=view["grid_threshold"])],
+                tables=[("", heads), ("Per layer", pd.DataFrame(layer_rows))]),
+        Section("Coverage vs threshold (Figures 7 and 8)",
+                figures=[charts.threshold_sweep(sweep, chosen=t)]),
+    ]
+    if view.get("sections") is not None:
+        sections.append(Section("RNN-Test's cell-state sections (CS_C)",
+                                tables=[("", view["sections"])]))
+    return render(f"Coverage of {facts.get('model', '')}", facts, sections, settings)
+
+
+def generation(info, outputs: dict | None, pairs: int = 12) -> str:
+    """A generation run: its Table 2 row, the per-input norms, the first pairs (adversarial
+    first), configuration and summary."""
+    facts = {"run": info.run_id, "status": info.status, "model": info.model,
+             "method": info.method, "created": info.created}
+    if not results.complete(info):
+        facts["partial"] = results.partial_note(info)
+    sections = [Section("Table 2", tables=[("", tables.table2([info]))])]
+    if outputs is not None and "x_seed" in outputs:
+        rows = results.gallery_order(outputs, only_adversarial=False)[:pairs]
+        x_seed = np.asarray(outputs["x_seed"])
+        if np.issubdtype(x_seed.dtype, np.floating) and x_seed.ndim == 3 and len(rows):
+            from rnncon_core import data
+            sections.append(Section(
+                "Seeds and generated inputs (Figure 9)",
+                f"The first {len(rows)} pairs, adversarial ones first.",
+                figures=[charts.image_triplets(data.to_images(x_seed[rows]),
+                                               data.to_images(outputs["x_gen"][rows]),
+                                               results.captions(outputs, rows))]))
+        sections.append(Section("Per input", tables=[("", tables.per_input(outputs))]))
+    sections.append(Section("Summary", tables=[("", _key_values(info.summary or {}))]))
+    return render(f"Generation run {info.run_id}", facts, sections,
+                  settings=_flat(info.config))
+
+
+def retraining(info) -> str:
+    """A retraining run: Table 6, before/after per metric, the spread over repeats."""
+    s = info.summary or {}
+    facts = {"run": info.run_id, "status": info.status, "model": info.model,
+             "source run": s.get("from_run"), "evaluated on": s.get("evaluated_on"),
+             "adversarial inputs added": s.get("n_inputs"),
+             "repeats": f"{s.get('repeats_done')} of {s.get('repeats')}",
+             "epochs": s.get("epochs")}
+    if not results.complete(info):
+        facts["partial"] = results.partial_note(info)
+    sections = []
+    if s.get("before"):
+        sections += [Section("Table 6", tables=[("", results.table6(s))]),
+                     Section("Before and after retraining (Figure 13)",
+                             figures=[charts.before_after(results.before_after_frame(s))]),
+                     Section("Spread over the repeats (Figure 14)",
+                             figures=[charts.repeats(results.repeats_frame(s))])]
+    sections.append(Section("Summary", tables=[("", _key_values(s))]))
+    return render(f"Retraining run {info.run_id}", facts, sections, settings=_flat(info.config))
+
+
+def for_run(info) -> str:
+    if info.kind == "retrain":
+        return retraining(info)
+    if info.kind == "generate":
+        return generation(info, info.load_npz("outputs"))
+    return render(f"{info.kind} run {info.run_id}", {"run": info.run_id, "kind": info.kind,
+                                                     "status": info.status},
+                  [Section("Summary", tables=[("", _key_values(info.summary or {}))])],
+                  settings=_flat(info.config))
+
+
+def _key_values(d: dict) -> pd.DataFrame:
+    flat = _flat(d)
+    return pd.DataFrame({"key": list(flat), "value": [_text(v) for v in flat.values()]})
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in (d or {}).items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+# ---------------------------------------------------------------- command line
+
+def _coverage_cli(args) -> str:
+    from rnncon_core import data, zoo
+    from rnncon_core.coverage import (CellStateCoverage, ContributionCoverage,
+                                      HiddenStateCoverage, NeuronCoverage, default_threshold)
+    from rnncon_core.errors import UnsupportedModelError
+    from rnncon_core.trace import Tracer
+    dataset = args.data or (zoo.ARCHITECTURES[args.model].dataset
+                            if args.model in zoo.ARCHITECTURES else "mnist")
+    ds = data.load_dataset(dataset)
+    x = ds.x_test[:args.inputs]
+    grid = tuple(round(0.05 * i, 2) for i in range(20))
+    tracer = Tracer(zoo.load_model(args.model))
+    crits = {"RConC": ContributionCoverage(tracer, granularity=args.granularity,
+                                           normalize=args.normalize, values=args.values,
+                                           curve_thresholds=grid),
+             "NC": NeuronCoverage(tracer, curve_thresholds=grid),
+             "HS_C": HiddenStateCoverage(tracer)}
+    try:
+        crits["CS_C"] = CellStateCoverage(tracer)
+    except UnsupportedModelError:
+        crits["CS_C"] = None
+    for c in crits.values():
+        if c is not None:
+            c.update(x)
+    t = args.threshold if args.threshold is not None else default_threshold(dataset)
+    view = results.coverage_view(crits, t, "layer", grid)
+    sweep = results.coverage_sweep(crits, grid, "layer")
+    facts = {"model": args.model, "data": f"{dataset}: the first {len(x)} test inputs",
+             "data source": ds.source}
+    settings = {"threshold": t, "granularity": args.granularity, "normalize": args.normalize,
+                "values": args.values, "inputs": len(x)}
+    return coverage(view, sweep, facts, settings)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m dashboard.report",
+                                 description="Write a self-contained HTML report.")
+    sub = ap.add_subparsers(dest="what", required=True)
+    c = sub.add_parser("coverage", help="the coverage of a model")
+    c.add_argument("--model", default="mnist-lstm")
+    c.add_argument("--data", default=None)
+    c.add_argument("--inputs", type=int, default=200)
+    c.add_argument("--threshold", type=float, default=None)
+    c.add_argument("--granularity", choices=("unit", "edge"), default="unit")
+    c.add_argument("--normalize", choices=("step", "layer", "model"), default="step")
+    c.add_argument("--values", choices=("abs", "signed"), default="abs")
+    r = sub.add_parser("run", help="a generation or retraining run of the run store")
+    r.add_argument("run_id")
+    for p in (c, r):
+        p.add_argument("--out", type=Path, default=None, help="the file (default: "
+                       "report-<what>.html in the current folder)")
+    args = ap.parse_args(argv)
+    from rnncon_core.errors import RNNConError
+    try:
+        if args.what == "coverage":
+            doc, name = _coverage_cli(args), f"report-coverage-{Path(args.model).stem}.html"
+        else:
+            from rnncon_core.runs import RunStore
+            doc, name = for_run(RunStore().get(args.run_id)), f"report-{args.run_id}.html"
+    except RNNConError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    out = args.out or Path(name)
+    out.write_text(doc, encoding="utf-8")
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    sys.exit(main())
