@@ -10,7 +10,11 @@ import typer
 from . import app, emit, log, report_app
 from ..errors import InputError
 
-CRITERION_HELP = "rconc (contribution), nc (neuron), hsc (hidden state), csc (cell state)."
+CRITERION_HELP = ("rconc (contribution), nc (neuron), hsc (hidden state), csc (cell state); "
+                  "testRNN: bc, sc, tc; DeepStellar: state, state-boundary, state-weighted, "
+                  "transition, transition-weighted; DeepGauge: kmnc, nbc, snac, tknc, tknp, "
+                  "rconc-kmnc, rconc-nbc, rconc-snac (profile-based ones need `rnncon profile` "
+                  "once; docs/criteria.md).")
 
 
 def _load_inputs(dataset: str, split: str, n: int, inputs: str):
@@ -42,8 +46,10 @@ def _load_inputs(dataset: str, split: str, n: int, inputs: str):
 
 
 def _criterion(model, criterion: str, threshold: float | None, granularity: str,
-               normalize: str, values: str, dataset: str = "", include_input: bool = False):
+               normalize: str, values: str, dataset: str = "", include_input: bool = False,
+               extra: str = ""):
     from ..coverage import default_threshold, get_criterion
+    given = threshold               # the other criteria keep their own default threshold
     if threshold is None:           # the paper's per data set (0.25 images, 0.5 IMDB)
         threshold = default_threshold(dataset or model)
     params = {"rconc": {"threshold": threshold, "granularity": granularity,
@@ -51,8 +57,22 @@ def _criterion(model, criterion: str, threshold: float | None, granularity: str,
               "nc": {"threshold": threshold, "include_input": include_input},
               "hsc": {}, "csc": {}}
     if criterion not in params:
-        raise InputError(f"unknown criterion {criterion!r}; choose one of {', '.join(params)}")
-    return get_criterion(criterion, model, **params[criterion])
+        params[criterion] = {} if given is None else {"threshold": given}
+    return get_criterion(criterion, model, **params[criterion], **_extra_params(extra))
+
+
+def _extra_params(text: str) -> dict:
+    """--params "k=3,cells=8" -> {"k": 3, "cells": 8} (values read as JSON, else text)."""
+    out = {}
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"--params takes KEY=VALUE pairs separated by commas, got {item!r}")
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value.strip()
+    return out
 
 
 def _print_table(title: str, summary: dict) -> None:
@@ -85,6 +105,9 @@ VALUES_OPT = typer.Option("abs", "--values", help="rconc: normalize |contributio
 THRESHOLD_OPT = typer.Option(None, "--threshold", help="Activation threshold (default: 0.25 "
                                                        "for image data, 0.5 for IMDB).")
 JSON_OPT = typer.Option(False, "--json", help="Print one JSON object.")
+PARAMS_OPT = typer.Option("", "--params", help="More criterion parameters, KEY=VALUE,... "
+                                               "(e.g. k=3 for kmnc, components=5,cells=8 for "
+                                               "state; docs/criteria.md).")
 
 
 @app.command("coverage")
@@ -94,13 +117,13 @@ def coverage_cmd(model: str = MODEL_OPT, dataset: str = DATASET_OPT, split: str 
                  granularity: str = GRAN_OPT, normalize: str = NORM_OPT, values: str = VALUES_OPT,
                  include_input: bool = typer.Option(False, "--include-input",
                                                     help="NC: count the input layer too."),
-                 json_out: bool = JSON_OPT):
+                 params: str = PARAMS_OPT, json_out: bool = JSON_OPT):
     """Coverage of a set of inputs under one criterion, per layer and in all."""
     from ..zoo import load_model
     x, _, what = _load_inputs(dataset, split, n, inputs)
     m = load_model(model)
     cov = _criterion(m, criterion, threshold, granularity, normalize, values, dataset,
-                     include_input)
+                     include_input, params)
     started = time.time()
     cov.update(x)
     log(f"{criterion} over {len(x):,} inputs ({what}) in {time.time() - started:.1f}s")
@@ -117,19 +140,21 @@ def sweep_cmd(model: str = MODEL_OPT, dataset: str = DATASET_OPT, split: str = S
               thresholds: str = typer.Option("0,0.25,0.5,0.75", "--thresholds",
                                              help="Comma-separated thresholds."),
               granularity: str = GRAN_OPT, normalize: str = NORM_OPT, values: str = VALUES_OPT,
-              json_out: bool = JSON_OPT):
+              params: str = PARAMS_OPT, json_out: bool = JSON_OPT):
     """The coverage at a grid of thresholds from one pass over the inputs."""
     from ..zoo import load_model
     try:
         grid = [float(t) for t in thresholds.split(",") if t.strip()]
     except ValueError:
         raise InputError(f"--thresholds must be numbers separated by commas, got {thresholds!r}") from None
-    if criterion in ("hsc", "csc"):
+    from ..coverage import CRITERIA
+    if criterion in CRITERIA and not CRITERIA[criterion].uses_threshold:
         raise InputError(f"{criterion} has no threshold to sweep; use `rnncon coverage`")
     if not grid:
         raise InputError("give at least one threshold")
     x, _, what = _load_inputs(dataset, split, n, inputs)
-    cov = _criterion(load_model(model), criterion, grid[0], granularity, normalize, values)
+    cov = _criterion(load_model(model), criterion, grid[0], granularity, normalize, values,
+                     extra=params)
     cov.update(x)
     rows = [cov.summary(t) for t in grid]
     if json_out:
@@ -155,6 +180,64 @@ def report_coverage_cmd(
     from ..coverage.report import write_report
     names = [m.strip() for m in models.split(",") if m.strip()] or None
     result = write_report(Path(out), names, n_mnist=n_mnist, n_imdb=n_imdb, progress=log)
+    if json_out:
+        emit(result)
+    else:
+        log(f"wrote {', '.join(result['files'])}")
+
+
+@app.command("profile")
+def profile_cmd(model: str = MODEL_OPT,
+                dataset: str = typer.Option(..., "--dataset", help="The model's data set; "
+                                                                   "its training split is read."),
+                n: int = typer.Option(0, "--n", help="Use the first N training inputs (0: all)."),
+                out: str = typer.Option("", "--out", help="Profile file (default: the model's "
+                                                          "own under the cache)."),
+                json_out: bool = JSON_OPT):
+    """Build the training profile the profile-based criteria read (testRNN's, DeepStellar's,
+    DeepGauge's): once per model, saved under the cache by the model's fingerprint."""
+    from ..coverage.profile import build_profile, fingerprint
+    from ..zoo import load_model
+    x, _, what = _load_inputs(dataset, "train", n, "")
+    m = load_model(model)
+    started = time.time()
+    path = build_profile(m, x, path=out or None, source=what + (f"[:{n}]" if n else ""),
+                         progress=lambda d, t: log(f"profile {d:,}/{t:,}") if d % 2048 < 256
+                         or d == t else None)
+    result = {"model": model, "profile": str(path), "fingerprint": fingerprint(m),
+              "n_inputs": len(x), "seconds": round(time.time() - started, 1)}
+    if json_out:
+        emit(result)
+    else:
+        log(f"profile of {model} over {len(x):,} inputs ({what}) in {result['seconds']}s: {path}")
+
+
+@report_app.command("criteria")
+def report_criteria_cmd(
+    out: str = typer.Option("reports/criteria", "--out", help="Output folder."),
+    models: str = typer.Option("", "--models", help="Comma-separated MNIST models (default: "
+                                                   "the four shipped ones)."),
+    n_clean: int = typer.Option(500, "--n-clean", help="Clean test inputs in each pool."),
+    n_seeds: int = typer.Option(100, "--n-seeds", help="Seeds per generation method."),
+    sizes: str = typer.Option("25,50,100,200", "--sizes", help="Suite sizes."),
+    n_suites: int = typer.Option(200, "--n-suites", help="Random suites per size."),
+    n_profile: int = typer.Option(4000, "--n-profile", help="Training inputs for a profile "
+                                                           "built here (if none is cached)."),
+    methods: str = typer.Option("pgd,fgsm,rconc,nc,noise", "--methods",
+                                help="Generation methods of the pool."),
+    json_out: bool = JSON_OPT,
+):
+    """Which criteria find faults: Kendall tau of every criterion's coverage of random suites
+    with their faults, per suite size and controlling for size (FSE 2020's method)."""
+    from ..coverage.criteria_report import MNIST_MODELS, write_report
+    try:
+        size_list = tuple(int(s) for s in sizes.split(",") if s.strip())
+    except ValueError:
+        raise InputError(f"--sizes must be integers separated by commas, got {sizes!r}") from None
+    names = tuple(m.strip() for m in models.split(",") if m.strip()) or MNIST_MODELS
+    result = write_report(Path(out), names, progress=log, n_clean=n_clean, n_seeds=n_seeds,
+                          sizes=size_list, n_suites=n_suites, n_profile=n_profile,
+                          methods=tuple(m.strip() for m in methods.split(",") if m.strip()))
     if json_out:
         emit(result)
     else:

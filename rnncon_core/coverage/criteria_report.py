@@ -5,11 +5,13 @@ On each MNIST model: a pool of clean test inputs and inputs generated from other
 several methods (labels: their seeds'); many random test suites drawn from the pool at a few
 fixed sizes; per suite every registered criterion's coverage and its faults: the misclassified
 inputs, and the distinct (true, predicted) label pairs among them. Reported: Kendall's τ_b of
-each criterion with each fault count (i) within each suite size and (ii) over all sizes as the
-partial τ controlling for size, τ_xy·z = (τ_xy − τ_xz τ_yz) / sqrt((1 − τ_xz²)(1 − τ_yz²)).
-Confidence intervals: Fisher's z with Fieller's variance 0.437 / (n − 4). Suites drawn from one
-pool share inputs, so they are not independent and the intervals are too narrow; read them as
-a rough guide.
+each criterion with each fault count (i) within each suite size (size held fixed: the exact
+control), (ii) "stratified": the mean of the per-size τ's on Fisher's z scale, and (iii)
+"partial": Kendall's partial τ over all sizes, τ_xy·z = (τ_xy − τ_xz τ_yz) /
+sqrt((1 − τ_xz²)(1 − τ_yz²)) (kept for comparison; it is not zero when coverage and faults are
+independent given size, so verdicts read the stratified τ). Confidence intervals: Fisher's z
+with Fieller's variance 0.437 / (n − 4). Suites drawn from one pool share inputs, so they are
+not independent and the intervals are too narrow; read them as a rough guide.
 
 Coverage of a suite is computed exactly from each pool input's own covered items (the union of
 its inputs' item sets; weighted criteria sum the weights of the union), one forward pass per
@@ -44,6 +46,21 @@ def _tau(a, b) -> float:
     if np.ptp(a) == 0 or np.ptp(b) == 0:
         return float("nan")
     return float(kendalltau(a, b).statistic)
+
+
+def stratified_tau(x, y, strata) -> tuple[float, float, float]:
+    """(τ, CI low, CI high): the per-stratum τ's averaged on Fisher's z scale."""
+    zs, var = [], []
+    for s in np.unique(strata):
+        t = _tau(x[strata == s], y[strata == s])
+        n = int(np.sum(strata == s))
+        if np.isfinite(t) and n > 4:
+            zs.append(np.arctanh(np.clip(t, -0.999999, 0.999999)))
+            var.append(0.437 / (n - 4))
+    if not zs:
+        return float("nan"), float("nan"), float("nan")
+    z, se = float(np.mean(zs)), float(np.sqrt(np.sum(var)) / len(zs))
+    return float(np.tanh(z)), float(np.tanh(z - 1.959964 * se)), float(np.tanh(z + 1.959964 * se))
 
 
 def partial_tau(x, y, z) -> float:
@@ -161,11 +178,15 @@ def correlations(table: pd.DataFrame, criteria: list[str]) -> pd.DataFrame:
     for model, t in table.groupby("model", sort=False):
         for crit in criteria:
             for fault in ("faults", "fault_pairs"):
-                for size, ts in list(t.groupby("size")) + [("all", t)]:
-                    if size == "all":
-                        tau = partial_tau(t[crit].values, t[fault].values, t["size"].values)
-                    else:
-                        tau = _tau(ts[crit].values, ts[fault].values)
+                for size, ts in list(t.groupby("size")) + [("stratified", t), ("partial", t)]:
+                    x, f, z = ts[crit].values, ts[fault].values, ts["size"].values
+                    if size == "stratified":
+                        tau, lo, hi = stratified_tau(x, f, z)
+                        rows.append({"model": model, "criterion": crit, "faults": fault,
+                                     "size": size, "n_suites": len(ts), "tau": tau,
+                                     "ci_low": lo, "ci_high": hi})
+                        continue
+                    tau = partial_tau(x, f, z) if size == "partial" else _tau(x, f)
                     lo, hi = _fisher_ci(tau, len(ts))
                     rows.append({"model": model, "criterion": crit, "faults": fault,
                                  "size": size, "n_suites": len(ts), "tau": tau,
@@ -192,21 +213,29 @@ def write_report(out: Path, names=MNIST_MODELS, progress: Callable[[str], None] 
         tables.append(t)
         pools.append(p)
         timings[name] = tm
-        table = pd.concat(tables, ignore_index=True)
-        crit = [c for c in table.columns if c not in ("model", "suite", "size", "faults",
-                                                      "fault_pairs")]
-        corr = correlations(table, crit)
-        table.round(6).to_csv(out / "suites.csv", index=False)
+        pd.concat(tables, ignore_index=True).round(6).to_csv(out / "suites.csv", index=False)
         pd.concat(pools, ignore_index=True).to_csv(out / "pool.csv", index=False)
-        corr.round(4).to_csv(out / "tau.csv", index=False)
         config = {"models": list(names)[:len(tables)], **{k: (list(v) if isinstance(v, tuple)
                                                                  else v)
                                                             for k, v in sizes.items()},
                   "timings": timings}
         (out / "config.json").write_text(json.dumps(config, indent=1) + "\n")
-        (out / "summary.md").write_text(_markdown(corr, pd.concat(pools), config))
+        summarize(out)
     return {"files": [str(out / f) for f in ("summary.md", "tau.csv", "suites.csv", "pool.csv",
                                              "config.json")], "timings": timings}
+
+
+def summarize(out: Path) -> pd.DataFrame:
+    """tau.csv and summary.md from the measured suites.csv, pool.csv and config.json."""
+    out = Path(out)
+    table = pd.read_csv(out / "suites.csv")
+    crit = [c for c in table.columns if c not in ("model", "suite", "size", "faults",
+                                                  "fault_pairs")]
+    corr = correlations(table, crit)
+    corr.round(4).to_csv(out / "tau.csv", index=False)
+    config = json.loads((out / "config.json").read_text())
+    (out / "summary.md").write_text(_markdown(corr, pd.read_csv(out / "pool.csv"), config))
+    return corr
 
 
 def _markdown(corr: pd.DataFrame, pool: pd.DataFrame, config: dict) -> str:
@@ -214,22 +243,24 @@ def _markdown(corr: pd.DataFrame, pool: pd.DataFrame, config: dict) -> str:
              "Generated by `rnncon report criteria` (rnncon_core/coverage/criteria_report.py); "
              "method after Harel-Canada et al., FSE 2020. Kendall τ_b of each criterion's "
              "coverage of a random test suite with the suite's faults (misclassified inputs; "
-             "distinct (true, predicted) pairs), within each suite size and, in the column "
-             "\"all sizes\", the partial τ over every size controlling for size. 95 % intervals "
-             "by Fisher's z (Fieller's variance); suites share pool inputs, so the intervals are "
-             "too narrow: a rough guide only.", "",
+             "distinct (true, predicted) pairs), with the suite size held fixed; \"stratified\" "
+             "averages the per-size τ's on Fisher's z scale (tau.csv also has each size and "
+             "Kendall's partial τ controlling for size). 95 % intervals by Fisher's z "
+             "(Fieller's variance); suites share pool inputs, so the intervals are too narrow: "
+             "a rough guide only.", "",
              "Settings: " + ", ".join(f"{k} = {v}" for k, v in config.items()
                                       if k not in ("timings", "models")) + ".", "",
              "## Pools", "", "| model | source | inputs | misclassified |", "|---|---|---|---|"]
     for r in pool.itertuples():
         lines.append(f"| {r.model} | {r.source} | {r.inputs} | {r.misclassified} |")
-    sizes = sorted(s for s in corr["size"].unique() if s != "all")
+    sizes = sorted(s for s in corr["size"].unique() if not isinstance(s, str))
     main = max(sizes) if sizes else None
     for fault, title in (("faults", "misclassified inputs"),
                          ("fault_pairs", "distinct (true, predicted) pairs")):
         lines += ["", f"## τ with {title}", "",
-                  f"Per model: τ at suite size {main} [95 % CI] / partial τ over all sizes "
-                  f"(controlling for size) and its verdict.", ""]
+                  f"Per model: τ at suite size {main} [95 % CI] / stratified τ over all sizes "
+                  f"and its verdict (its interval above 0: weak < 0.3 <= moderate < 0.5 <= "
+                  f"strong; below 0: negative).", ""]
         models = list(dict.fromkeys(corr["model"]))
         lines.append("| criterion | " + " | ".join(models) + " |")
         lines.append("|---|" + "---|" * len(models))
@@ -239,7 +270,7 @@ def _markdown(corr: pd.DataFrame, pool: pd.DataFrame, config: dict) -> str:
             for m in models:
                 a = sub[(sub["model"] == m) & (sub["criterion"] == crit)]
                 one = a[a["size"] == main].iloc[0]
-                allr = a[a["size"] == "all"].iloc[0]
+                allr = a[a["size"] == "stratified"].iloc[0]
                 cells.append(f"{one.tau:+.2f} [{one.ci_low:+.2f}, {one.ci_high:+.2f}] / "
                              f"{allr.tau:+.2f} {verdict(allr.ci_low, allr.ci_high, allr.tau)}"
                              if np.isfinite(one.tau) else "constant")
@@ -251,16 +282,16 @@ def _markdown(corr: pd.DataFrame, pool: pd.DataFrame, config: dict) -> str:
 
 
 def _reading(corr: pd.DataFrame) -> str:
-    """Plain words: per criterion, on how many models the partial τ with faults is positive
+    """Plain words: per criterion, on how many models the stratified τ with faults is positive
     with its interval above 0."""
-    sub = corr[(corr["faults"] == "faults") & (corr["size"] == "all")]
+    sub = corr[(corr["faults"] == "faults") & (corr["size"] == "stratified")]
     n_models = sub["model"].nunique()
     groups: dict[str, list] = {"signal": [], "mixed": [], "none": []}
     for crit, a in sub.groupby("criterion", sort=False):
         pos = int((a["ci_low"] > 0).sum())
         med = float(np.nanmedian(a["tau"])) if a["tau"].notna().any() else float("nan")
         key = "signal" if pos == n_models else "mixed" if pos > 0 else "none"
-        groups[key].append(f"{crit} (median partial τ {med:+.2f}, positive on {pos}/{n_models})")
+        groups[key].append(f"{crit} (median τ {med:+.2f}, positive on {pos}/{n_models})")
     out = []
     for key, words in (("signal", "Positive with faults on every model, controlling for size"),
                        ("mixed", "Positive on some models only"),

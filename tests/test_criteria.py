@@ -1,0 +1,129 @@
+"""The profile-based criteria: the profile's life cycle and errors, save/merge, the CLI, and
+the criteria report's statistics."""
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from rnncon_core.coverage import CRITERIA, build_profile, fingerprint, get_criterion
+from rnncon_core.errors import InputError, UnsupportedModelError
+
+PROFILED = [n for n, c in CRITERIA.items() if "profile_path" in c._params]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory, tiny_lstm):
+    from rnncon_core import paths
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(paths, "CACHE_DIR", tmp_path_factory.mktemp("cache"))
+        yield paths.CACHE_DIR
+
+
+def test_missing_profile_says_what_to_run(cache, tiny_gru):
+    for name in PROFILED:
+        with pytest.raises(InputError, match="rnncon profile"):
+            get_criterion(name, tiny_gru)
+
+
+def test_profile_is_found_by_fingerprint_and_checked(cache, tiny_lstm, tiny_gru, tiny_x):
+    path = build_profile(tiny_lstm, tiny_x)
+    assert path.name == f"{fingerprint(tiny_lstm)}.npz" and path.parent.parent == cache
+    assert get_criterion("kmnc", tiny_lstm).total > 0
+    with pytest.raises(InputError, match="another model"):
+        get_criterion("nbc", tiny_gru, profile_path=str(path))
+    with pytest.raises(InputError, match="profile_path"):
+        get_criterion("snac", tiny_lstm, profile_path=3)
+
+
+def test_parameters_and_models(cache, tiny_lstm, tiny_x):
+    import keras
+    build_profile(tiny_lstm, tiny_x)
+    with pytest.raises(InputError, match="k must be"):
+        get_criterion("kmnc", tiny_lstm, k=0)
+    with pytest.raises(InputError, match="no recurrent layer 'dense'"):
+        get_criterion("state", tiny_lstm, layer="dense")
+    with pytest.raises(InputError, match="length"):
+        get_criterion("tc", tiny_lstm, length=9)
+    with pytest.raises(InputError, match="no threshold"):
+        get_criterion("state", tiny_lstm).rate(0.5)
+    rnn = keras.Sequential([keras.Input((5, 3)), keras.layers.SimpleRNN(3),
+                            keras.layers.Dense(2)])
+    build_profile(rnn, tiny_x)
+    with pytest.raises(UnsupportedModelError, match="forget"):
+        get_criterion("bc", rnn)
+    assert get_criterion("sc", rnn).update(tiny_x).rate() >= 0
+
+
+@pytest.mark.parametrize("name", ["bc", "state-weighted", "transition", "rconc-nbc", "tknp"])
+def test_merge_and_save_are_exact(cache, tiny_lstm, tiny_x, name, tmp_path):
+    build_profile(tiny_lstm, np.random.default_rng(4).random((20, 5, 3)).astype("float32"))
+    whole = get_criterion(name, tiny_lstm).update(tiny_x)
+    a = get_criterion(name, tiny_lstm).update(tiny_x[:4])
+    b = get_criterion(name, tiny_lstm).update(tiny_x[4:])
+    a.merge(b)
+    assert a.covered == whole.covered and a.rate() == pytest.approx(whole.rate())
+    np.testing.assert_allclose(a.curve(), whole.curve())
+    again = type(whole).load(tiny_lstm, whole.save(tmp_path / name))
+    assert again.covered == whole.covered and again.n_inputs == whole.n_inputs
+
+
+def test_size_controlled_tau_and_interval():
+    from rnncon_core.coverage.criteria_report import _fisher_ci, _tau, stratified_tau
+    rng = np.random.default_rng(0)
+    size = rng.choice([25, 50, 100, 200], 800).astype(float)
+    faults = size * 0.3 + rng.normal(0, 2, 800)
+    cov = size * 0.01 + rng.normal(0, 0.01, 800)      # grows with size only
+    assert _tau(cov, faults) > 0.5                      # size alone makes them agree
+    tau, lo, hi = stratified_tau(cov, faults, size)
+    assert lo < 0 < hi and abs(tau) < 0.1
+    cov2 = cov + faults * 0.005                          # carries faults beyond size
+    tau, lo, hi = stratified_tau(cov2, faults, size)
+    assert tau > 0.2 and lo > 0
+    lo, hi = _fisher_ci(0.3, 200)
+    assert lo < 0.3 < hi and hi - lo < 0.2
+
+
+def _cli(capsys, monkeypatch, *args):
+    from rnncon_core.cli import main
+    monkeypatch.setattr(sys, "argv", ["rnncon", *args])
+    code = 0
+    try:
+        main()
+    except SystemExit as e:
+        code = e.code or 0
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_profile_coverage_sweep(cache, tiny_lstm, tiny_x, tmp_path, capsys, monkeypatch):
+    tiny_lstm.save(tmp_path / "tiny.keras")
+    np.save(tmp_path / "x.npy", tiny_x)
+    model, x = str(tmp_path / "tiny.keras"), str(tmp_path / "x.npy")
+    prof = tmp_path / "prof.npz"
+    monkeypatch.setattr("rnncon_core.cli.coverage._load_inputs",
+                        lambda d, s, n, i: (tiny_x, None, "x"))
+    code, out, err = _cli(capsys, monkeypatch, "profile", "--model", model, "--dataset", "mnist",
+                          "--out", str(prof), "--json")
+    assert code == 0, err
+    assert json.loads(out)["profile"] == str(prof) and prof.is_file()
+    code, out, err = _cli(capsys, monkeypatch, "coverage", "--model", model, "--inputs", x,
+                          "--criterion", "state", "--params",
+                          f"components=2,cells=4,profile_path={prof}", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["criterion"] == "state" and res["threshold"] is None and res["n_inputs"] == 9
+    code, out, err = _cli(capsys, monkeypatch, "sweep", "--model", model, "--inputs", x,
+                          "--criterion", "bc", "--thresholds", "0.5,1",
+                          "--params", f"profile_path={prof}", "--json")
+    assert code == 0, err
+    sweep = json.loads(out)["sweep"]
+    assert sweep[0]["rate"] >= sweep[1]["rate"]
+    code, _, err = _cli(capsys, monkeypatch, "sweep", "--model", model, "--inputs", x,
+                        "--criterion", "tknc", "--json")
+    assert code == 2 and "no threshold" in err
+    code, _, err = _cli(capsys, monkeypatch, "coverage", "--model", model, "--inputs", x,
+                        "--criterion", "kmnc", "--params", "k", "--json")
+    assert code == 2 and "KEY=VALUE" in err
