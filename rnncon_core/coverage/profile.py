@@ -117,6 +117,11 @@ def build_profile(model, x, embedded: bool = False, path=None, source: str = "",
     from .rconc import ContributionCoverage
     tracer = model if isinstance(model, Tracer) else Tracer(model)
     x = tracer.check_inputs(x, embedded).numpy()
+    rec_units = [(s.steps, min(MAX_COMPONENTS, s.units)) for s in tracer.specs if s.kind != "dense"]
+    kept = len(x) * sum(t * k for t, k in rec_units) * 4
+    if kept > 2 ** 31:
+        raise InputError(f"a profile of {len(x):,} inputs would keep {kept / 2 ** 30:.1f} GiB "
+                         f"of projected hidden states; profile fewer inputs (rnncon profile --n)")
     started = time.time()
     cc = ContributionCoverage(tracer, values="signed")
     rec = [s for s in tracer.specs if s.kind != "dense"]
