@@ -178,7 +178,8 @@ def correlations(table: pd.DataFrame, criteria: list[str]) -> pd.DataFrame:
     for model, t in table.groupby("model", sort=False):
         for crit in criteria:
             for fault in ("faults", "fault_pairs"):
-                for size, ts in list(t.groupby("size")) + [("stratified", t), ("partial", t)]:
+                for size, ts in list(t.groupby("size")) + [("stratified", t), ("partial", t),
+                                                           ("pooled", t)]:
                     x, f, z = ts[crit].values, ts[fault].values, ts["size"].values
                     if size == "stratified":
                         tau, lo, hi = stratified_tau(x, f, z)
@@ -186,7 +187,8 @@ def correlations(table: pd.DataFrame, criteria: list[str]) -> pd.DataFrame:
                                      "size": size, "n_suites": len(ts), "tau": tau,
                                      "ci_low": lo, "ci_high": hi})
                         continue
-                    tau = partial_tau(x, f, z) if size == "partial" else _tau(x, f)
+                    tau = partial_tau(x, f, z) if size == "partial" else _tau(x, f)  # pooled:
+                    # every size together, size not controlled (what size alone contributes)
                     lo, hi = _fisher_ci(tau, len(ts))
                     rows.append({"model": model, "criterion": crit, "faults": fault,
                                  "size": size, "n_suites": len(ts), "tau": tau,
@@ -285,6 +287,7 @@ def _reading(corr: pd.DataFrame) -> str:
     """Plain words: per criterion, on how many models the stratified τ with faults is positive
     with its interval above 0."""
     sub = corr[(corr["faults"] == "faults") & (corr["size"] == "stratified")]
+    pooled = corr[(corr["faults"] == "faults") & (corr["size"] == "pooled")]
     n_models = sub["model"].nunique()
     groups: dict[str, list] = {"signal": [], "mixed": [], "none": []}
     for crit, a in sub.groupby("criterion", sort=False):
@@ -292,10 +295,15 @@ def _reading(corr: pd.DataFrame) -> str:
         med = float(np.nanmedian(a["tau"])) if a["tau"].notna().any() else float("nan")
         key = "signal" if pos == n_models else "mixed" if pos > 0 else "none"
         groups[key].append(f"{crit} (median τ {med:+.2f}, positive on {pos}/{n_models})")
-    out = []
+    out = [f"Suite size alone: pooling every size, the median τ of a criterion with "
+           f"misclassified inputs is {np.nanmedian(pooled['tau']):+.2f} (size not controlled); "
+           f"with size held fixed it is {np.nanmedian(sub['tau']):+.2f}. \"constant\": the "
+           f"criterion takes one value per suite size (e.g. tknp when every input has a pattern "
+           f"of its own, Eq. 3 RConC when it saturates at 100 %), so it says nothing about "
+           f"faults.", ""]
     for key, words in (("signal", "Positive with faults on every model, controlling for size"),
                        ("mixed", "Positive on some models only"),
-                       ("none", "No positive signal on any model")):
+                       ("none", "No positive signal on any model (or constant)")):
         if groups[key]:
             out.append(f"- {words}: " + "; ".join(groups[key]) + ".")
     return "\n".join(out)
