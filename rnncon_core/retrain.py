@@ -1,19 +1,29 @@
-"""Retraining with generated inputs (the paper's RQ3, Table 6, Figures 13 and 14).
+"""Retraining with generated inputs (the paper's RQ3, Table 6, Figures 13 and 14), measured
+fairly.
 
 From the trained weights, the adversarial inputs of a generation run (labelled with their
-seeds' labels) join the training data and the model trains N more epochs; this repeats R times
-with different seeds. A control arm trains the same way on the same number of extra *clean*
-training inputs, so the gain of the generated inputs is told apart from the gain of training
-longer. Every repeat is evaluated on held-out test inputs (accuracy, macro precision / recall /
-F1, one-vs-rest AUC, RConC); robustness is the adversarial rate of a fresh generation run against
-the retrained model vs against the original. Everything lands in the run store (kind
-``retrain``): the retrained models too; the shipped models are only ever read.
+seeds' labels) are mixed into the training data and the model trains N more epochs; this
+repeats R times with different seeds. A control arm trains the same way on as many extra
+*clean* training inputs (mixed in the same way), so the gain of the generated inputs is told
+apart from the gain of training longer.
+
+The test split is cut three ways, nothing shared (:func:`split_test`): the generation run's
+seeds (their perturbed copies are training data now), a validation part that picks the epoch
+of each retraining and the best repeat, and an evaluation part for every reported figure.
+Robustness is measured three ways: (a) held-out transfer: accuracy of the original, retrained
+and control models on adversarial inputs generated against the *original* model from
+evaluation seeds (rconc, nc, rnntest, pgd), which no retraining has seen; (b) the adversarial
+rate of a fresh white-box run against each model; (c) the clean metrics (accuracy, macro
+precision / recall / F1, AUC). Spreads are mean ± std over the repeats with a paired t-test
+against the control arm. Everything lands in the run store (kind ``retrain``), the retrained
+models too; the shipped models are only ever read.
 
 ``run_retraining(...)`` is the one entry point for the CLI and the dashboard.
 """
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -22,6 +32,10 @@ from .errors import InputError
 
 DEFAULT_EPOCHS = 10
 DEFAULT_REPEATS = 10
+DEFAULT_MIX = 0.25          # share of each epoch's inputs drawn from the generated ones
+TRANSFER_METHODS = ("rconc", "nc", "rnntest", "pgd")
+TRANSFER_SEEDS = 500        # evaluation seeds per held-out transfer method (the paper: 500)
+SPLIT_SEED = 0              # the validation / evaluation cut is the same for every run
 METRICS = ("accuracy", "precision", "recall", "f1", "auc")
 ProgressFn = Callable[[dict], None]
 
@@ -70,6 +84,24 @@ def _spread(values: list[float]) -> dict:
             "values": [float(a) for a in v]}
 
 
+def paired(a: list[float], b: list[float]) -> dict:
+    """The spread of a - b over paired repeats and the p-value of a paired t-test (None with
+    fewer than two pairs or no variation)."""
+    from scipy.stats import ttest_rel
+    out = _spread([x - y for x, y in zip(a, b)])
+    p = float(ttest_rel(a, b).pvalue) if len(a) > 1 and out["std"] > 0 else float("nan")
+    out["p_value"] = None if np.isnan(p) else p
+    return out
+
+
+def accuracy(model, x, y) -> float | None:
+    """Share of ``x`` that ``model`` labels ``y`` (None for no inputs)."""
+    from .generate.base import predict_proba
+    if len(y) == 0:
+        return None
+    return float((predict_proba(model, x).argmax(1) == np.asarray(y).ravel()).mean())
+
+
 # ---------------------------------------------------------------- pieces
 
 def _is_binary(model) -> bool:
@@ -116,7 +148,8 @@ def fit_split(ds, validation_split: float = 0.1) -> tuple[np.ndarray, np.ndarray
 
 def adversarial_inputs(run, max_inputs: int | None = None) -> dict:
     """The adversarial inputs of a finished (or cancelled) generation run, with their seeds'
-    labels and indices: ``{"x", "y", "seed_index", "split"}``."""
+    labels and indices: ``{"x", "y", "seed_index", "run_seeds", "split"}`` (``run_seeds``:
+    every seed of the run, adversarial or not)."""
     if run.kind != "generate":
         raise InputError(f"run {run.run_id} is a {run.kind!r} run; retraining needs a "
                          f"generation run (`rnncon runs --kind generate`)")
@@ -129,23 +162,36 @@ def adversarial_inputs(run, max_inputs: int | None = None) -> dict:
         raise InputError(f"run {run.run_id} found no adversarial inputs: nothing to retrain "
                          f"with; generate with more seeds or another method")
     idx = np.flatnonzero(mask)[:max_inputs]
-    seed_index = out["seed_index"][idx] if "seed_index" in out else np.full(len(idx), -1)
+    seeds = out["seed_index"] if "seed_index" in out else np.full(len(mask), -1)
     return {"x": out["x_gen"][idx], "y": out["y_seed"][idx].astype(np.int64),
-            "seed_index": seed_index.astype(np.int64),
+            "seed_index": seeds[idx].astype(np.int64), "run_seeds": seeds.astype(np.int64),
             "split": run.config.get("split", "test")}
 
 
-def held_out_test(ds, adv: dict) -> tuple[np.ndarray, np.ndarray, str]:
-    """The test inputs the retrained model has not seen in any form: when the seeds came from
-    the test split, their (perturbed) copies are in the new training data, so they are left
-    out of the evaluation."""
-    keep = np.ones(len(ds.y_test), dtype=bool)
+def split_test(ds, adv: dict, seed: int = SPLIT_SEED) -> dict[str, np.ndarray]:
+    """The test split cut three ways, nothing shared: ``seeds`` (the generation run's seeds,
+    when they are test inputs: their perturbed copies are training data now), then the rest
+    halved, stratified by class, into ``validation`` (picks epochs and the best repeat) and
+    ``evaluation`` (every reported figure). Sorted index arrays into ``ds.x_test``."""
+    y = np.asarray(ds.y_test).ravel()
+    used = np.zeros(len(y), dtype=bool)
     if adv["split"] == "test":
-        keep[adv["seed_index"][adv["seed_index"] >= 0]] = False
-    what = (f"test split without the {int((~keep).sum())} seeds of the generation run "
-            f"({int(keep.sum())} inputs)") if (~keep).any() else \
-        f"the whole test split ({int(keep.sum())} inputs)"
-    return ds.x_test[keep], ds.y_test[keep], what
+        used[adv["run_seeds"][adv["run_seeds"] >= 0]] = True
+    rest = np.flatnonzero(~used)
+    order = rest[np.lexsort((np.random.default_rng(seed).random(len(rest)), y[rest]))]
+    parts = {"seeds": np.flatnonzero(used), "validation": np.sort(order[0::2]),
+             "evaluation": np.sort(order[1::2])}
+    if min(len(parts["validation"]), len(parts["evaluation"])) < 2:
+        raise InputError(f"the test split has {len(y)} inputs and the generation run used "
+                         f"{int(used.sum())} of them as seeds: too few left to validate and "
+                         f"evaluate on; generate from fewer seeds")
+    return parts
+
+
+def describe_split(parts: dict[str, np.ndarray]) -> str:
+    return (f"evaluation part of the test split ({len(parts['evaluation'])} inputs; "
+            f"{len(parts['validation'])} others validate, {len(parts['seeds'])} were the "
+            f"generation run's seeds)")
 
 
 def _cancel_callback(run, report: Callable[[int], None], every: int = 20):
@@ -164,24 +210,66 @@ def _cancel_callback(run, report: Callable[[int], None], every: int = 20):
     return Watch()
 
 
+def extra_per_epoch(n_fit: int, n_extra: int, mix: float) -> int:
+    """How many extra inputs join each epoch: all of them once (``mix`` 0, the paper's
+    "add them to the training data"), or as many as make them ``mix`` of the epoch's inputs
+    (drawn over and over: every batch holds about that share)."""
+    if not 0 <= mix < 1:
+        raise InputError(f"mix (share of generated inputs in each batch) must be in [0, 1), "
+                         f"got {mix}")
+    return max(n_extra, int(round(mix / (1 - mix) * n_fit)))
+
+
+@dataclass
+class Retrained:
+    model: object
+    validation: list[float] = field(default_factory=list)   # accuracy after each epoch
+    best_epoch: int = 0                                      # the epoch whose weights are kept
+
+    @property
+    def validation_accuracy(self) -> float | None:
+        return self.validation[self.best_epoch - 1] if self.validation else None
+
+
 def retrain_once(base, x_fit, y_fit, x_extra, y_extra, epochs: int, seed: int,
                  batch_size: int = 128, learning_rate: float = 1e-4, augment: bool = False,
-                 callbacks=()):
-    """A copy of ``base`` trained ``epochs`` more epochs on (x_fit + x_extra); ``augment``
-    feeds images with the random shifts the shipped image models were trained with."""
+                 mix: float = 0.0, validation=None, callbacks=()) -> Retrained:
+    """A copy of ``base`` trained ``epochs`` more epochs on (x_fit + x_extra), the extra
+    inputs making ``mix`` of each epoch (:func:`extra_per_epoch`); ``augment`` feeds images
+    with the random shifts the shipped image models were trained with. ``validation``
+    (x, y): the weights of the epoch with the best accuracy there are kept (the later epoch
+    on a tie); without it, the last epoch's."""
     import keras
     from .zoo import shifted_batches
     keras.utils.set_random_seed(seed)
     model = copy_model(base, learning_rate)
-    x = np.concatenate([x_fit, np.asarray(x_extra, dtype=x_fit.dtype)])
-    y = np.concatenate([y_fit, np.asarray(y_extra, dtype=y_fit.dtype)])
-    if augment:
-        model.fit(shifted_batches(x, y, batch_size, seed), epochs=epochs, verbose=0,
-                  shuffle=False, callbacks=list(callbacks))    # the batches come shuffled
+    x_extra = np.asarray(x_extra, dtype=x_fit.dtype)
+    y_extra = np.asarray(y_extra, dtype=y_fit.dtype)
+    n_mix = extra_per_epoch(len(y_fit), len(y_extra), mix) if len(y_extra) else 0
+    rng = np.random.default_rng(seed)
+    order = np.zeros(0, np.int64)
+    out = Retrained(model)
+    best_weights = None
+    for epoch in range(epochs):
+        while len(order) < n_mix:           # every extra input once before any twice
+            order = np.concatenate([order, rng.permutation(len(y_extra))])
+        pick, order = order[:n_mix], order[n_mix:]
+        x = np.concatenate([x_fit, x_extra[pick]])
+        y = np.concatenate([y_fit, y_extra[pick]])
+        fit = dict(initial_epoch=epoch, epochs=epoch + 1, verbose=0, callbacks=list(callbacks))
+        if augment:     # the batches come shuffled
+            model.fit(shifted_batches(x, y, batch_size, seed + epoch), shuffle=False, **fit)
+        else:
+            model.fit(x, y, batch_size=batch_size, shuffle=True, **fit)
+        if validation is not None:
+            out.validation.append(accuracy(model, *validation))
+            if out.validation[-1] >= max(out.validation):
+                best_weights, out.best_epoch = model.get_weights(), epoch + 1
+    if best_weights is not None:
+        model.set_weights(best_weights)
     else:
-        model.fit(x, y, epochs=epochs, batch_size=batch_size, shuffle=True, verbose=0,
-                  callbacks=list(callbacks))
-    return model
+        out.best_epoch = epochs
+    return out
 
 
 FINE_TUNE_RATE = 1e-4      # about where the shipped training's plateau schedule ends
@@ -217,24 +305,79 @@ def generator_params(config: dict) -> dict:
     return gen
 
 
-def fresh_adversarial_rate(models: dict[str, str], source, ds, n_seeds: int, store,
-                           should_stop=None) -> dict:
-    """Adversarial rate of one fresh generation run per model, with the method and settings of
-    the run ``source``, on the same new seeds for every model: the first ``n_seeds`` inputs of
-    its split that it did not use and that every model predicts right.
-    Returns ``{label: {"run_id", "adv_rate", "n_seeds", "n_adversarial"}}``."""
-    from .generate import run_generation
+def model_sha(model: str) -> str | None:
+    """sha256 of a shipped model's (or a .keras path's) file."""
+    import hashlib
+    from pathlib import Path
+    from .zoo import ARCHITECTURES, FEATURE_NET, model_path
+    p = model_path(model) if model in ARCHITECTURES or model == FEATURE_NET else Path(model)
+    return hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else None
+
+
+def generation_on_seeds(model: str, keras_model, method: str, seeds: np.ndarray, ds, store,
+                        seed: int = 0, should_stop=None, **params) -> str:
+    """The id of a finished generation run of ``model`` (``keras_model``, the same file) with
+    ``method`` and ``params`` on exactly the test inputs ``seeds``: found in the store, or run
+    now."""
+    from .generate import get_generator, run_generation
+    seeds = np.asarray(seeds, np.int64)
+    sha = model_sha(model)
+    settings = get_generator(method, keras_model, seed=seed, **params).get_config()
+    want = {"method": method, "dataset": ds.name, "split": "test", "n_seeds": int(len(seeds)),
+            "seed": int(seed), "seed_indices_given": True}
+    for r in store.list(kind="generate", status="finished", model=str(model)):
+        c = r.config
+        if all(c.get(k) == v for k, v in want.items()) and c.get("generator") == settings \
+                and (r.load_json("model") or {}).get("sha256") == sha:
+            got = r.load_npz("seeds")
+            if got is not None and np.array_equal(got["seed_index"], seeds):
+                return r.run_id
+    return run_generation(model, method, seed_indices=seeds, split="test", dataset=ds.name,
+                          seed=seed, store=store, should_stop=should_stop, **params)["run_id"]
+
+
+def right_seeds(models: list, x, y, pool: np.ndarray, n: int) -> np.ndarray:
+    """The first ``n`` indices of ``pool`` whose inputs (of x, y) every model predicts right."""
     from .generate.base import predict_proba
+    ok = np.ones(len(pool), dtype=bool)
+    for m in models:
+        ok &= predict_proba(m, x[pool]).argmax(1) == np.asarray(y)[pool]
+    return pool[ok][:n]
+
+
+def transfer_sets(model: str, base, ds, pool: np.ndarray, methods, n_seeds: int, store,
+                  seed: int = 0, should_stop=None) -> dict:
+    """Held-out adversarial inputs: per method, one generation run against the *original*
+    model on the first ``n_seeds`` inputs of ``pool`` (evaluation inputs) it predicts right;
+    returns ``{method: {"run_id", "n_seeds", "x", "y"}}`` with the adversarial inputs and
+    their seeds' labels."""
+    seeds = right_seeds([base], ds.x_test, ds.y_test, pool, n_seeds)
+    out = {}
+    for method in methods:
+        rid = generation_on_seeds(model, base, method, seeds, ds, store, seed, should_stop)
+        gen = store.get(rid).load_npz("outputs")
+        adv = gen["adversarial"].astype(bool)
+        out[method] = {"run_id": rid, "n_seeds": int(len(seeds)), "x": gen["x_gen"][adv],
+                       "y": gen["y_seed"][adv].astype(np.int64)}
+    return out
+
+
+def fresh_adversarial_rate(models: dict[str, str], source, ds, n_seeds: int, store,
+                           should_stop=None, pool: np.ndarray | None = None) -> dict:
+    """Adversarial rate of one fresh (white-box) generation run per model, with the method
+    and settings of the run ``source``, on the same new seeds for every model: the first
+    ``n_seeds`` test inputs of ``pool`` (default: the inputs of its split it did not use) that every
+    model predicts right. Returns ``{label: {"run_id", "adv_rate", "n_seeds",
+    "n_adversarial"}}``."""
+    from .generate import run_generation
     from .zoo import load_model
     cfg = source.config
-    split = cfg.get("split", "test")
+    split = "test" if pool is not None else cfg.get("split", "test")
     x_all, y_all = ds.split(split)
-    used = source.load_npz("outputs") or {}
-    pool = np.setdiff1d(np.arange(len(y_all)), used.get("seed_index", np.zeros(0, np.int64)))
-    right = np.ones(len(pool), dtype=bool)
-    for m in models.values():
-        right &= predict_proba(load_model(m), x_all[pool]).argmax(1) == y_all[pool]
-    seeds = pool[right][:n_seeds]
+    if pool is None:
+        used = source.load_npz("outputs") or {}
+        pool = np.setdiff1d(np.arange(len(y_all)), used.get("seed_index", np.zeros(0, np.int64)))
+    seeds = right_seeds([load_model(m) for m in models.values()], x_all, y_all, pool, n_seeds)
     if len(seeds) == 0:
         raise InputError("no unused seed is predicted right by every model: robustness cannot "
                          "be measured; lower robustness_seeds")
@@ -251,28 +394,41 @@ def fresh_adversarial_rate(models: dict[str, str], source, ds, n_seeds: int, sto
 
 # ---------------------------------------------------------------- the entry point
 
+def default_transfer_methods(ds) -> tuple[str, ...]:
+    return TRANSFER_METHODS if ds.kind == "image" else ("synonym-gradient",)
+
+
 def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
                    repeats: int = DEFAULT_REPEATS, *, dataset=None, control: bool = True,
                    max_inputs: int | None = None, learning_rate: float | None = None,
-                   augment: bool | None = None, batch_size: int = 128, seed: int = 0,
-                   coverage: bool = True,
+                   augment: bool | None = None, mix: float = DEFAULT_MIX,
+                   batch_size: int = 128, seed: int = 0, coverage: bool = True,
                    coverage_inputs: int = 500, threshold: float | None = None,
+                   transfer_methods=None, transfer_seeds: int = TRANSFER_SEEDS,
                    robustness_seeds: int = 0, store=None,
                    progress: ProgressFn | None = None) -> dict:
     """Retrain ``model`` (a shipped name or a .keras path) with the adversarial inputs of the
-    generation run ``from_run``, ``repeats`` times for ``epochs`` epochs each; returns the
-    summary (also the run's ``summary.json``) with ``run_id``.
+    generation run ``from_run``, ``repeats`` times for up to ``epochs`` epochs each; returns
+    the summary (also the run's ``summary.json``) with ``run_id``.
 
-    ``control``: also train the control arm on as many clean training inputs.
-    ``max_inputs``: use at most this many adversarial inputs (the §7 experiment uses 500).
+    ``control``: also train the control arm on as many clean training inputs, mixed the same
+    way. ``max_inputs``: use at most this many adversarial inputs. ``mix``: the share of each
+    epoch's (and so, on average, each batch's) inputs drawn from the extra ones
+    (:func:`extra_per_epoch`; 0: each extra input once per epoch, the paper's recipe).
     ``learning_rate`` / ``augment``: None continues as the shipped model was trained (Adam at
     a fine-tuning rate of 1e-4; random shifts for 28 x 28 images), see
-    :func:`training_defaults`.
-    ``robustness_seeds``: > 0 runs fresh generation runs of that many seeds against the best
-    retrained model and the original. ``progress`` gets dict events (stage, repeat, epoch,
-    done, total); the run's progress.json is kept current and a cancel request stops the job
-    within a few batches (the run is then marked cancelled and keeps its finished repeats).
+    :func:`training_defaults`. The validation part of the test split picks each retraining's
+    epoch and the best repeat; the evaluation part gives every reported figure
+    (:func:`split_test`).
+    ``transfer_methods`` / ``transfer_seeds``: held-out transfer sets generated against the
+    original model from that many evaluation seeds per method (0 seeds: skip).
+    ``robustness_seeds``: > 0 runs fresh white-box generation runs of that many evaluation
+    seeds against the original, the best retrained and the best control model.
+    ``progress`` gets dict events (stage, repeat, epoch, done, total); the run's progress.json
+    is kept current and a cancel request stops the job within a few batches (the run is then
+    marked cancelled and keeps its finished repeats).
     """
+    from .coverage import default_threshold
     from .runs import RunStore
     from .zoo import load_model
     if epochs < 1 or repeats < 1:
@@ -288,21 +444,28 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
     if adv["x"].shape[1:] != ds.x_test.shape[1:]:
         raise InputError(f"the inputs of run {from_run} are shaped {adv['x'].shape[1:]}, not "
                          f"like {ds.name!r} ({ds.x_test.shape[1:]}): wrong run for this model")
+    extra_per_epoch(1, 1, mix)      # a bad mix fails before anything runs
     defaults = training_defaults(model, ds)
     learning_rate = defaults["learning_rate"] if learning_rate is None else learning_rate
     augment = defaults["augment"] if augment is None else augment
+    methods = tuple(default_transfer_methods(ds) if transfer_methods is None
+                    else transfer_methods)
     x_fit, y_fit = fit_split(ds, defaults["validation_split"])
-    x_eval, y_eval, eval_what = held_out_test(ds, adv)
+    parts = split_test(ds, adv)
+    val = (ds.x_test[parts["validation"]], ds.y_test[parts["validation"]])
+    x_eval, y_eval = ds.x_test[parts["evaluation"]], ds.y_test[parts["evaluation"]]
     x_cov = x_eval[:coverage_inputs]
-    theta = threshold if threshold is not None else (0.25 if ds.kind == "image" else 0.5)
+    theta = threshold if threshold is not None else default_threshold(ds)
     n_extra = len(adv["y"])
     arms = ["generated", "control"] if control else ["generated"]
     config = {"model": model, "from_run": from_run, "dataset": ds.name, "epochs": epochs,
               "repeats": repeats, "control": control, "max_inputs": max_inputs,
               "n_inputs": n_extra, "learning_rate": learning_rate, "augment": augment,
-              "batch_size": batch_size,
-              "seed": seed, "threshold": theta, "coverage_inputs": len(x_cov),
-              "robustness_seeds": robustness_seeds}
+              "mix": mix, "batch_size": batch_size, "seed": seed, "coverage": coverage,
+              "threshold": theta,
+              "coverage_inputs": len(x_cov), "transfer_methods": list(methods),
+              "transfer_seeds": transfer_seeds, "robustness_seeds": robustness_seeds,
+              "split_seed": SPLIT_SEED}
     started = time.time()
     total = repeats * len(arms) * epochs
     emit = progress or (lambda event: None)
@@ -314,12 +477,26 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
             emit({"run_id": run.run_id, "done": done, "total": total, "message": message,
                   **event})
 
+        transfer = {}
+        if transfer_seeds > 0 and methods:
+            tell(0, "held-out transfer sets: generating against the original model",
+                 stage="transfer")
+            transfer = transfer_sets(model, base, ds, parts["evaluation"], methods,
+                                     transfer_seeds, store, seed, run.cancel_requested)
+            run.check_cancel()
+
+        def measure(m) -> dict:
+            out = classification_metrics(m, x_eval, y_eval)
+            if coverage:
+                out.update(rconc_rates(m, x_cov, theta))
+            out["transfer"] = {k: accuracy(m, t["x"], t["y"]) for k, t in transfer.items()}
+            return out
+
         tell(0, "evaluating the original model", stage="before")
-        before = classification_metrics(base, x_eval, y_eval)
-        if coverage:
-            before.update(rconc_rates(base, x_cov, theta))
+        before = measure(base)
+        before["validation_accuracy"] = accuracy(base, *val)
         results: dict[str, list[dict]] = {arm: [] for arm in arms}
-        saved: list[str] = []
+        saved: dict[str, list[str]] = {arm: [] for arm in arms}
         summary: dict = {}
         for r in range(repeats):
             for a, arm in enumerate(arms):
@@ -333,31 +510,36 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
                 watch = _cancel_callback(run, lambda e, o=offset, r=r, arm=arm: tell(
                     o + e, f"repeat {r + 1}/{repeats}, {arm} arm, epoch {e}/{epochs}",
                     stage="train", repeat=r + 1, arm=arm, epoch=e))
-                trained = retrain_once(base, x_fit, y_fit, x_extra, y_extra, epochs,
-                                       seed=seed + r, batch_size=batch_size,
-                                       learning_rate=learning_rate, augment=augment,
-                                       callbacks=[watch])
-                m = classification_metrics(trained, x_eval, y_eval)
-                if coverage:
-                    m.update(rconc_rates(trained, x_cov, theta))
-                if arm == "generated":
-                    path = run.path / f"retrained-r{r + 1}.keras"
-                    trained.save(path)
-                    m["model_path"] = str(path)
-                    saved.append(str(path))
+                done = retrain_once(base, x_fit, y_fit, x_extra, y_extra, epochs,
+                                    seed=seed + r, batch_size=batch_size,
+                                    learning_rate=learning_rate, augment=augment, mix=mix,
+                                    validation=val, callbacks=[watch])
+                m = measure(done.model)
+                m.update(validation_accuracy=done.validation_accuracy,
+                         best_epoch=done.best_epoch, validation_curve=done.validation)
+                name = "retrained" if arm == "generated" else "control"
+                path = run.path / f"{name}-r{r + 1}.keras"
+                done.model.save(path)
+                m["model_path"] = str(path)
+                saved[arm].append(str(path))
                 results[arm].append(m)
-            summary = _summarize(config, before, results, eval_what, started)
+            summary = _summarize(config, before, results, parts, transfer, source, started)
             run.save_json("summary", summary)       # a cancelled run keeps what it finished
-        best = int(np.argmax([m["accuracy"] for m in results["generated"]]))
-        summary["best_model"] = saved[best]
-        summary["best_repeat"] = best + 1
+        for arm, key in (("generated", "best_model"), ("control", "best_control_model")):
+            if arm in results:          # the best repeat on validation, not on evaluation
+                best = int(np.argmax([m["validation_accuracy"] for m in results[arm]]))
+                summary[key] = saved[arm][best]
+                summary[key.replace("model", "repeat")] = best + 1
         if robustness_seeds > 0:
-            tell(total, "robustness: fresh generation runs", stage="robustness")
-            summary["robustness"] = fresh_adversarial_rate(
-                {"original": model, "retrained": saved[best]}, source, ds, robustness_seeds,
-                store, should_stop=run.cancel_requested)
-            rob = summary["robustness"]
+            tell(total, "robustness: fresh white-box generation runs", stage="robustness")
+            models = {"original": model, "retrained": summary["best_model"]}
+            if control:
+                models["control"] = summary["best_control_model"]
+            rob = fresh_adversarial_rate(models, source, ds, robustness_seeds, store,
+                                         should_stop=run.cancel_requested,
+                                         pool=parts["evaluation"])
             rob["drop"] = rob["original"]["adv_rate"] - rob["retrained"]["adv_rate"]
+            summary["robustness"] = rob
         summary["quality"] = _quality_or_reason(adv, ds)
         summary["seconds"] = round(time.time() - started, 1)
         summary["run_id"] = run.run_id
@@ -366,22 +548,50 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
     return summary
 
 
-def _summarize(config: dict, before: dict, results: dict, eval_what: str,
-               started: float) -> dict:
+def _summarize(config: dict, before: dict, results: dict, parts: dict, transfer: dict,
+               source, started: float) -> dict:
     keys = [k for k in before if k in METRICS or k.startswith("rconc")]
-    done = len(results["generated"])
+    gen = results["generated"]
+    done = len(gen)
     out = {"model": config["model"], "from_run": config["from_run"],
-           "dataset": config["dataset"], "epochs": config["epochs"],
-           "repeats": config["repeats"], "repeats_done": done, "n_inputs": config["n_inputs"],
-           "evaluated_on": eval_what, "before": before,
-           "after": {k: _spread([m[k] for m in results["generated"]]) for k in keys}}
+           "method": source.config.get("method"), "dataset": config["dataset"],
+           "epochs": config["epochs"], "repeats": config["repeats"], "repeats_done": done,
+           "n_inputs": config["n_inputs"], "mix": config["mix"],
+           "learning_rate": config["learning_rate"],
+           "seeds_split": int(len(parts["seeds"])),
+           "validation_split": int(len(parts["validation"])),
+           "evaluation_split": int(len(parts["evaluation"])),
+           "evaluated_on": describe_split(parts), "before": before,
+           "after": {k: _spread([m[k] for m in gen]) for k in keys}}
     out["accuracy"] = out["after"]["accuracy"]["mean"]
-    out["gain"] = {k: _spread([m[k] - before[k] for m in results["generated"]]) for k in keys}
-    if "control" in results and len(results["control"]) == done:
-        out["control"] = {k: _spread([m[k] for m in results["control"]]) for k in keys}
-        out["gain_over_control"] = {
-            k: _spread([g[k] - c[k] for g, c in zip(results["generated"], results["control"])])
-            for k in keys}
+    out["gain"] = {k: _spread([m[k] - before[k] for m in gen]) for k in keys}
+    ctrl = results.get("control", [])
+    has_control = len(ctrl) == done
+    if has_control:
+        out["control"] = {k: _spread([m[k] for m in ctrl]) for k in keys}
+        out["gain_over_control"] = {k: paired([g[k] for g in gen], [c[k] for c in ctrl])
+                                    for k in keys}
+        out["accuracy_after_minus_control"] = out["gain_over_control"]["accuracy"]["mean"]
+    out["best_epoch"] = {arm: [m["best_epoch"] for m in ms] for arm, ms in results.items()}
+    by_method = {}
+    for method, t in transfer.items():
+        row = {"run_id": t["run_id"], "n_seeds": t["n_seeds"], "n": int(len(t["y"]))}
+        if len(t["y"]):
+            row["original"] = before["transfer"][method]
+            row["retrained"] = _spread([m["transfer"][method] for m in gen])
+            if has_control:
+                row["control"] = _spread([m["transfer"][method] for m in ctrl])
+                row["retrained_minus_control"] = paired(
+                    [m["transfer"][method] for m in gen], [m["transfer"][method] for m in ctrl])
+        by_method[method] = row
+    out["transfer_by_method"] = by_method
+    main = next((m for m in (source.config.get("method"), *by_method)
+                 if m in by_method and by_method[m]["n"]), None)
+    if main is not None:
+        row = by_method[main]
+        out["transfer"] = {"method": main, "n": row["n"], "original": row["original"],
+                           "retrained": row["retrained"]["mean"],
+                           "control": row["control"]["mean"] if has_control else None}
     out["per_repeat"] = {arm: ms for arm, ms in results.items()}
     out["seconds"] = round(time.time() - started, 1)
     return out

@@ -25,8 +25,9 @@ def run_robustness(model: str = "mnist-gru", from_run: str | None = None, n_inpu
     ``from_run``: a generation run against ``model`` (its first ``n_inputs`` adversarial inputs
     are used); None generates one with the paper's setting (RNNCon-Test, random target) on
     ``n_inputs`` seeds, whose adversarial inputs are then used."""
-    from .retrain import (adversarial_inputs, classification_metrics, copy_model, fit_split,
-                          held_out_test, resolve_dataset, retrain_once, training_defaults)
+    from .retrain import (adversarial_inputs, classification_metrics, copy_model, describe_split,
+                          fit_split, resolve_dataset, retrain_once, split_test,
+                          training_defaults)
     from .runs import RunStore
     from .zoo import load_model
     if min(n_inputs, overfit_epochs, epochs, repeats) < 1:
@@ -43,7 +44,9 @@ def run_robustness(model: str = "mnist-gru", from_run: str | None = None, n_inpu
     ds = resolve_dataset(model, None, source.config)
     train = training_defaults(model, ds)
     x_fit, y_fit = fit_split(ds, train["validation_split"])
-    x_eval, y_eval, eval_what = held_out_test(ds, adv)
+    parts = split_test(ds, adv)      # the evaluation part: nothing here picks an epoch
+    x_eval, y_eval = ds.x_test[parts["evaluation"]], ds.y_test[parts["evaluation"]]
+    eval_what = describe_split(parts)
     config = {"model": model, "from_run": from_run, "n_inputs": int(len(adv["y"])),
               "overfit_epochs": overfit_epochs, "epochs": epochs, "repeats": repeats,
               "overfit_learning_rate": overfit_learning_rate, "seed": seed,
@@ -70,7 +73,7 @@ def run_robustness(model: str = "mnist-gru", from_run: str | None = None, n_inpu
                 emit({"stage": "retrain", "repeat": r + 1, "model": label})
                 trained = retrain_once(m, x_fit, y_fit, adv["x"], adv["y"], epochs,
                                        seed=seed + r, learning_rate=train["learning_rate"],
-                                       augment=train["augment"])
+                                       augment=train["augment"]).model
                 after[label].append(classification_metrics(trained, x_eval, y_eval)["accuracy"])
         gaps = [a - b for a, b in zip(after["s"], after["sigma"])]
         summary = {"model": model, "from_run": from_run, "n_inputs": config["n_inputs"],

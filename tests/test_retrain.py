@@ -1,5 +1,6 @@
 """Retraining on a tiny model: it improves where the data needs it, beats its control arm,
-never touches the shipped models, and a cancelled job is marked so and keeps its repeats."""
+is measured on a part of the test split that nothing else used, never touches the shipped
+models, and a cancelled job is marked so and keeps its repeats."""
 import hashlib
 
 import numpy as np
@@ -76,23 +77,80 @@ def test_retraining_improves_where_the_data_needs_it(tiny, tmp_path):
     store = RunStore(tmp_path / "runs")
     run_id = _generation_run(store, tiny)
     s = retrain.run_retraining(tiny["path"], run_id, epochs=3, repeats=2, dataset=tiny["ds"],
-                               learning_rate=1e-2, store=store, coverage=False)
-    sevens = tiny["ds"].y_test == MISSING
+                               learning_rate=1e-2, store=store, coverage=False,
+                               transfer_seeds=0)
+    ds = tiny["ds"]
+    parts = retrain.split_test(ds, {"split": "train", "run_seeds": tiny["seed_index"]})
+    sevens = ds.y_test[parts["evaluation"]] == MISSING
     assert s["before"]["accuracy"] <= 1 - sevens.mean() + 1e-9     # it cannot know 7s
     assert s["gain"]["accuracy"]["mean"] > 0.02, s["gain"]
     assert s["gain_over_control"]["accuracy"]["mean"] > 0.02, s["gain_over_control"]
+    assert s["accuracy_after_minus_control"] == s["gain_over_control"]["accuracy"]["mean"]
     assert len(s["after"]["accuracy"]["values"]) == 2 and s["repeats_done"] == 2
-    # the summary figures are those of the saved models, re-measured
+    # the seeds came from the training split: the test split is only halved
+    assert (s["seeds_split"], s["validation_split"], s["evaluation_split"]) == (
+        0, len(parts["validation"]), len(parts["evaluation"]))
+    # the best repeat is the best on validation; its figures are those of the saved model
     from rnncon_core.zoo import load_model
+    gen = s["per_repeat"]["generated"]
+    assert s["best_repeat"] == 1 + int(np.argmax([m["validation_accuracy"] for m in gen]))
     best = load_model(s["best_model"])
-    x, y = tiny["ds"].x_test, tiny["ds"].y_test
+    x, y = ds.x_test[parts["evaluation"]], ds.y_test[parts["evaluation"]]
     assert retrain.classification_metrics(best, x, y)["accuracy"] == pytest.approx(
-        max(s["after"]["accuracy"]["values"]))
+        gen[s["best_repeat"] - 1]["accuracy"])
+    assert retrain.accuracy(best, ds.x_test[parts["validation"]],
+                            ds.y_test[parts["validation"]]) == pytest.approx(
+        gen[s["best_repeat"] - 1]["validation_accuracy"])
     info = store.get(s["run_id"])
     assert info.kind == "retrain" and info.status == "finished"
     assert s["best_model"].startswith(str(info.path))
-    # the whole test split is held out, because the seeds came from the training split
-    assert "whole test split" in s["evaluated_on"]
+    assert s["best_control_model"].startswith(str(info.path))
+
+
+def test_split_test_three_disjoint_parts():
+    d = load_dataset("digits")
+    used = np.arange(0, 120, 2)
+    parts = retrain.split_test(d, {"split": "test", "run_seeds": used})
+    assert np.array_equal(parts["seeds"], used)
+    together = np.concatenate(list(parts.values()))
+    assert len(together) == len(np.unique(together)) == len(d.y_test)     # disjoint, complete
+    for c in np.unique(d.y_test):        # stratified: each class halved
+        v, e = ((d.y_test[parts[k]] == c).sum() for k in ("validation", "evaluation"))
+        assert abs(int(v) - int(e)) <= 1
+    again = retrain.split_test(d, {"split": "test", "run_seeds": used})
+    assert all(np.array_equal(parts[k], again[k]) for k in parts)       # the same every time
+    train_seeds = retrain.split_test(d, {"split": "train", "run_seeds": used})
+    assert len(train_seeds["seeds"]) == 0
+    with pytest.raises(InputError, match="too few"):
+        retrain.split_test(d, {"split": "test", "run_seeds": np.arange(len(d.y_test) - 2)})
+
+
+def test_mixing_and_paired_test():
+    from scipy.stats import ttest_rel
+    assert retrain.extra_per_epoch(7200, 250, 0.0) == 250          # each once: the paper
+    assert retrain.extra_per_epoch(7200, 250, 0.25) == 2400          # a quarter of the epoch
+    assert retrain.extra_per_epoch(7200, 5000, 0.25) == 5000         # never fewer than all
+    with pytest.raises(InputError, match="mix"):
+        retrain.extra_per_epoch(10, 10, 1.0)
+    a, b = [0.9, 0.8, 0.85], [0.7, 0.75, 0.7]
+    p = retrain.paired(a, b)
+    assert p["mean"] == pytest.approx(np.mean(np.subtract(a, b)))
+    assert p["p_value"] == pytest.approx(ttest_rel(a, b).pvalue)
+    assert retrain.paired([0.5], [0.4])["p_value"] is None
+
+
+def test_validation_picks_the_epoch(tiny):
+    ds = tiny["ds"]
+    from rnncon_core.zoo import load_model
+    base = load_model(tiny["path"])
+    val = (ds.x_test[:150], ds.y_test[:150])
+    out = retrain.retrain_once(base, ds.x_train, ds.y_train, tiny["x_gen"], tiny["y_gen"], 3,
+                               seed=0, learning_rate=1e-2, mix=0.2, validation=val)
+    assert len(out.validation) == 3
+    best = max(out.validation)
+    assert out.best_epoch == 3 - out.validation[::-1].index(best)      # the later on a tie
+    assert retrain.accuracy(out.model, *val) == pytest.approx(best)
+    assert out.validation_accuracy == best
 
 
 def test_shipped_models_untouched(tiny, tmp_path, monkeypatch):
@@ -107,7 +165,7 @@ def test_shipped_models_untouched(tiny, tmp_path, monkeypatch):
     store = RunStore(tmp_path / "runs")
     run_id = _generation_run(store, tiny, n=40)
     s = retrain.run_retraining("mnist-lstm", run_id, epochs=1, repeats=1, dataset=tiny["ds"],
-                               control=False, store=store)
+                               control=False, transfer_seeds=0, store=store)
     assert sorted(p.name for p in shipped.iterdir()) == ["mnist-lstm.keras"]
     assert hashlib.sha256((shipped / "mnist-lstm.keras").read_bytes()).hexdigest() == digest
     assert s["best_model"].startswith(str(tmp_path / "runs"))
@@ -127,7 +185,8 @@ def test_cancelled_halfway_is_marked_and_keeps_finished_repeats(tiny, tmp_path):
     from rnncon_core.errors import JobCancelled
     with pytest.raises(JobCancelled):
         retrain.run_retraining(tiny["path"], run_id, epochs=2, repeats=3, dataset=tiny["ds"],
-                               control=False, store=store, progress=progress, coverage=False)
+                               control=False, store=store, progress=progress, coverage=False,
+                               transfer_seeds=0)
     info = store.get(asked[0])
     assert info.status == "cancelled"
     assert info.summary["repeats_done"] == 1              # repeat 1 finished, 2 stopped
@@ -161,14 +220,27 @@ def test_cli_retrain_json(tiny, tmp_path):
     store = RunStore(tmp_path / "runs")
     run_id = _generation_run(store, tiny, n=30)
     result = CliRunner().invoke(app, ["retrain", "--model", tiny["path"], "--from-run", run_id,
-                                      "--dataset", "digits", "--epochs", "1", "--repeats", "1",
-                                      "--no-control", "--json", "--runs-dir",
-                                      str(tmp_path / "runs")])
+                                      "--dataset", "digits", "--epochs", "1", "--repeats", "2",
+                                      "--transfer-methods", "fgsm", "--transfer-seeds", "40",
+                                      "--json", "--runs-dir", str(tmp_path / "runs")])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert set(out["after"]["accuracy"]) == {"mean", "std", "values"}
-    assert len(out["after"]["accuracy"]["values"]) == 1
+    assert len(out["after"]["accuracy"]["values"]) == 2
     assert out["best_model"].endswith(".keras") and store.get(out["run_id"]).status == "finished"
+    # the figures the issue asks for, accuracies as fractions
+    assert -1 <= out["accuracy_after_minus_control"] <= 1
+    t = out["transfer"]
+    assert t["method"] == "fgsm" and t["n"] > 0 and t["original"] == 0.0    # its own attacks
+    assert 0 <= t["retrained"] <= 1 and 0 <= t["control"] <= 1
+    assert out["validation_split"] + out["evaluation_split"] + out["seeds_split"] == len(
+        load_dataset("digits").y_test)
+    # the transfer set was generated against the original model from evaluation seeds
+    gen = store.get(out["transfer_by_method"]["fgsm"]["run_id"])
+    assert gen.model == tiny["path"]
+    digits = load_dataset("digits")
+    parts = retrain.split_test(digits, {"split": "train", "run_seeds": np.arange(30)})
+    assert np.isin(gen.load_npz("seeds")["seed_index"], parts["evaluation"]).all()
     bad = CliRunner().invoke(app, ["retrain", "--model", tiny["path"], "--from-run", "nope",
                                    "--runs-dir", str(tmp_path / "runs")])
     assert bad.exit_code != 0
@@ -229,12 +301,13 @@ def test_robustness_fresh_runs_on_new_seeds(tiny, tmp_path):
     if src["n_adversarial"] == 0:
         pytest.skip("FGSM found nothing on the tiny model")
     s = retrain.run_retraining(tiny["path"], src["run_id"], epochs=1, repeats=1,
-                               dataset="digits", control=False, coverage=False,
+                               dataset="digits", coverage=False, transfer_seeds=0,
                                robustness_seeds=15, store=store)
     rob = s["robustness"]
     used = store.get(src["run_id"]).load_npz("outputs")["seed_index"]
     seeds = [store.get(rob[k]["run_id"]).load_npz("outputs")["seed_index"]
-             for k in ("original", "retrained")]
-    assert np.array_equal(seeds[0], seeds[1]) and not np.isin(seeds[0], used).any()
+             for k in ("original", "retrained", "control")]
+    assert np.array_equal(seeds[0], seeds[1]) and np.array_equal(seeds[0], seeds[2])
+    assert not np.isin(seeds[0], used).any()
     assert rob["drop"] == pytest.approx(rob["original"]["adv_rate"] - rob["retrained"]["adv_rate"])
     assert store.get(rob["retrained"]["run_id"]).model == s["best_model"]

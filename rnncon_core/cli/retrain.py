@@ -31,8 +31,17 @@ def retrain_cmd(
                                  help="Also retrain on as many clean training inputs."),
     max_inputs: int = typer.Option(0, "--max-inputs", help="Use at most this many "
                                                            "adversarial inputs (0: all)."),
+    mix: float = typer.Option(-1.0, "--mix", help="Share of each batch drawn from the "
+                              "generated inputs (0: each once per epoch, the paper's recipe; "
+                              "default: retrain.DEFAULT_MIX)."),
+    transfer_seeds: int = typer.Option(-1, "--transfer-seeds", help="Evaluation seeds per "
+                                       "held-out transfer method (0: skip; default: "
+                                       "retrain.TRANSFER_SEEDS)."),
+    transfer_methods: str = typer.Option("", "--transfer-methods", help="Comma separated "
+                                         "(default: rconc,nc,rnntest,pgd for images)."),
     robustness_seeds: int = typer.Option(0, "--robustness-seeds", help="Seeds of the fresh "
-                                         "generation runs that measure robustness (0: skip)."),
+                                         "white-box generation runs against each model "
+                                         "(0: skip)."),
     learning_rate: float = typer.Option(0.0, "--learning-rate", help="0: the fine-tuning "
                                         "default, 1e-4."),
     augment: Optional[bool] = typer.Option(None, "--augment/--no-augment", help="Random "
@@ -45,7 +54,7 @@ def retrain_cmd(
 ):
     """Retrain a model with generated inputs; metrics before / after (mean and std over the
     repeats), the control arm, RConC and the path of the best retrained model."""
-    from ..retrain import choose_run, run_retraining
+    from ..retrain import DEFAULT_MIX, TRANSFER_SEEDS, choose_run, run_retraining
     from ..runs import RunStore
     store = RunStore(runs_dir or None)
     if from_run == "best":
@@ -56,7 +65,11 @@ def retrain_cmd(
     summary = run_retraining(model, from_run, epochs=epochs, repeats=repeats,
                              dataset=dataset or None, control=control,
                              max_inputs=max_inputs or None, learning_rate=learning_rate or None,
-                             augment=augment,
+                             augment=augment, mix=DEFAULT_MIX if mix < 0 else mix,
+                             transfer_seeds=TRANSFER_SEEDS if transfer_seeds < 0
+                             else transfer_seeds,
+                             transfer_methods=[m for m in transfer_methods.split(",") if m]
+                             or None,
                              seed=seed, robustness_seeds=robustness_seeds, store=store,
                              progress=_stderr)
     if json_out:
@@ -66,18 +79,22 @@ def retrain_cmd(
     from rich.table import Table
     table = Table(title=f"retraining {model} with run {from_run} ({summary['n_inputs']} inputs, "
                         f"{epochs} epochs x {summary['repeats_done']} repeats)")
-    for col in ["metric", "before", "after (mean ± std)", "control (mean ± std)",
-                "gain over control"]:
+    for col in ["metric (%)", "before", "after (mean ± std)", "control (mean ± std)",
+                "after − control", "p (paired t)"]:
         table.add_column(col)
-    for k, after in summary["after"].items():
-        ctrl = summary.get("control", {}).get(k)
-        goc = summary.get("gain_over_control", {}).get(k)
-        table.add_row(k, f"{100 * summary['before'][k]:.2f}",
-                      f"{100 * after['mean']:.2f} ± {100 * after['std']:.2f}",
-                      f"{100 * ctrl['mean']:.2f} ± {100 * ctrl['std']:.2f}" if ctrl else "-",
-                      f"{100 * goc['mean']:+.2f} ± {100 * goc['std']:.2f}" if goc else "-")
+    rows = [(k, summary["before"][k], after, summary.get("control", {}).get(k),
+             summary.get("gain_over_control", {}).get(k)) for k, after in summary["after"].items()]
+    rows += [(f"transfer: {k} ({t['n']} adv.)", t["original"], t["retrained"], t.get("control"),
+              t.get("retrained_minus_control"))
+             for k, t in summary.get("transfer_by_method", {}).items() if t["n"]]
+    ms = lambda s, sign="": f"{100 * s['mean']:{sign}.2f} ± {100 * s['std']:.2f}"  # noqa: E731
+    for name, before, after, ctrl, goc in rows:
+        p = (goc or {}).get("p_value")
+        table.add_row(name, f"{100 * before:.2f}", ms(after), ms(ctrl) if ctrl else "-",
+                      ms(goc, "+") if goc else "-", "-" if p is None else f"{p:.3g}")
     Console(width=160).print(table)
-    log(f"best retrained model: {summary['best_model']}")
+    log(f"{summary['evaluated_on']}; best retrained model (on validation): "
+        f"{summary['best_model']}")
 
 
 @report_app.command("retraining")
@@ -90,6 +107,12 @@ def report_retraining_cmd(
     table5_repeats: int = typer.Option(1, "--table5-repeats",
                                        help="Repeats per candidate for Table 5's Acc.Retrain."),
     robustness_seeds: int = typer.Option(100, "--robustness-seeds"),
+    transfer_seeds: int = typer.Option(500, "--transfer-seeds", help="Evaluation seeds per "
+                                       "held-out transfer method."),
+    recipe_models: str = typer.Option("mnist-lstm,mnist-gru", "--recipe-models",
+                                      help="Models of the recipe search (empty: skip it)."),
+    recipe_epochs: int = typer.Option(5, "--recipe-epochs"),
+    recipe_repeats: int = typer.Option(2, "--recipe-repeats"),
     section7: bool = typer.Option(True, "--section7/--no-section7",
                                   help="The §7 robustness experiment (mnist-gru)."),
     pollution: bool = typer.Option(True, "--pollution/--no-pollution",
@@ -107,7 +130,11 @@ def report_retraining_cmd(
     names = [m for m in models.split(",") if m] or None
     report = retraining_report(names, seeds=seeds, epochs=epochs, repeats=repeats,
                                table5_repeats=table5_repeats,
-                               robustness_seeds=robustness_seeds, section7=section7,
+                               robustness_seeds=robustness_seeds,
+                               transfer_seeds=transfer_seeds,
+                               recipe_models=[m for m in recipe_models.split(",") if m],
+                               recipe_epochs=recipe_epochs, recipe_repeats=recipe_repeats,
+                               section7=section7,
                                pollution=pollution, out_dir=out_dir,
                                store=RunStore(runs_dir or None), log=log)
     if json_out:
