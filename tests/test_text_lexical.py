@@ -159,3 +159,13 @@ def test_reader_eda_operations():
             L.check_edits(review, out)["passed"]["polarity"][1]
         out = random_deletion(review, 0.5, rng, lex, reader=True)
         assert set(review) - set(out) <= {"really"}
+
+
+def test_an_unequal_replaced_block_pairs_words_at_the_best_offset():
+    res = L.check_edits("it was really good fun".split(), "it was fine fun".split())
+    kinds = sorted((e["kind"], e["old"], e["new"]) for e in res["edits"])
+    assert kinds == [("deletion", "really", None), ("substitution", "good", "fine")]
+    assert res["valid"]
+    # the aligner may put the inserted words before the equal one: "[terrible and] terrible"
+    res = L.check_edits("a terrible story".split(), "a terrible and terrible story".split())
+    assert res["valid"], res["edits"]

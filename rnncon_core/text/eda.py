@@ -70,18 +70,27 @@ class Lexicon:
         self.stop = stop_words()
         self.names = frozenset(names)
         self._substitutes = None
+        self.min_similarity = None         # None: lexical.MIN_SIMILARITY
         self._tags: tuple[tuple, list[str]] = ((), [])
+
+    def set_min_similarity(self, value: float | None) -> None:
+        """The WordNet sense similarity below which substitutes are dropped (None: default)."""
+        if value != self.min_similarity:
+            self.min_similarity, self._substitutes = value, None
 
     @property
     def substitutes(self):
-        """Shared by every lexicon of the same vocabulary and names (its cache survives
-        generators)."""
+        """Shared by every lexicon of the same vocabulary, names and similarity threshold (its
+        cache survives generators)."""
         if self._substitutes is None:
             from .lexical import Substitutes
             from .wordnet import _vocab_key
-            key = (_vocab_key(self.vocab.words), _vocab_key(sorted(self.names)))
+            from .lexical import MIN_SIMILARITY
+            sim = MIN_SIMILARITY if self.min_similarity is None else float(self.min_similarity)
+            key = (_vocab_key(self.vocab.words), _vocab_key(sorted(self.names)), sim)
             if key not in _SUBSTITUTES:
-                _SUBSTITUTES[key] = Substitutes(set(self.vocab.words), self.stop, self.names)
+                _SUBSTITUTES[key] = Substitutes(set(self.vocab.words), self.stop, self.names,
+                                                min_similarity=sim)
             self._substitutes = _SUBSTITUTES[key]
         return self._substitutes
 

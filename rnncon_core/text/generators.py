@@ -56,7 +56,7 @@ class TextGenerator(Generator):
                  max_fraction: float = 0.1, criterion: str = "rconc",
                  threshold: float = IMDB_THRESHOLD, layer: str | None = None, n_targets: int = 8,
                  lexicon: Lexicon | None = None, constraints: str = "reader",
-                 batch_size: int = 64, seed: int = 0):
+                 min_similarity: float | None = None, batch_size: int = 64, seed: int = 0):
         from ..coverage import get_criterion
         from ..trace import Tracer
         super().__init__(model, batch_size=batch_size, seed=seed)
@@ -76,6 +76,11 @@ class TextGenerator(Generator):
             v = load_vocabulary(vocab)
             lexicon = Lexicon(v, names=imdb_names(v.words))
         self.lexicon = lexicon
+        if min_similarity is not None and not 0 <= float(min_similarity) <= 1:
+            raise InputError(f"min_similarity must lie in [0, 1], got {min_similarity}")
+        self.lexicon.set_min_similarity(min_similarity)
+        from .lexical import MIN_SIMILARITY
+        self.min_similarity = MIN_SIMILARITY if min_similarity is None else float(min_similarity)
         n_ids = int(self.tracer.embedding[1].shape[0])
         if self.lexicon.vocab.num_words > n_ids:
             raise InputError(f"the vocabulary has {self.lexicon.vocab.num_words:,} ids but the "
@@ -164,6 +169,7 @@ class TextGenerator(Generator):
 
     def get_config(self) -> dict:
         return {**super().get_config(), "constraints": self.constraints,
+                "min_similarity": self.min_similarity,
                 "max_changes": self.max_changes,
                 "max_fraction": self.max_fraction, "criterion": self.criterion_name,
                 "threshold": self.threshold, "layer": self.layer, "n_targets": self.n_targets,

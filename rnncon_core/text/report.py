@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import InputError
 from ..paths import REPO_ROOT, ensure_dir
 from .generators import IMDB_THRESHOLD
+from .lexical import MIN_SIMILARITY
 
 VARIANTS = (("eda", "none"), ("eda", "reader"), ("synonym-gradient", "none"),
             ("synonym-gradient", "reader"))
@@ -66,13 +67,17 @@ def method_row(model_name: str, keras_model, out: dict, lexicon=None) -> dict:
     lex = lexicon or _lexicon()
     subs = safe = 0
     kinds = {"substitution": 0, "insertion": 0, "deletion": 0}
-    for xs, xg in zip(a["x_seed"], a["x_gen"]):
+    safe_review = np.zeros(len(adv), bool)
+    for n, (xs, xg) in enumerate(zip(a["x_seed"], a["x_gen"])):
         res = check_edits(lex.words_of(xs)[0], lex.words_of(xg)[0])
+        ok = True
         for e in res["edits"]:
             kinds[e["kind"]] += 1
             if e["kind"] == "substitution":
                 subs += 1
                 safe += not set(e["failed"]) & set(SAFE)
+            ok &= not set(e["failed"]) & set(SAFE)
+        safe_review[n] = ok
     n = len(adv)
     method, constraints = out["method"], out.get("constraints", "reader")
     return {"model": model_name, "method": method, "constraints": constraints,
@@ -82,6 +87,8 @@ def method_row(model_name: str, keras_model, out: dict, lexicon=None) -> dict:
             "valid_adv_rate": float((adv & valid).mean()), "checks": checks,
             "edits": kinds, "n_substitutions": subs,
             "substitutions_safe": safe / subs if subs else None,
+            "n_substitutions_rejected": subs - safe,
+            "n_adversarial_safe": int((adv & safe_review).sum()),
             "avg_words_changed": _mean(a["words_changed"]),
             "avg_words_changed_adv": _mean(a["words_changed"][adv]),
             "avg_share_changed": _mean(share), "avg_share_changed_adv": _mean(share[adv]),
@@ -99,8 +106,12 @@ def _lexicon():
 
 def text_report(models=None, n_seeds: int = 100, max_fraction: float = 0.1,
                 max_changes: int | None = None, out_dir=DEFAULT_OUT, store=None,
-                variants=VARIANTS, log=lambda msg: None) -> dict:
-    """Run every variant on each model, write ``text_report.json`` and ``text_report.md``."""
+                variants=VARIANTS, reuse: bool = False, log=lambda msg: None) -> dict:
+    """Run every variant on each model, write ``text_report.json`` and ``text_report.md``.
+
+    ``reuse``: take a finished stored run of the same model, method and settings (seeds,
+    constraints, word budget) instead of generating again (the figures are recomputed from
+    its outputs)."""
     from ..generate import run_generation
     from ..runs import RunStore
     from ..zoo import load_model, shipped_models
@@ -116,11 +127,16 @@ def text_report(models=None, n_seeds: int = 100, max_fraction: float = 0.1,
     for name in models:
         keras_model = load_model(name)
         for method, constraints in variants:
-            log(f"[{name}] {method} ({constraints}): {n_seeds} seeds")
-            out = run_generation(name, method, n_seeds, store=store, dataset="imdb",
-                                 max_fraction=max_fraction, max_changes=max_changes,
-                                 constraints=constraints,
-                                 progress=lambda d, t, m=method: log(f"  {m} {d}/{t}"))
+            out = _stored_run(store, name, method, constraints, n_seeds, max_fraction,
+                              max_changes) if reuse else None
+            if out is not None:
+                log(f"[{name}] {method} ({constraints}): stored run {out['run_id']}")
+            else:
+                log(f"[{name}] {method} ({constraints}): {n_seeds} seeds")
+                out = run_generation(name, method, n_seeds, store=store, dataset="imdb",
+                                     max_fraction=max_fraction, max_changes=max_changes,
+                                     constraints=constraints,
+                                     progress=lambda d, t, m=method: log(f"  {m} {d}/{t}"))
             out["constraints"] = constraints
             row = method_row(name, keras_model, out, lex)
             rows.append(row)
@@ -137,6 +153,22 @@ def text_report(models=None, n_seeds: int = 100, max_fraction: float = 0.1,
     (out_dir / "text_report.md").write_text(_markdown(report))
     report["files"] = [str(out_dir / "text_report.json"), str(out_dir / "text_report.md")]
     return report
+
+
+def _stored_run(store, model, method, constraints, n_seeds, max_fraction, max_changes):
+    """The newest finished run with these settings, as run_generation's answer, or None."""
+    for info in store.list(kind="generate", status="finished", model=str(model)):
+        cfg = info.config
+        gen = cfg.get("generator", {})
+        if (cfg.get("method") == method and cfg.get("n_seeds") == n_seeds
+                and not cfg.get("seed_indices_given") and gen.get("constraints") == constraints
+                and gen.get("max_fraction") == max_fraction
+                and gen.get("max_changes") == max_changes
+                and (constraints == "none" or gen.get("min_similarity") == MIN_SIMILARITY)
+                and (info.path / "outputs.npz").exists()):
+            return {**(info.summary or {}), "run_id": info.run_id, "method": method,
+                    "outputs": str(info.path / "outputs.npz")}
+    return None
 
 
 def _targets(rows: list[dict]) -> list[dict]:
@@ -201,18 +233,21 @@ def _markdown(rep: dict) -> str:
              "the automatic checks (substitutions: no WordNet antonym, same VADER polarity, no "
              "number, same part of speech when the generated review is re-tagged, the seed "
              "word's inflection; inserted or deleted words: neutral and no number). "
-             '"Subst. safe" = share of substitutions passing the antonym, polarity and number '
-             "checks together.", "",
-             "| model | method | valid adversarial | adversarial | subst. safe | antonym | "
-             "polarity | number | POS | inflection | words changed | share changed | "
-             "RConC before → after | NC before → after | s / input |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "\"Adv., 3 checks\": adversarial with no edit failing the antonym, polarity or number "
+             "check (the automatic check of issue 17's measurement). \"Subst. safe\": share of "
+             "substitutions passing those three checks together.", "",
+             "| model | method | valid adversarial | adversarial | adv., 3 checks | "
+             "subst. safe | antonym | polarity | number | POS | inflection | words changed | "
+             "share changed | RConC before → after | NC before → after | s / input |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rep["rows"]:
         c = r["checks"]
         lines.append(
             f"| {r['model']} | {r['label']} | **{r['n_valid_adversarial']}/{r['n_seeds']} "
             f"({pct(r['valid_adv_rate'])})** | {r['n_adversarial']}/{r['n_seeds']} "
-            f"({pct(r['adv_rate'])}) | {pct(r['substitutions_safe'])} | "
+            f"({pct(r['adv_rate'])}) | {r['n_adversarial_safe']}/{r['n_seeds']} | "
+            f"{pct(r['substitutions_safe'])} ({r['n_substitutions_rejected']} of "
+            f"{r['n_substitutions']} rejected) | "
             + " | ".join(pct(c.get(k)) for k in ("antonym", "polarity", "number", "pos",
                                                   "inflection"))
             + f" | {num(r['avg_words_changed'])} | {pct(r['avg_share_changed'])} | "
