@@ -56,20 +56,21 @@ def method_row(model_name: str, keras_model, out: dict, lexicon=None) -> dict:
     with np.load(out["outputs"]) as f:
         a = {k: f[k] for k in f.files}
     adv = a["adversarial"].astype(bool)
-    valid = a["valid"].astype(bool)
+    valid = np.zeros(len(adv), bool)      # re-checked here: one checker for every run
     share = a["words_changed"] / np.maximum(a["n_words"], 1)
     rconc = _coverage_before_after(keras_model, a["x_seed"], a["x_gen"], "rconc")
     nc = _coverage_before_after(keras_model, a["x_seed"], a["x_gen"], "nc")
-    checks = {}
-    for c in CHECKS:
-        total = int(a[f"checked_{c}"].sum())
-        checks[c] = float(a[f"pass_{c}"].sum() / total) if total else None
+    passed = {c: [0, 0] for c in CHECKS}
     lex = lexicon or _lexicon()
     subs = safe = 0
     kinds = {"substitution": 0, "insertion": 0, "deletion": 0}
     safe_review = np.zeros(len(adv), bool)
     for n, (xs, xg) in enumerate(zip(a["x_seed"], a["x_gen"])):
         res = check_edits(lex.words_of(xs)[0], lex.words_of(xg)[0])
+        valid[n] = res["valid"]
+        for c, (k, t) in res["passed"].items():
+            passed[c][0] += k
+            passed[c][1] += t
         ok = True
         for e in res["edits"]:
             kinds[e["kind"]] += 1
@@ -78,6 +79,7 @@ def method_row(model_name: str, keras_model, out: dict, lexicon=None) -> dict:
                 safe += not set(e["failed"]) & set(SAFE)
             ok &= not set(e["failed"]) & set(SAFE)
         safe_review[n] = ok
+    checks = {c: (k / t if t else None) for c, (k, t) in passed.items()}
     n = len(adv)
     method, constraints = out["method"], out.get("constraints", "reader")
     return {"model": model_name, "method": method, "constraints": constraints,
