@@ -196,22 +196,31 @@ class Generator(ABC):
     # ---- the template method
     def generate(self, x, y, progress: ProgressFn | None = None,
                  should_stop: StopFn | None = None,
-                 on_batch: Callable[[GenerationResult], None] | None = None) -> GenerationResult:
+                 on_batch: Callable[[GenerationResult], None] | None = None,
+                 part: tuple[int, int] | None = None) -> GenerationResult:
         """One generated input per seed. ``progress(done, total)`` after each batch;
         ``should_stop()`` is asked before each batch (True: return what is done, ``stopped``);
-        ``on_batch(result_so_far)`` lets a caller save partial outputs."""
+        ``on_batch(result_so_far)`` lets a caller save partial outputs. ``part=(start, stop)``
+        (start a multiple of batch_size) generates for seeds start..stop-1 only, exactly as the
+        whole run would (targets drawn from the whole seed set, the same random streams): how
+        rnncon_core.distributed splits a run over workers."""
         x, y = self.validate(x, y)
+        lo, hi = (0, len(x)) if part is None else (int(part[0]), min(len(x), int(part[1])))
+        if lo % self.batch_size or not 0 <= lo <= hi:
+            raise InputError(f"part {part} must start at a multiple of batch_size "
+                             f"({self.batch_size}) within the {len(x)} seeds")
         start = time.perf_counter()
         self._prepare(x, y)
         prep_seconds = time.perf_counter() - start
         parts: list[GenerationResult] = []
         stopped = False
-        for b0 in range(0, len(x), self.batch_size):
+        for b0 in range(lo, hi, self.batch_size):
             if should_stop is not None and should_stop():
                 stopped = True
                 break
             t0 = time.perf_counter()
-            xb, yb = x[b0:b0 + self.batch_size], y[b0:b0 + self.batch_size]
+            b1 = min(hi, b0 + self.batch_size)
+            xb, yb = x[b0:b1], y[b0:b1]
             rng = np.random.default_rng([self.seed, b0])
             out = self._generate_batch(xb, yb, rng)
             part = self._judge(xb, yb, out, time.perf_counter() - t0 + (prep_seconds if not parts
@@ -220,7 +229,7 @@ class Generator(ABC):
             if on_batch is not None:
                 on_batch(GenerationResult.concat(parts))
             if progress is not None:
-                progress(min(b0 + self.batch_size, len(x)), len(x))
+                progress(b1 - lo, hi - lo)
         if not parts:
             result = self._judge(x[:0], y[:0], BatchOutput(x[:0], np.zeros(0, int)), prep_seconds)
         else:
