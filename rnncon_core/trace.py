@@ -1,15 +1,24 @@
-"""Run a Keras Sequential model step by step with TensorFlow ops (batched, differentiable).
+"""Run a Keras model step by step with TensorFlow ops (batched, differentiable).
 
-For every recurrent layer and time step the trace keeps the input part x^t.U and the recurrent
-part h^(t-1).W of each gate apart (no bias), with the gate activations, c and h; for every Dense
-layer its input, x @ kernel and its output. The computation is Keras' own, so the trace's
-outputs equal the model's layer outputs (tests/test_trace.py holds it to 1e-5).
+For every recurrent layer (each direction of a Bidirectional one) and time step the trace keeps
+the input part x^t.U and the recurrent part h^(t-1).W of each gate apart (no bias), with the
+gate activations, c and h; for every Dense layer (also one applied to a sequence, or wrapped in
+TimeDistributed) its input, x @ kernel and its output. Layers without contributions of their own
+(Conv1D, pooling, normalization, Masking, ...) run as Keras runs them. The computation is Keras'
+own, so the trace's outputs equal the model's layer outputs (tests/test_trace.py holds it to
+1e-5).
 
     tracer = Tracer(model)
     tr = tracer(x)                    # x float (N, T, F), or int ids (N, T) for an Embedding model
     tr.layers["lstm_1"].hW["f"]       # (N, T, units) h^(t-1) @ W_f
+    tr.outputs["conv1d"]              # any layer's output, as Keras computes it
     tr = tracer(emb, embedded=True)   # start after the Embedding (gradients w.r.t. embeddings)
     raw, out = tracer.forward_steps(x, record=("xU", "hW"))   # lean, time-major, for coverage
+
+Steps are numbered in the order a layer processes them: for a ``go_backwards`` layer and the
+backward direction of a Bidirectional one, step 0 reads the last input element. Masked steps
+(``Masking``, ``Embedding(mask_zero=True)``) carry the state over as Keras does; their
+contributions are computed but flagged by the layer's ``mask`` (False = masked).
 """
 from __future__ import annotations
 
@@ -19,36 +28,61 @@ import numpy as np
 
 from .errors import InputError, UnsupportedModelError
 
-SUPPORTED_LAYERS = ("InputLayer", "Embedding", "SimpleRNN", "LSTM", "GRU", "Dense", "Dropout")
+RECURRENT = {"LSTM": "lstm", "GRU": "gru", "SimpleRNN": "simple_rnn"}
 GATES = {"lstm": ("i", "f", "c", "o"), "gru": ("z", "r", "h"), "simple_rnn": ("h",), "dense": ()}
-_KINDS = {"LSTM": "lstm", "GRU": "gru", "SimpleRNN": "simple_rnn", "Dense": "dense"}
-_SUPPORTED_TEXT = ("supported: a Sequential (or a single-chain functional) model of "
-                   + ", ".join(SUPPORTED_LAYERS)
-                   + " (recurrent layers with return_sequences on or off, GRU reset_after "
-                     "True or False, any activations; Dense on the last recurrent layer's "
-                     "final output; Embedding without mask_zero)")
+# layers with no contributions of their own: run as Keras runs them (NC counts those that
+# compute something; the identities at inference and pure reshapes are not neurons)
+PASS_THROUGH = ("Conv1D", "MaxPooling1D", "AveragePooling1D", "GlobalMaxPooling1D",
+                "GlobalAveragePooling1D", "Flatten", "Reshape", "LayerNormalization",
+                "BatchNormalization", "Activation", "ReLU", "LeakyReLU", "ELU", "PReLU",
+                "Softmax", "Dropout", "SpatialDropout1D", "GaussianDropout", "GaussianNoise",
+                "AlphaDropout", "Masking")
+NOT_NEURONS = ("Flatten", "Reshape", "Dropout", "SpatialDropout1D", "GaussianDropout",
+               "GaussianNoise", "AlphaDropout", "Masking")
+SUPPORTED_LAYERS = ("InputLayer", "Embedding", "SimpleRNN", "LSTM", "GRU", "Bidirectional",
+                    "Dense", "TimeDistributed") + PASS_THROUGH
+IMAGE_SHAPES = ((28, 28), (8, 8))     # (steps, features) of the image data sets
+_SUPPORTED_TEXT = ("supported: a Sequential or single-chain functional model (one input, one "
+                   "output) of Embedding (mask_zero too), SimpleRNN / LSTM / GRU (also "
+                   "go_backwards, inside Bidirectional, with masks), Dense (also on a sequence "
+                   "or in TimeDistributed), and " + ", ".join(PASS_THROUGH))
+_DEFAULT_RECORD = ("xU", "hW", "gates", "c", "hsrc", "h_prev")
 
 
 @dataclass(frozen=True)
 class LayerSpec:
-    """One traced layer (recurrent or Dense), in model order."""
-    name: str
+    """One traced layer with contributions (a recurrent direction or a Dense), in model order."""
+    name: str                   # the Keras layer's name; "<bidi>/forward" | "<bidi>/backward"
     kind: str                   # "lstm" | "gru" | "simple_rnn" | "dense"
     units: int
-    steps: int | None           # None for dense
+    steps: int | None           # None for a Dense on a vector; T for a Dense on a sequence
     in_dim: int
     gates: tuple[str, ...]
     return_sequences: bool = False
     reset_after: bool | None = None   # GRU only
+    go_backwards: bool = False        # steps run from the last input element to the first
+    masked: bool = False              # a mask reaches the layer (its raw dict has "mask")
+    zero_output: bool = False         # masked steps output zeros (Keras' zero_output_for_mask)
+    layer: str = ""                   # the Keras layer it belongs to (a Bidirectional's name)
 
     @property
     def recurrent(self) -> bool:
         return self.kind != "dense"
 
 
+@dataclass(frozen=True)
+class PassSpec:
+    """A layer without contributions, run by Keras; ``neurons``: NC counts its output."""
+    name: str
+    kind: str                   # the Keras class name
+    shape: tuple                # output shape without the batch axis
+    neurons: bool
+
+
 @dataclass
 class LayerTrace:
-    """Tensors of one layer for a batch. Recurrent: (N, T, .) each; Dense: (N, .)."""
+    """Tensors of one layer for a batch. Recurrent: (N, T, .) each; Dense: (N, .) or
+    (N, T, .) on a sequence. ``mask`` (N, T) bool where a mask reaches the layer."""
     spec: LayerSpec
     x: object                                   # the input sources
     h_prev: object = None                       # h^(t-1), h^0 = 0
@@ -56,17 +90,21 @@ class LayerTrace:
     xU: dict = field(default_factory=dict)      # x^t @ U_g (no bias)
     hW: dict = field(default_factory=dict)      # h_src[g] @ W_g (no bias)
     gates: dict = field(default_factory=dict)   # gate activations
-    h: object = None
+    h: object = None                            # the state after each step (carried when masked)
     c: object = None                            # LSTM cell state
     pre: object = None                          # Dense: x @ kernel (no bias)
     out: object = None                          # Dense: after activation
+    mask: object = None                         # (N, T) True = a real step
 
     @property
     def output(self):
-        """What the layer hands to the next one (Keras' layer output)."""
+        """What the layer (direction) hands on, in its own step order (Keras' output)."""
         if self.spec.kind == "dense":
             return self.out
-        return self.h if self.spec.return_sequences else self.h[:, -1]
+        h = self.h
+        if self.spec.zero_output and self.mask is not None:
+            h = h * _cast_like(self.mask, h)[:, :, None]
+        return h if self.spec.return_sequences else h[:, -1]
 
 
 @dataclass
@@ -74,6 +112,7 @@ class Trace:
     layers: dict[str, LayerTrace]
     output: object               # the model's output
     inputs: object               # what the first traced layer read (x, or embedding vectors)
+    outputs: dict = field(default_factory=dict)   # every Keras layer's output by name
 
 
 def _unsupported(layer, why: str) -> UnsupportedModelError:
@@ -112,6 +151,88 @@ def _chain_layers(model) -> list:
     return layers
 
 
+def input_domain(model) -> str:
+    """What a model reads: "ids" (word ids into its Embedding), "image" (float pixels in
+    [0, 1]: inputs shaped like an image data set's) or "real" (any float values)."""
+    first = next((l for l in model.layers if type(l).__name__ != "InputLayer"), None)
+    if type(first).__name__ == "Embedding":
+        return "ids"
+    return "image" if tuple(model.input_shape[1:]) in IMAGE_SHAPES else "real"
+
+
+def _embedding_layer(model):
+    first = next((l for l in model.layers if type(l).__name__ != "InputLayer"), None)
+    return first if type(first).__name__ == "Embedding" else None
+
+
+def check_model_inputs(model, x, what: str = "inputs") -> np.ndarray:
+    """Inputs checked against the model before it runs: an array (int32 ids or float32) or
+    an InputError saying what is wrong and what to do. The same checks and messages for the
+    CLI, the API and the dashboard (the Tracer runs them too)."""
+    inputs = getattr(model, "inputs", None) or [None]
+    if len(inputs) != 1:
+        raise UnsupportedModelError(f"model {model.name!r} has {len(inputs)} inputs; only one "
+                                    f"is supported. {_SUPPORTED_TEXT}.")
+    emb = _embedding_layer(model)
+    want = tuple(model.input_shape[1:])
+    vocab = int(emb.input_dim) if emb is not None else None
+    return _check_array(x, want, "ids" if emb is not None else input_domain(model), vocab, what)
+
+
+def _check_array(x, want: tuple, domain: str, vocab: int | None, what: str) -> np.ndarray:
+    if isinstance(x, np.ndarray):
+        arr = x
+    else:
+        try:
+            arr = np.asarray(x.numpy() if hasattr(x, "numpy") else x)
+        except Exception as e:   # ragged lists and the like
+            raise InputError(f"{what} could not be read as an array ({type(e).__name__}); give "
+                             f"an array of shape (N, {_dims(want)})") from None
+    ids = domain == "ids"
+    _check_shape(tuple(arr.shape), want, what)
+    if ids:
+        if not np.issubdtype(arr.dtype, np.integer):
+            raise InputError(f"word ids must be integers, got dtype {arr.dtype}; give int ids "
+                             f"(N, {_dims(want)}), or pass embedding vectors with embedded=True")
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < 0 or hi >= vocab:
+            raise InputError(f"word ids must lie in [0, {vocab}) (the model's Embedding has "
+                             f"{vocab:,} words), but {what} hold ids from {lo} to {hi}: encode "
+                             f"the texts with the model's own vocabulary")
+        return arr.astype(np.int32, copy=False)
+    if not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
+            or arr.dtype == bool):
+        raise InputError(f"{what} must be real numbers, got dtype {arr.dtype}")
+    if domain == "image" and not np.issubdtype(arr.dtype, np.floating):
+        raise InputError(f"image {what} must be floats in [0, 1], got dtype {arr.dtype}; "
+                         f"scale 8-bit pixels first: x.astype('float32') / 255")
+    arr = arr.astype(np.float32, copy=False)
+    if not np.isfinite(arr).all():
+        raise InputError(f"{what} contain NaN or infinite values; clean or clip them first")
+    if domain == "image":
+        lo, hi = float(arr.min()), float(arr.max())
+        if lo < 0 or hi > 1:
+            hint = "divide 8-bit pixels by 255" if hi > 1 and lo >= 0 else \
+                "scale them into [0, 1] (e.g. (x - x.min()) / (x.max() - x.min()))"
+            raise InputError(f"image {what} must lie in [0, 1]; got values from {lo:.4g} to "
+                             f"{hi:.4g}: {hint}")
+    return arr
+
+
+def _check_shape(shape: tuple, want: tuple, what: str) -> None:
+    if len(shape) != len(want) + 1 or any(w is not None and w != s
+                                           for w, s in zip(want, shape[1:])):
+        hint = " (one input? add a batch axis: x[None])" if shape == want else ""
+        raise InputError(f"{what} of shape {shape} do not fit this model: it expects "
+                         f"(N, {_dims(want)}){hint}")
+    if shape[0] == 0:
+        raise InputError(f"no {what} given (the batch is empty)")
+
+
+def _dims(shape) -> str:
+    return ", ".join("T" if d is None else str(d) for d in shape)
+
+
 class Tracer:
     """Validates a model once; calling it traces a batch (see the module docstring)."""
 
@@ -123,66 +244,96 @@ class Tracer:
         self.model = model
         shape = tuple(model.input_shape)
         self.embedding = None          # (name, matrix) for an Embedding model
+        self.mask_zero = False         # its Embedding masks id 0
         self.specs: list[LayerSpec] = []
+        self.passes: list[PassSpec] = []
+        self._ops: list[tuple] = []    # the forward program after any Embedding
         self._weights: dict[str, dict] = {}
         self._activation: dict[str, tuple] = {}
         layers = [l for l in _chain_layers(model) if type(l).__name__ != "InputLayer"]
-        feature_shape = shape[1:]
+        feat = shape[1:]               # the shape flowing through (no batch axis)
+        masked = False                 # whether a mask flows with it
         for pos, layer in enumerate(layers):
             cls = type(layer).__name__
             if cls not in SUPPORTED_LAYERS:
                 raise _unsupported(layer, f"{cls} is not one of the traced layers")
-            if cls == "Dropout":
-                continue
             if cls == "Embedding":
                 if pos != 0:
                     raise _unsupported(layer, "an Embedding must be the first layer")
-                if getattr(layer, "mask_zero", False):
-                    raise _unsupported(layer, "mask_zero=True (masking) changes the recurrence")
                 self.embedding = (layer.name, layer.embeddings)
-                feature_shape = (shape[1], int(layer.output_dim))
+                self.mask_zero = bool(getattr(layer, "mask_zero", False))
+                masked = self.mask_zero
+                feat = (shape[1], int(layer.output_dim))
                 continue
-            if len(feature_shape) != (2 if cls != "Dense" else 1):
-                if cls == "Dense":
-                    raise _unsupported(layer, "a Dense layer fed a sequence (put "
-                                              "return_sequences=False on the last recurrent "
-                                              "layer)")
-                raise _unsupported(layer, f"a recurrent layer needs (steps, features) inputs, "
-                                          f"got shape {feature_shape}")
-            kind = _KINDS[cls]
-            if kind == "dense":
-                spec = LayerSpec(layer.name, kind, int(layer.units), None,
-                                 int(feature_shape[0]), ())
-                self._weights[layer.name] = {"kernel": layer.kernel, "bias": layer.bias}
-                self._activation[layer.name] = (layer.activation, None)
-                feature_shape = (spec.units,)
-            else:
-                for flag in ("go_backwards", "stateful", "return_state"):
+            if cls in RECURRENT:
+                spec = self._recurrent_spec(layer, layer, layer.name, feat, masked)
+                self._ops.append(("rnn", spec))
+                feat = (spec.steps, spec.units) if spec.return_sequences else (spec.units,)
+                masked = masked and spec.return_sequences
+            elif cls == "Bidirectional":
+                if layer.merge_mode not in ("concat", "sum", "mul", "ave"):
+                    raise _unsupported(layer, f"merge_mode={layer.merge_mode!r} (several "
+                                              f"outputs); use concat, sum, mul or ave")
+                for flag in ("stateful", "return_state"):
                     if getattr(layer, flag, False):
                         raise _unsupported(layer, f"{flag}=True")
-                steps = feature_shape[0]
-                if steps is None:
+                f = self._recurrent_spec(layer, layer.forward_layer, f"{layer.name}/forward",
+                                         feat, masked)
+                b = self._recurrent_spec(layer, layer.backward_layer,
+                                         f"{layer.name}/backward", feat, masked)
+                self._ops.append(("bidi", layer, f, b))
+                self.passes.append(PassSpec(layer.name, cls, _out_shape(layer, feat), False))
+                units = f.units * (2 if layer.merge_mode == "concat" else 1)
+                feat = (f.steps, units) if f.return_sequences else (units,)
+                masked = masked and f.return_sequences
+            elif cls == "Dense" or (cls == "TimeDistributed"
+                                    and type(layer.layer).__name__ == "Dense"):
+                dense = layer if cls == "Dense" else layer.layer
+                if len(feat) not in (1, 2) or feat[-1] is None:
+                    raise _unsupported(layer, f"a Dense layer needs (features) or (steps, "
+                                              f"features) inputs, got shape {feat}")
+                if len(feat) == 2 and feat[0] is None:
                     raise _unsupported(layer, "the number of time steps is not fixed (give "
                                               "keras.Input a shape with the steps)")
-                cell = layer.cell
-                spec = LayerSpec(layer.name, kind, int(layer.units), int(steps),
-                                 int(feature_shape[1]), GATES[kind],
-                                 bool(layer.return_sequences),
-                                 bool(cell.reset_after) if kind == "gru" else None)
-                self._weights[layer.name] = {"kernel": cell.kernel,
-                                             "recurrent_kernel": cell.recurrent_kernel,
-                                             "bias": cell.bias if cell.use_bias else None}
-                self._activation[layer.name] = (cell.activation,
-                                                getattr(cell, "recurrent_activation", None))
-                feature_shape = (steps, spec.units) if spec.return_sequences else (spec.units,)
-            self.specs.append(spec)
+                spec = LayerSpec(layer.name, "dense", int(dense.units),
+                                 int(feat[0]) if len(feat) == 2 else None, int(feat[-1]), (),
+                                 masked=masked and len(feat) == 2, layer=layer.name)
+                self._weights[spec.name] = {"kernel": dense.kernel, "bias": dense.bias}
+                self._activation[spec.name] = (dense.activation, None)
+                self.specs.append(spec)
+                self._ops.append(("dense", spec))
+                feat = feat[:-1] + (spec.units,)
+            elif cls in PASS_THROUGH:
+                out = _out_shape(layer, feat)
+                self.passes.append(PassSpec(layer.name, cls, out, cls not in NOT_NEURONS))
+                self._ops.append(("keras", layer))
+                if masked or cls == "Masking":
+                    masked = bool(layer.supports_masking) and (masked or cls == "Masking")
+                feat = out
+            else:   # TimeDistributed around anything else
+                raise _unsupported(layer, f"TimeDistributed({type(layer.layer).__name__}) "
+                                          f"(only TimeDistributed(Dense) is traced)")
         if not self.specs:
             raise UnsupportedModelError(f"model {model.name!r} has no recurrent or Dense layer "
                                         f"to trace. {_SUPPORTED_TEXT}.")
         self.input_shape = tuple(shape[1:])          # (T, F) or (T,) for ids
         self.embedded_shape = (shape[1], int(self.embedding[1].shape[1])) \
             if self.embedding is not None else self.input_shape
+        self.domain = "ids" if self.embedding is not None else \
+            ("image" if self.input_shape in IMAGE_SHAPES else "real")
         self.spec = {s.name: s for s in self.specs}
+        # NC's neurons in model order: (name, kind, output shape) of every traced layer
+        # (each direction of a Bidirectional) and of the pass-through layers that compute
+        passes = {p.name: p for p in self.passes if p.neurons}
+        self.neuron_layers = []
+        for op in self._ops:
+            for spec in (op[2], op[3]) if op[0] == "bidi" else (op[1],) if op[0] != "keras" else ():
+                seq = spec.steps is not None and (spec.kind == "dense" or spec.return_sequences)
+                self.neuron_layers.append((spec.name, spec.kind, (spec.steps, spec.units) if seq
+                                           else (spec.units,)))
+            if op[0] == "keras" and op[1].name in passes:
+                p = passes[op[1].name]
+                self.neuron_layers.append((p.name, p.kind.lower(), tuple(p.shape)))
         fsig = tf.TensorSpec((None,) + self.embedded_shape, tf.float32)
         self._traced_float = tf.function(lambda x: _as_dict(self.forward(x)),
                                          input_signature=[fsig])
@@ -190,6 +341,36 @@ class Tracer:
             isig = tf.TensorSpec((None,) + self.input_shape, tf.int32)
             self._traced_ids = tf.function(lambda ids: _as_dict(self.forward(self.embed_tf(ids))),
                                            input_signature=[isig])
+
+    def _recurrent_spec(self, outer, layer, name: str, feat: tuple, masked: bool) -> LayerSpec:
+        """The spec of one recurrent layer (or one direction of a Bidirectional ``outer``)."""
+        cls = type(layer).__name__
+        if cls not in RECURRENT:
+            raise _unsupported(outer, f"{cls} is not a traced recurrent layer")
+        for flag in ("stateful", "return_state"):
+            if getattr(layer, flag, False):
+                raise _unsupported(outer, f"{flag}=True")
+        if len(feat) != 2:
+            raise _unsupported(outer, f"a recurrent layer needs (steps, features) inputs, got "
+                                      f"shape {feat}")
+        if feat[0] is None:
+            raise _unsupported(outer, "the number of time steps is not fixed (give "
+                                      "keras.Input a shape with the steps, e.g. "
+                                      "keras.Input((200,)), or trace "
+                                      "rnncon_core.zoo.with_steps(model, T))")
+        kind = RECURRENT[cls]
+        cell = layer.cell
+        spec = LayerSpec(name, kind, int(layer.units), int(feat[0]), int(feat[1]), GATES[kind],
+                         bool(layer.return_sequences),
+                         bool(cell.reset_after) if kind == "gru" else None,
+                         go_backwards=bool(layer.go_backwards), masked=masked,
+                         zero_output=bool(getattr(layer, "zero_output_for_mask", False)),
+                         layer=outer.name)
+        self._weights[name] = {"kernel": cell.kernel, "recurrent_kernel": cell.recurrent_kernel,
+                               "bias": cell.bias if cell.use_bias else None}
+        self._activation[name] = (cell.activation, getattr(cell, "recurrent_activation", None))
+        self.specs.append(spec)
+        return spec
 
     # ------------------------------------------------------------------ public
     def __call__(self, x, embedded: bool = False) -> Trace:
@@ -209,104 +390,156 @@ class Tracer:
         return tf.gather(self.embedding[1], ids)
 
     def check_inputs(self, x, embedded: bool = False):
-        """A validated tf.Tensor (float32, or int32 ids), or an InputError saying what is wrong."""
+        """A validated tf.Tensor (float32, or int32 ids), or an InputError saying what is wrong
+        (shape, dtype, NaN/inf, ids outside the vocabulary, images outside [0, 1])."""
         import tensorflow as tf
-        ids = self.embedding is not None and not embedded
         if embedded and self.embedding is None:
             raise InputError("embedded=True needs a model with an Embedding layer")
-        want = self.input_shape if ids else self.embedded_shape
-        if isinstance(x, (tf.Tensor, tf.Variable)):
-            dtype = x.dtype
-            shape = tuple(x.shape)
-        else:
-            try:
-                x = np.asarray(x)
-            except Exception as e:   # ragged lists and the like
-                raise InputError(f"inputs could not be read as an array ({e}); give an array "
-                                 f"of shape (N, {', '.join(map(str, want))})") from None
-            dtype, shape = x.dtype, x.shape
-        what = "word ids" if ids else "inputs"
-        if len(shape) != len(want) + 1 or tuple(shape[1:]) != tuple(want):
-            hint = " (one input? add a batch axis: x[None])" if tuple(shape) == tuple(want) else ""
-            raise InputError(f"{what} have shape {tuple(shape)}; this model expects "
-                             f"(N, {', '.join(map(str, want))}){hint}")
-        if shape[0] == 0:
-            raise InputError(f"no {what} given (the batch is empty)")
+        ids = self.embedding is not None and not embedded
         if ids:
-            if not _is_integer(dtype):
-                raise InputError(f"word ids must be integers, got dtype {_dtype_name(dtype)}; "
-                                 f"give int ids (N, {want[0]}), or pass embedding vectors "
-                                 f"with embedded=True")
-            arr = x.numpy() if isinstance(x, (tf.Tensor, tf.Variable)) else x
-            vocab = int(self.embedding[1].shape[0])
-            if arr.min() < 0 or arr.max() >= vocab:
-                raise InputError(f"word ids must lie in [0, {vocab}); got values from "
-                                 f"{arr.min()} to {arr.max()}")
+            arr = _check_array(x, self.input_shape, "ids", int(self.embedding[1].shape[0]),
+                               "inputs")
             return tf.convert_to_tensor(arr, tf.int32)
-        if not (_is_float(dtype) or _is_integer(dtype)):
-            raise InputError(f"inputs must be real numbers, got dtype {_dtype_name(dtype)}")
-        x = tf.cast(x, tf.float32) if isinstance(x, (tf.Tensor, tf.Variable)) \
-            else tf.convert_to_tensor(x, tf.float32)
-        if not bool(tf.reduce_all(tf.math.is_finite(x))):
-            raise InputError("inputs contain NaN or infinite values; clean or clip them first")
-        return x
+        domain = "real" if embedded else self.domain
+        if isinstance(x, (tf.Tensor, tf.Variable)) and x.dtype.is_floating:
+            _check_shape(tuple(x.shape), self.embedded_shape, "inputs")   # stays a tensor
+            x = tf.cast(x, tf.float32)
+            if not bool(tf.reduce_all(tf.math.is_finite(x))):
+                raise InputError("inputs contain NaN or infinite values; clean or clip them "
+                                 "first")
+            if domain == "image" and (float(tf.reduce_min(x)) < 0 or float(tf.reduce_max(x)) > 1):
+                _check_array(x.numpy(), self.embedded_shape, domain, None, "inputs")
+            return x
+        return tf.convert_to_tensor(_check_array(x, self.embedded_shape, domain, None, "inputs"))
 
     # ------------------------------------------------------------------ TF graph
     def forward(self, x) -> Trace:
         """Pure TF ops from float inputs (after any Embedding); usable inside a tf.function."""
         raw, out = self.forward_steps(x)
         layers: dict[str, LayerTrace] = {}
+        outputs: dict = {} if self.embedding is None else {self.embedding[0]: x}
         for spec in self.specs:
             r = raw[spec.name]
+            mask = tf_batch_major(r["mask"]) if "mask" in r else None
             if spec.kind == "dense":
-                layers[spec.name] = LayerTrace(spec, r["x"], pre=r["pre"], out=r["out"])
+                bm = (lambda v: tf_batch_major(v)) if spec.steps else (lambda v: v)
+                layers[spec.name] = LayerTrace(spec, bm(r["x"]), pre=bm(r["pre"]),
+                                               out=bm(r["out"]), mask=mask)
+                outputs[spec.name] = layers[spec.name].output
                 continue
-            bm = {k: tf_batch_major(v) for k, v in r.items() if k != "x"}     # (N, T, .)
+            bm = {k: tf_batch_major(v) for k, v in r.items() if k != "mask"}     # (N, T, .)
             h_prev = bm["h_prev"]
             h_src = {gname: h_prev for gname in spec.gates}
             if "hsrc" in bm:
                 h_src["h"] = bm["hsrc"]
-            layers[spec.name] = LayerTrace(spec, x if spec is self.specs[0] else prev.h,
-                                           h_prev=h_prev, h_src=h_src,
+            layers[spec.name] = LayerTrace(spec, bm["x"], h_prev=h_prev, h_src=h_src,
                                            xU=_by_gate(bm["xU"], spec.gates),
                                            hW=_by_gate(bm["hW"], spec.gates),
                                            gates=_by_gate(bm["gates"], spec.gates),
-                                           h=bm["h"], c=bm.get("c"))
-            prev = layers[spec.name]
-        return Trace(layers, out, x)
+                                           h=bm["h"], c=bm.get("c"), mask=mask)
+            if spec.layer == spec.name:
+                outputs[spec.name] = layers[spec.name].output
+        for p in self.passes:
+            outputs[p.name] = raw[p.name]["out"]
+        return Trace(layers, out, x, outputs)
 
-    def forward_steps(self, x, record=("xU", "hW", "gates", "c", "hsrc", "h_prev")):
-        """The lean core of forward: per layer a dict of raw tensors, recurrent ones time-major
-        (T, N, .): "x" the sources, "h", and those of record: "xU" / "hW" (all gates side by
-        side, no bias), "gates", "c" (LSTM), "hsrc" (GRU reset_after=False: r * h_prev),
-        "h_prev". Dense: "x", "pre", "out" (N, .). Only what is asked for is written per step,
-        so coverage pays for no more than it reads. Returns (dict, model output)."""
+    def padding_mask(self, x):
+        """(N, T) bool mask of embedded inputs for an Embedding(mask_zero=True): a step is
+        padding where its vector is the embedding of id 0 (exact for embedded ids)."""
+        import tensorflow as tf
+        return tf.reduce_any(tf.not_equal(x, self.embedding[1][0]), axis=-1)
+
+    def forward_steps(self, x, record=_DEFAULT_RECORD, mask=None):
+        """The lean core of forward: per traced layer a dict of raw tensors, recurrent ones
+        time-major (T, N, .) in the layer's own step order: "x" the sources, "h" (the state
+        after each step), "mask" (T, N) where a mask reaches the layer, and those of record:
+        "xU" / "hW" (all gates side by side, no bias), "gates", "c" (LSTM), "hsrc" (GRU
+        reset_after=False: r * h_prev), "h_prev". Dense: "x", "pre", "out" ((N, .), or
+        time-major (T, N, .) on a sequence). Layers without contributions (and a
+        Bidirectional's merged output): {"out": batch-major tensor}. Only what is asked for is
+        written per step, so coverage pays for no more than it reads. ``mask`` (N, T): real
+        steps of the inputs (default: from the vectors for an Embedding(mask_zero=True)).
+        Returns (dict, model output)."""
+        import tensorflow as tf
+        record = set(record)
+        if mask is None and self.mask_zero:
+            mask = self.padding_mask(x)
         raw: dict[str, dict] = {}
-        seq = "batch"                # x is a batch-major sequence, a time-major one, or not
-        for spec in self.specs:
-            if spec.kind == "dense":
-                r = self._dense(spec, x)
+        seq = "batch"         # x is a batch-major sequence, a time-major one ("time"), or not
+        for op in self._ops:
+            kind = op[0]
+            if kind == "keras":
+                layer = op[1]
+                xb = tf_batch_major(x) if seq == "time" else x
+                kw = {"mask": mask} if mask is not None and layer._call_has_mask_arg else {}
+                y = layer(xb, training=False, **kw)
+                mask = layer.compute_mask(xb, mask) if layer.supports_masking else None
+                raw[layer.name] = {"out": y}
+                x, seq = y, ("batch" if len(y.shape) == 3 else False)
+            elif kind == "dense":
+                spec = op[1]
+                if spec.steps:        # one contribution set per step: time-major like the rest
+                    x_tm = tf_batch_major(x) if seq == "batch" else x
+                    r = self._dense(spec, x_tm)
+                    if spec.masked and mask is not None:
+                        r["mask"] = tf.transpose(mask)
+                    x, seq = r["out"], "time"
+                else:
+                    r = self._dense(spec, x)
+                    x, seq = r["out"], False
                 raw[spec.name] = r
-                x, seq = r["out"], False
-                continue
-            x_tm = tf_batch_major(x) if seq == "batch" else x        # (the swap is its own inverse)
-            r = self._recurrent(spec, x_tm, set(record))
-            raw[spec.name] = r
-            if spec.return_sequences:
-                x, seq = r["h"], "time"
-            else:
-                x, seq = r["h"][-1], False
+            elif kind == "rnn":
+                spec = op[1]
+                x_tm = tf_batch_major(x) if seq == "batch" else x
+                r, y = self._direction(spec, x_tm, mask, record)
+                raw[spec.name] = r
+                if spec.return_sequences:
+                    x, seq = y, "time"
+                else:
+                    x, seq, mask = y[-1], False, None
+            else:   # "bidi"
+                layer, fs, bs = op[1:]
+                x_tm = tf_batch_major(x) if seq == "batch" else x
+                rf, yf = self._direction(fs, x_tm, mask, record)
+                rb, yb = self._direction(bs, x_tm, mask, record)
+                raw[fs.name], raw[bs.name] = rf, rb
+                if fs.return_sequences:
+                    # Keras flips the backward outputs back into the inputs' order
+                    yb = tf.reverse(yb, [0])
+                    y, seq = _merge(layer.merge_mode, yf, yb), "time"
+                else:
+                    y, seq, mask = _merge(layer.merge_mode, yf[-1], yb[-1]), False, None
+                raw[layer.name] = {"out": tf_batch_major(y) if seq == "time" else y}
+                x = y
         return raw, (tf_batch_major(x) if seq == "time" else x)
+
+    def _direction(self, spec: LayerSpec, x_tm, mask, record: set):
+        """One recurrent layer (direction) on time-major inputs: (raw dict, outputs (T, N, u)
+        in its own step order, zeros at masked steps where Keras gives zeros)."""
+        import tensorflow as tf
+        m_tm = tf.transpose(mask) if (spec.masked and mask is not None) else None
+        if spec.go_backwards:
+            x_tm = tf.reverse(x_tm, [0])
+            m_tm = None if m_tm is None else tf.reverse(m_tm, [0])
+        r = self._recurrent(spec, x_tm, record, m_tm)
+        y = r["h"]
+        if m_tm is not None:
+            r["mask"] = m_tm
+            if spec.zero_output:
+                y = y * _cast_like(m_tm, y)[:, :, None]
+        return r, y
 
     def _dense(self, spec: LayerSpec, x) -> dict:
         import tensorflow as tf
         w = self._weights[spec.name]
-        pre = tf.matmul(x, w["kernel"])
+        pre = tf.matmul(x, w["kernel"]) if len(x.shape) == 2 else \
+            tf.einsum("tnk,kj->tnj", x, w["kernel"])
         z = pre + w["bias"] if w["bias"] is not None else pre
         return {"x": x, "pre": pre, "out": self._activation[spec.name][0](z)}
 
-    def _recurrent(self, spec: LayerSpec, x, record: set) -> dict:
-        """x time-major (T, N, F); the loop writes h and only the fields in record."""
+    def _recurrent(self, spec: LayerSpec, x, record: set, mask=None) -> dict:
+        """x time-major (T, N, F); the loop writes h and only the fields in record. With a
+        mask (T, N), masked steps keep the previous h and c (Keras' masked step)."""
         import tensorflow as tf
         w = self._weights[spec.name]
         act, rec_act = self._activation[spec.name]
@@ -362,6 +595,10 @@ class Tracer:
                 c_new = c
                 gates = (h_new,)
                 hsrc = h
+            if mask is not None:      # a masked step carries the state over
+                m = mask[t][:, None]
+                h_new = tf.where(m, h_new, h)
+                c_new = tf.where(m, c_new, c)
             vals = {"h": h_new, "c": c_new, "hW": hW, "hsrc": hsrc}
             new = {}
             for k, arr in ta.items():
@@ -381,10 +618,31 @@ class Tracer:
         return out
 
 
-def tf_batch_major(v):
-    """(T, N, .) <-> (N, T, .)."""
+def _merge(mode: str, a, b):
     import tensorflow as tf
-    return tf.transpose(v, [1, 0, 2])
+    if mode == "concat":
+        return tf.concat([a, b], axis=-1)
+    if mode == "sum":
+        return a + b
+    if mode == "ave":
+        return (a + b) / 2
+    return a * b                  # "mul"
+
+
+def _out_shape(layer, feat: tuple) -> tuple:
+    return tuple(layer.compute_output_shape((None,) + tuple(feat)))[1:]
+
+
+def _cast_like(mask, v):
+    import tensorflow as tf
+    return tf.cast(mask, v.dtype)
+
+
+def tf_batch_major(v):
+    """(T, N, ...) <-> (N, T, ...)."""
+    import tensorflow as tf
+    perm = [1, 0] + list(range(2, len(v.shape)))
+    return tf.transpose(v, perm)
 
 
 def _by_gate(v, gates) -> dict:
@@ -393,13 +651,13 @@ def _by_gate(v, gates) -> dict:
     return dict(zip(gates, tf.split(v, len(gates), axis=2) if len(gates) > 1 else [v]))
 
 
-_FIELDS = ("x", "h_prev", "h_src", "xU", "hW", "gates", "h", "c", "pre", "out")
+_FIELDS = ("x", "h_prev", "h_src", "xU", "hW", "gates", "h", "c", "pre", "out", "mask")
 
 
 def _as_dict(tr: Trace) -> dict:
     layers = {name: {f: getattr(lt, f) for f in _FIELDS if not _empty(getattr(lt, f))}
               for name, lt in tr.layers.items()}
-    return {"layers": layers, "output": tr.output, "inputs": tr.inputs}
+    return {"layers": layers, "output": tr.output, "inputs": tr.inputs, "outputs": tr.outputs}
 
 
 def _empty(v) -> bool:
@@ -408,22 +666,4 @@ def _empty(v) -> bool:
 
 def _from_dict(d: dict, specs: dict) -> Trace:
     layers = {name: LayerTrace(specs[name], **fields) for name, fields in d["layers"].items()}
-    return Trace(layers, d["output"], d["inputs"])
-
-
-def _is_integer(dtype) -> bool:
-    import tensorflow as tf
-    if isinstance(dtype, tf.DType):
-        return dtype.is_integer
-    return np.issubdtype(dtype, np.integer)
-
-
-def _is_float(dtype) -> bool:
-    import tensorflow as tf
-    if isinstance(dtype, tf.DType):
-        return dtype.is_floating
-    return np.issubdtype(dtype, np.floating)
-
-
-def _dtype_name(dtype) -> str:
-    return getattr(dtype, "name", str(dtype))
+    return Trace(layers, d["output"], d["inputs"], dict(d["outputs"]))

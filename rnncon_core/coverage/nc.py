@@ -23,12 +23,8 @@ class NeuronCoverage(Criterion):
         if self.include_input:
             segs.append(Segment("input", "input", "input", (), "input", 0, tr.embedded_shape))
             off = segs[0].size
-        for spec in tr.specs:
-            if spec.kind == "dense":
-                shape = (spec.units,)
-            else:
-                shape = (spec.steps, spec.units) if spec.return_sequences else (spec.units,)
-            segs.append(Segment(spec.name, spec.kind, "out", (), spec.name, off, shape))
+        for name, kind, shape in tr.neuron_layers:   # traced layers and those run by Keras
+            segs.append(Segment(name, kind, "out", (), name, off, shape))
             off += int(np.prod(shape))
         return segs
 
@@ -41,8 +37,8 @@ class NeuronCoverage(Criterion):
         parts = []
         if self.include_input:
             parts.append(minmax_normalize(tf.reshape(trace.inputs, (n, -1))))
-        for spec in self.tracer.specs:
-            out = trace.layers[spec.name].output
+        for name, _, _ in self.tracer.neuron_layers:
+            out = trace.layers[name].output if name in trace.layers else trace.outputs[name]
             parts.append(minmax_normalize(tf.reshape(out, (n, -1))))
         return tf.concat(parts, axis=1)
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
+from ..errors import InputError, UnsupportedModelError
 from .base import Criterion, Segment, threshold_grid
 from .edge import EdgeState
 from .params import Interval, OneOf, Thresholds
@@ -57,9 +57,10 @@ class ContributionCoverage(Criterion):
         blocks: list[_Block] = []
         prev = "input"
         for spec in self.tracer.specs:
-            if spec.kind == "dense":
+            if spec.kind == "dense":        # on a sequence: one contribution set per step
                 blocks.append(_Block(spec.name, "dense", "x", (), "x", prev,
-                                     slice(0, spec.units), 1, spec.in_dim, spec.units))
+                                     slice(0, spec.units), spec.steps or 1, spec.in_dim,
+                                     spec.units))
             else:
                 gu = len(spec.gates) * spec.units
                 blocks.append(_Block(spec.name, spec.kind, "x", spec.gates, "x", prev,
@@ -74,6 +75,9 @@ class ContributionCoverage(Criterion):
                     blocks.append(_Block(spec.name, spec.kind, "h", spec.gates, "h_prev",
                                          spec.name, slice(0, gu), spec.steps, spec.units, gu))
             prev = spec.name
+        if self.granularity == "edge" and any(s.masked for s in self.tracer.specs):
+            raise UnsupportedModelError("edge granularity does not handle masked steps "
+                                        "(Masking, mask_zero) yet; use granularity='unit'")
         self.blocks = blocks
         segs, off = [], 0
         for b in blocks:
@@ -118,7 +122,7 @@ class ContributionCoverage(Criterion):
         import tensorflow as tf
         r = raw[b.layer]
         if b.kind == "dense":
-            a = r["x"][None]
+            a = r["x"] if self.tracer.spec[b.layer].steps else r["x"][None]
         else:
             a = r["hsrc"] if b.source == "h_src:h" else r[b.source]
         return tf.abs(a) if self.values == "abs" else a
@@ -131,12 +135,33 @@ class ContributionCoverage(Criterion):
         for b in self.blocks:
             r = raw[b.layer]
             if b.kind == "dense":
-                v = r["pre"][None]
+                v = r["pre"] if self.tracer.spec[b.layer].steps else r["pre"][None]
             else:
                 v = r["xU"] if b.part == "x" else r["hW"]
                 v = v if b.col.stop - b.col.start == v.shape[-1] else v[:, :, b.col]
             parts.append(tf.abs(v) if self.values == "abs" else v)
-        return parts
+        masks = [raw[b.layer].get("mask") for b in self.blocks]
+        return parts if all(m is None for m in masks) else self._masked(parts, masks)
+
+    def _masked(self, parts, masks):
+        """Masked steps (Masking, mask_zero) are not counted: their contributions take the
+        minimum of their scope's unmasked ones (0 where the whole scope is masked), so they
+        normalize to 0, are never activated and leave every other value as it was."""
+        import tensorflow as tf
+        big = tf.constant(3e38, parts[0].dtype)
+        lo = [tf.reduce_min(p, 2) if m is None else tf.where(m, tf.reduce_min(p, 2), big)
+              for p, m in zip(parts, masks)]
+        ids = tf.constant(np.concatenate(self._scope_cols), tf.int32)
+        scope_lo = tf.math.unsorted_segment_min(tf.concat(lo, 0), ids, self._n_scopes)  # (S, N)
+        out = []
+        for p, m, cols in zip(parts, masks, self._scope_cols):
+            if m is None:
+                out.append(p)
+                continue
+            fill = tf.gather(scope_lo, tf.constant(cols, tf.int32))                     # (T, N)
+            fill = tf.where(fill < big, fill, tf.zeros_like(fill))
+            out.append(tf.where(m[:, :, None], p, fill[:, :, None]))
+        return out
 
     def _scope_min_range(self, block_lo, block_hi):
         """Per block its (T, N) minima and maxima -> per input and scope the min and the range,
@@ -358,7 +383,8 @@ class ContributionCoverage(Criterion):
     def describe(self, index: int) -> dict:
         seg, pos = self._segment_of(index)
         b = self.blocks[self.segments.index(seg)]
-        step = None if b.kind == "dense" else int(pos[0])
+        step = None if b.kind == "dense" and not self.tracer.spec[b.layer].steps \
+            else int(pos[0])
         j = int(pos[-1])
         spec = self.tracer.spec[b.layer]
         gate = None if b.kind == "dense" else b.gates[j // spec.units]
