@@ -60,8 +60,58 @@ class Dataset:
                 "input_shape": list(self.x_train.shape[1:]), "num_classes": self.num_classes}
 
 
+def read_npy(content: bytes, name: str, what: str = "the file") -> np.ndarray:
+    """The array of a .npy file's bytes (``name``: the file's name, for messages), or an
+    InputError saying what is wrong with it and how to write one (never a pickle)."""
+    import io
+    stem = Path(name).stem
+    if content[:6] != b"\x93NUMPY":
+        kind = "an .npz archive" if content[:2] == b"PK" else "not a .npy file"
+        raise InputError(f"{what} {name} is {kind}: save one array with "
+                         f"numpy.save('{stem}.npy', x)")
+    try:
+        return np.load(io.BytesIO(content), allow_pickle=False)
+    except ValueError as e:
+        if "pickle" in str(e):
+            raise InputError(f"{what} {name} holds Python objects (dtype object), which are "
+                             f"not read for safety: save a numeric array, e.g. "
+                             f"numpy.save('{stem}.npy', x.astype('float32'))") from None
+        raise InputError(f"{what} {name} is a damaged .npy file ({str(e).splitlines()[0]}): "
+                         f"save it again with numpy.save") from None
+    except (OSError, EOFError) as e:
+        raise InputError(f"{what} {name} could not be read ({type(e).__name__}; truncated?): "
+                         f"save it again with numpy.save") from None
+
+
+_USER: dict[str, Dataset] = {}     # the user's own test sets of this process (user_dataset)
+
+
+def user_dataset(x, y, name: str, source: str = "") -> Dataset:
+    """A user's own test set (e.g. uploaded .npy arrays), registered under ``name`` so that
+    ``load_dataset(name)`` returns it in this process. ``x`` float inputs or int ids, ``y``
+    int labels (one per input). The train split is empty; check ``x`` against the model with
+    ``trace.check_model_inputs``."""
+    x, y = np.asarray(x), np.asarray(y).reshape(-1)
+    if name in DATASETS:
+        raise InputError(f"{name!r} is a built-in data set; give your test set another name")
+    if len(x) == 0 or len(x) != len(y):
+        raise InputError(f"{len(x)} inputs and {len(y)} labels: give one label per input")
+    if not np.issubdtype(y.dtype, np.integer):
+        if not np.issubdtype(y.dtype, np.number) or not np.all(np.mod(y, 1) == 0):
+            raise InputError(f"labels must be class indices (integers), got dtype {y.dtype}")
+    y = y.astype(np.int64)
+    kind = "text" if np.issubdtype(x.dtype, np.integer) and x.ndim == 2 else "image"
+    ds = Dataset(name, x[:0], y[:0], x, y, source or f"{name}: the user's own {len(y):,} "
+                 f"inputs", kind, int(y.max()) + 1 if len(y) else 0)
+    _USER[name] = ds
+    return ds
+
+
 def load_dataset(name: str) -> Dataset:
-    """Load one of :data:`DATASETS` by name (cached on disk after the first load)."""
+    """Load one of :data:`DATASETS` by name (cached on disk after the first load), or a test
+    set registered with :func:`user_dataset`."""
+    if name in _USER:
+        return _USER[name]
     loaders = {"mnist": _load_mnist, "fashion-mnist": _load_fashion,
                "imdb": _load_imdb, "digits": _load_digits}
     if name not in loaders:

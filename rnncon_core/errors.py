@@ -21,5 +21,10 @@ class InputError(RNNConError):
     """Inputs of the wrong shape, dtype, range, or containing NaN/inf."""
 
 
+class RunStoreError(RNNConError):
+    """The run store cannot be used (unwritable, or its index is corrupt); the message names
+    the path and what to do."""
+
+
 class JobCancelled(RNNConError):
     """Raised inside a job when its cancel flag was set."""

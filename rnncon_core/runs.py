@@ -11,9 +11,14 @@ Layout of ``<root>/``::
     <run_id>/<name>.npz|.json    outputs (written by the job, e.g. outputs.npz, summary.json)
     <run_id>/error.txt           the error of a failed run
 
+    <run_id>/status.json         {status, error, updated} once the run has ended
+
 Every file is written atomically (a temporary file, then ``os.replace``), so a reader never
 sees half a file, and a run that crashes keeps what it last wrote. Cancelling works across
 processes: ``request_cancel`` sets a column in the index, ``Run.check_cancel`` reads it.
+The run folders hold the truth: ``RunStore.repair()`` (``rnncon runs --repair``) rebuilds a
+lost or corrupt index from them. A running run whose process is gone (its id unknown, or reused
+by a process that started later) is reported failed.
 """
 from __future__ import annotations
 
@@ -33,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError, JobCancelled
+from .errors import InputError, JobCancelled, RunStoreError
 from .paths import RUNS_DIR
 
 STATUSES = ("running", "finished", "failed", "cancelled")
@@ -50,8 +55,10 @@ CREATE TABLE IF NOT EXISTS runs (
     error TEXT,
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     pid INTEGER,
-    host TEXT
+    host TEXT,
+    proc_start TEXT
 )"""
+_CORRUPT = ("file is not a database", "malformed", "disk image", "no such table", "no such column")
 
 
 def _now() -> str:
@@ -131,7 +138,18 @@ def _model_record(model: str | None) -> dict | None:
     return rec
 
 
-def _pid_alive(pid: int | None) -> bool:
+def _proc_start(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, from /proc), or None if unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]      # field 22, after the command name
+
+
+def _pid_alive(pid: int | None, started: str | None = None) -> bool:
+    """Whether the process that started a run still runs: its id exists and, where its start
+    time was recorded, it is the same process (not a later one that reused the id)."""
     if not pid:
         return False
     try:
@@ -139,8 +157,9 @@ def _pid_alive(pid: int | None) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    now = _proc_start(pid)
+    return started is None or now is None or now == started
 
 
 @dataclass
@@ -266,22 +285,49 @@ class RunStore:
 
     def __init__(self, root: str | os.PathLike | None = None):
         self.root = Path(root) if root is not None else RUNS_DIR
-        self.root.mkdir(parents=True, exist_ok=True)
         self.db = self.root / "index.sqlite"
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise self._unusable(e) from None
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            raise self._unusable(PermissionError("permission denied"))
         with closing(self._connect()) as con:
-            con.execute("PRAGMA journal_mode=WAL")
-            con.execute(_SCHEMA)
-            con.commit()
+            try:
+                con.execute("PRAGMA journal_mode=WAL")
+                con.execute(_SCHEMA)
+                cols = {r[1] for r in con.execute("PRAGMA table_info(runs)")}
+                if "proc_start" not in cols:       # an index written before start times
+                    con.execute("ALTER TABLE runs ADD COLUMN proc_start TEXT")
+                con.commit()
+            except sqlite3.Error as e:
+                raise self._unusable(e) from None
+
+    def _unusable(self, e: Exception) -> RunStoreError:
+        """One clear error for a store that cannot be used, naming the path and the way out."""
+        text = str(getattr(e, "strerror", None) or e)
+        if isinstance(e, sqlite3.DatabaseError) and any(w in text.lower() for w in _CORRUPT):
+            return RunStoreError(f"the run store's index {self.db} is corrupt ({text}); rebuild "
+                                 f"it from the run folders with `rnncon runs --repair --runs-dir "
+                                 f"{self.root}`, or use another store with --runs-dir DIR")
+        return RunStoreError(f"the run store {self.root} cannot be written ({text}); choose a "
+                             f"writable folder with --runs-dir DIR (or RNNCON_RUNS=DIR)")
 
     def _connect(self) -> sqlite3.Connection:
-        con = sqlite3.connect(self.db, timeout=30)
+        try:
+            con = sqlite3.connect(self.db, timeout=30)
+        except sqlite3.Error as e:
+            raise self._unusable(e) from None
         con.row_factory = sqlite3.Row
         return con
 
     def _execute(self, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
         with closing(self._connect()) as con:
-            with con:   # one transaction, committed on success
-                rows = con.execute(sql, args).fetchall()
+            try:
+                with con:   # one transaction, committed on success
+                    rows = con.execute(sql, args).fetchall()
+            except sqlite3.Error as e:
+                raise self._unusable(e) from None
         return rows
 
     # ---- writing
@@ -301,9 +347,9 @@ class RunStore:
             atomic_write_json(path / "model.json", rec)
         now = _now()
         self._execute("INSERT INTO runs (run_id, kind, status, model, method, created, updated, "
-                      "pid, host) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?)",
+                      "pid, host, proc_start) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
                       (run_id, kind, None if model is None else str(model), method, now, now,
-                       os.getpid(), socket.gethostname()))
+                       os.getpid(), socket.gethostname(), _proc_start(os.getpid())))
         return Run(self, run_id)
 
     def request_cancel(self, run_id: str) -> None:
@@ -315,14 +361,33 @@ class RunStore:
                       (_now(), run_id))
 
     def delete(self, run_id: str) -> None:
+        """Remove a run and its folder; a running run must be cancelled or marked failed
+        first."""
         import shutil
-        self.get(run_id)
+        info = self.get(run_id)
+        if info.status == "running":
+            raise InputError(f"run {run_id} is running: cancel it first (`rnncon runs --cancel "
+                             f"{run_id}`), or mark it failed if it is stuck (`--mark-failed`)")
         self._execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
         shutil.rmtree(self.root / run_id, ignore_errors=True)
+
+    def mark_failed(self, run_id: str, reason: str = "marked failed by hand") -> RunInfo:
+        """End a run that is stuck as "running" (its job will never finish it)."""
+        info = self.get(run_id)
+        if info.status != "running":
+            raise InputError(f"run {run_id} is {info.status}, not running: nothing to mark")
+        err = self.root / run_id / "error.txt"
+        if not err.exists():
+            atomic_write_bytes(err, reason.encode())
+        self._set_status(run_id, "failed", summary=info.summary, error=reason)
+        return self.get(run_id)
 
     def _set_status(self, run_id: str, status: str, summary: dict | None = None,
                     error: str | None = None) -> None:
         assert status in STATUSES
+        if status != "running":
+            atomic_write_json(self.root / run_id / "status.json",
+                              {"status": status, "error": error, "updated": _now()})
         self._execute("UPDATE runs SET status = ?, updated = ?, summary = ?, error = ? "
                       "WHERE run_id = ?",
                       (status, _now(), None if summary is None else
@@ -340,14 +405,17 @@ class RunStore:
     def _info(self, row: sqlite3.Row) -> RunInfo:
         status, error = row["status"], row["error"]
         if status == "running" and row["host"] == socket.gethostname() \
-                and not _pid_alive(row["pid"]):
+                and not _pid_alive(row["pid"], row["proc_start"]):
             # the process died without marking the run (killed, power loss): say so once
             status, error = "failed", "the process running it ended without finishing"
             self._execute("UPDATE runs SET status = ?, error = ?, updated = ? WHERE run_id = ? "
                           "AND status = 'running'", (status, error, _now(), row["run_id"]))
-            err = self.root / row["run_id"] / "error.txt"
-            if not err.exists():
-                atomic_write_bytes(err, error.encode())
+            folder = self.root / row["run_id"]
+            if folder.is_dir():
+                if not (folder / "error.txt").exists():
+                    atomic_write_bytes(folder / "error.txt", error.encode())
+                atomic_write_json(folder / "status.json",
+                                  {"status": status, "error": error, "updated": _now()})
         return RunInfo(run_id=row["run_id"], kind=row["kind"], status=status, model=row["model"],
                        method=row["method"], created=row["created"], updated=row["updated"],
                        summary=json.loads(row["summary"]) if row["summary"] else None,
@@ -373,3 +441,106 @@ class RunStore:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [self._info(r) for r in self._execute(sql, tuple(args))]
+
+
+def repair_store(root: str | os.PathLike | None = None) -> dict:
+    """Rebuild the index from the run folders (they hold the truth): a corrupt index is
+    moved aside as ``index.sqlite.corrupt-<time>``; runs it lacks are added from their folders
+    (one that never recorded an end state is added as failed, so repair while no job runs).
+    Returns {runs, recovered, moved_aside, index}."""
+    root = Path(root) if root is not None else RUNS_DIR
+    if not root.is_dir():
+        raise InputError(f"no run store at {root}: nothing to repair")
+    db = root / "index.sqlite"
+    moved = None
+    if db.exists():
+        try:
+            with closing(sqlite3.connect(db)) as con:
+                ok = con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+                con.execute("SELECT count(*) FROM runs").fetchone()
+        except sqlite3.Error:
+            ok = False
+        if not ok:
+            moved = db.with_name(f"index.sqlite.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+            os.replace(db, moved)
+            for extra in ("-wal", "-shm"):
+                side = db.with_name(db.name + extra)
+                if side.exists():
+                    side.unlink()
+    fresh = RunStore(root)
+    known = {r["run_id"] for r in fresh._execute("SELECT run_id FROM runs")}
+    added = 0
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        row = _row_from_folder(folder)
+        if row is None or row["run_id"] in known:
+            continue
+        fresh._execute("INSERT INTO runs (run_id, kind, status, model, method, created, "
+                       "updated, summary, error) VALUES (:run_id, :kind, :status, :model, "
+                       ":method, :created, :updated, :summary, :error)", row)
+        added += 1
+    return {"runs": len(known) + added, "recovered": added,
+            "moved_aside": None if moved is None else str(moved), "index": str(db)}
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _row_from_folder(folder: Path) -> dict | None:
+    """An index row rebuilt from a run folder (None if it is not one): status from
+    status.json, else error.txt (failed / cancelled), else finished with a final summary, else
+    failed (it ended without saying so)."""
+    parts = folder.name.split("-")
+    if len(parts) < 4 or not (folder / "config.json").exists():
+        return None
+    stamp = f"{parts[0]}-{parts[1]}"
+    try:
+        created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.strptime(stamp, "%Y%m%d-%H%M%S"))
+    except ValueError:
+        return None
+    config = _read_json(folder / "config.json") or {}
+    model = (_read_json(folder / "model.json") or {}).get("model", config.get("model"))
+    summary = _read_json(folder / "summary.json")
+    state = _read_json(folder / "status.json") or {}
+    error = state.get("error")
+    status = state.get("status")
+    if status not in STATUSES or status == "running":
+        err = folder / "error.txt"
+        if err.exists():
+            text = err.read_text(errors="replace").strip()
+            status = "cancelled" if text.startswith("JobCancelled") else "failed"
+            error = text.splitlines()[-1] if text else status
+        elif summary is not None and not summary.get("partial"):
+            status = "finished"
+        else:
+            status, error = "failed", "ended without finishing (recovered by repair)"
+    updated = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(folder.stat().st_mtime))
+    return {"run_id": folder.name, "kind": "-".join(parts[2:-1]), "status": status,
+            "model": None if model is None else str(model), "method": config.get("method"),
+            "created": created, "updated": updated,
+            "summary": None if summary is None else json.dumps(summary, default=_json_default),
+            "error": error}
+
+
+def check_source_run(run: RunInfo, model: str, force: bool = False) -> str | None:
+    """Whether a generation run may feed ``model``'s retraining: a run generated for another
+    model (told apart by the model file's sha256 where both are known, else by name) is an
+    InputError unless ``force``; a run that did not finish gives a note to show (its finished
+    seeds are used), else None."""
+    rec = _read_json(run.path / "model.json") or {}
+    mine = _model_record(str(model)) or {}
+    same = rec.get("sha256") == mine.get("sha256") if rec.get("sha256") and mine.get("sha256") \
+        else str(run.model) == str(model)
+    if not same and not force:
+        raise InputError(f"run {run.run_id} was generated for model {run.model!r}, not "
+                         f"{str(model)!r}: its adversarial inputs belong to the other model "
+                         f"(pass --force, or force=True, to retrain with them anyway)")
+    summary = run.summary or {}
+    if run.status != "finished" or summary.get("partial"):
+        done = summary.get("n_seeds")
+        return (f"run {run.run_id} is {run.status} (partial): only the "
+                f"{done if done is not None else 'seeds it'} finished seeds' outputs are used")
+    return None

@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import InputError, ModelLoadError
+from .errors import InputError, ModelLoadError, UnsupportedModelError
 from .paths import MODELS_DIR, ensure_dir
 
 
@@ -197,8 +197,13 @@ def _check_config(node, where: str = "model") -> None:
                 raise ModelLoadError(f"refused to load: the {where} holds a {cls} layer "
                                      f"({_REFUSED[cls]}). Replace it with built-in Keras layers "
                                      f"and save again.")
-            custom = node.get("registered_name")   # None for Keras' own classes
-            if (isinstance(module, str) and not module.startswith("keras")) or custom:
+            # Keras' own classes have no registered name, except its model classes, which
+            # register under their own name ("Functional") from a keras module
+            registered = node.get("registered_name")
+            keras_module = isinstance(module, str) and module.split(".")[0] == "keras"
+            custom = registered if registered and not (keras_module and registered == cls) \
+                else None
+            if (isinstance(module, str) and not keras_module) or custom:
                 raise ModelLoadError(
                     f"refused to load: the {where} uses {custom or cls!r} from module "
                     f"{module!r}, which is custom code. Only models made of built-in Keras "
@@ -241,8 +246,121 @@ def load_model(name_or_path: str | os.PathLike, compile: bool = False):
     try:
         model = keras.saving.load_model(path, compile=compile, safe_mode=True)
     except Exception as e:  # Keras raises many kinds here; all mean "this file won't load"
-        raise ModelLoadError(f"could not load {path.name}: {type(e).__name__}: {e}") from None
+        raise ModelLoadError(_load_failure(path, e)) from None
     return model
+
+
+def _load_failure(path: Path, e: Exception) -> str:
+    """One line saying why Keras could not load a file whose config passed the check."""
+    text = str(e)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if isinstance(e, OSError) or any(w in text.lower() for w in ("hdf5", "h5py", ".h5",
+                                                                 "truncated", "signature")):
+        return (f"could not read the weights of {path.name}: the file is damaged or truncated "
+                f"({type(e).__name__}). Save the model again with model.save('model.keras').")
+    return (f"could not load {path.name}: {type(e).__name__}: {first[:300]}. Save it again with "
+            f"model.save('model.keras') from the Keras version that built it.")
+
+
+def with_steps(model, steps: int):
+    """The model itself, or, when its input leaves the number of time steps open (keras.Input
+    ((None, F)) as in keras.io's examples), a copy with ``steps`` fixed and the same weights
+    (the trace and coverage need a fixed number of steps)."""
+    import keras
+    shape = tuple(model.input_shape)
+    if len(shape) < 2 or shape[1] is not None:
+        return model
+    if isinstance(model, keras.Model) and len(getattr(model, "inputs", None) or []) > 1:
+        return model
+    dtype = model.inputs[0].dtype if getattr(model, "inputs", None) else "float32"
+    inp = keras.Input((int(steps),) + shape[2:], dtype=dtype)
+    try:
+        copy = keras.models.clone_model(model, input_tensors=inp)
+        copy.set_weights(model.get_weights())
+    except Exception as e:   # a structure clone_model cannot rebuild: the trace will say why
+        raise ModelLoadError(f"could not fix the model's time steps to {steps} "
+                             f"({type(e).__name__}); give keras.Input a fixed number of steps "
+                             f"and save it again") from None
+    return copy
+
+
+# ---------------------------------------------------------------- what a model outputs
+
+@dataclass(frozen=True)
+class Head:
+    """What a model's output is: ``kind`` softmax | sigmoid (one unit, two classes) | logits
+    (no activation, two or more units) | regression (one linear unit) | multilabel (several
+    sigmoid units) | sequence (one output per step) | multi (several outputs) | other."""
+    kind: str
+    classes: int | None      # number of classes of a classifier head, else None
+    detail: str              # how the model ends, for messages
+
+    @property
+    def classifier(self) -> bool:
+        return self.kind in ("softmax", "sigmoid", "logits")
+
+    def require_classifier(self, what: str) -> "Head":
+        """Self, or UnsupportedModelError saying why ``what`` needs a classifier head."""
+        if self.classifier:
+            return self
+        why = {"regression": "it ends in one linear unit, a regression head (a binary "
+                             "classifier's logit? add a sigmoid: activation='sigmoid')",
+               "multilabel": "it ends in several sigmoid units (multi-label), not one class "
+                             "per input",
+               "sequence": "it outputs one value per time step, not one class per input",
+               "multi": "it has several outputs"}.get(self.kind, "its output is not a class "
+                                                                 "score")
+        raise UnsupportedModelError(f"{what} needs a classifier (softmax, sigmoid or logits "
+                                    f"output): this model is not one, {why} ({self.detail}). "
+                                    f"Coverage works on any traced model.")
+
+    def check_labels(self, y) -> np.ndarray:
+        """Labels as int64 class indices within the head's classes, or InputError."""
+        y = np.asarray(y).reshape(-1)
+        if y.size and not np.issubdtype(y.dtype, np.integer):
+            if not np.issubdtype(y.dtype, np.number) or not np.all(np.mod(y, 1) == 0):
+                raise InputError(f"labels must be class indices (integers), got dtype "
+                                 f"{y.dtype}")
+        y = y.astype(np.int64)
+        if self.classes and y.size and (y.min() < 0 or y.max() >= self.classes):
+            raise InputError(f"labels must be class indices in [0, {self.classes}) for this "
+                             f"model ({self.detail}); got values from {y.min()} to {y.max()}")
+        return y
+
+    def probabilities(self, out):
+        """Class probabilities from the model's output tensor: softmax of logits, else as is."""
+        if self.kind == "logits":
+            import tensorflow as tf
+            return tf.nn.softmax(out, axis=-1)
+        return out
+
+
+def output_head(model) -> Head:
+    """The head of a Keras model, read from its last layer and output shape."""
+    if len(getattr(model, "outputs", None) or [None]) > 1:
+        return Head("multi", None, f"{len(model.outputs)} outputs")
+    shape = tuple(model.output_shape)
+    # the last layer that computes something (inference-time identities are looked through)
+    layers = [l for l in model.layers if type(l).__name__ != "InputLayer"
+              and not any(w in type(l).__name__ for w in ("Dropout", "Noise"))]
+    last = layers[-1] if layers else None
+    act = ""
+    name = type(last).__name__ if last is not None else "none"
+    if name == "Softmax":
+        act = "softmax"
+    elif last is not None and hasattr(last, "activation"):
+        act = getattr(last.activation, "__name__", str(last.activation))
+    elif name == "TimeDistributed" and hasattr(last.layer, "activation"):
+        act = getattr(last.layer.activation, "__name__", "")
+    units = shape[-1]
+    detail = f"last layer {name}, activation {act or 'none'}, output shape {shape[1:]}"
+    if len(shape) != 2:
+        return Head("sequence" if len(shape) > 2 else "other", None, detail)
+    if units == 1:
+        kind = {"sigmoid": "sigmoid", "linear": "regression"}.get(act, "other")
+        return Head(kind, 2 if kind == "sigmoid" else None, detail)
+    kind = {"softmax": "softmax", "linear": "logits", "sigmoid": "multilabel"}.get(act, "other")
+    return Head(kind, int(units) if kind in ("softmax", "logits") else None, detail)
 
 
 # ---------------------------------------------------------------- training

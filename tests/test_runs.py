@@ -127,3 +127,120 @@ def test_runs_cli_json(tmp_path):
     assert obj["runs"][0]["run_id"] == run.run_id
     assert obj["runs"][0]["status"] == "finished"
     assert obj["runs"][0]["summary"] == {"adv_rate": 1.0}
+
+
+# ---------------------------------------------------------------- faults and repair
+
+def _cli(args, capsys):
+    """`rnncon ...` in this process: (exit code, stdout, stderr)."""
+    from rnncon_core.cli import main
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+def test_corrupt_index_is_one_clear_error_and_repair_rebuilds_it(tmp_path, capsys):
+    from rnncon_core.errors import RunStoreError
+    from rnncon_core.runs import repair_store
+    store = RunStore(tmp_path)
+    with store.start("generate", model="m", method="fgsm", config={"method": "fgsm"}) as run:
+        run.finish({"adv_rate": 0.5})
+    done = run.run_id
+    with pytest.raises(ZeroDivisionError):
+        with store.start("retrain", model="m") as run:
+            1 / 0
+    crashed = run.run_id
+    run = store.start("generate", model="m", method="pgd", config={"method": "pgd"})
+    with pytest.raises(JobCancelled):
+        with run:
+            raise JobCancelled("stop")
+    cancelled = run.run_id
+    (tmp_path / "index.sqlite").write_bytes(b"this is not a database" * 100)
+    for side in ("index.sqlite-wal", "index.sqlite-shm"):
+        (tmp_path / side).unlink(missing_ok=True)
+    with pytest.raises(RunStoreError) as e:
+        RunStore(tmp_path).list()
+    assert str(tmp_path / "index.sqlite") in str(e.value) and "--repair" in str(e.value)
+    code, out, err = _cli(["runs", "--runs-dir", str(tmp_path)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err and "--repair" in err
+    code, out, err = _cli(["runs", "--repair", "--runs-dir", str(tmp_path), "--json"], capsys)
+    assert code == 0, err
+    rep = json.loads(out)["repair"]
+    assert rep["recovered"] == 3 and rep["moved_aside"]
+    runs = {r.run_id: r for r in RunStore(tmp_path).list()}
+    assert runs[done].status == "finished" and runs[done].summary == {"adv_rate": 0.5}
+    assert runs[done].method == "fgsm" and runs[done].model == "m" and runs[done].kind == "generate"
+    assert runs[crashed].status == "failed" and "ZeroDivisionError" in runs[crashed].error
+    assert runs[cancelled].status == "cancelled"
+    assert repair_store(tmp_path)["recovered"] == 0        # a sound index: nothing to add
+
+
+def test_unwritable_store_is_one_clear_error(tmp_path, capsys):
+    from rnncon_core.errors import RunStoreError
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(RunStoreError, match="cannot be written.*--runs-dir"):
+        RunStore(blocker / "runs")
+    code, out, err = _cli(["runs", "--runs-dir", str(blocker / "runs")], capsys)
+    assert code == 2 and str(blocker / "runs") in err and "Traceback" not in err
+
+
+def test_reused_process_id_is_not_alive(tmp_path):
+    """A run is alive only while the process that started it runs: same id and start time."""
+    store = RunStore(tmp_path)
+    run = store.start("generate")
+    assert store.get(run.run_id).status == "running"
+    # the recorded process id now belongs to a process that started at another time
+    store._execute("UPDATE runs SET proc_start = '1' WHERE run_id = ?", (run.run_id,))
+    info = store.get(run.run_id)
+    assert info.status == "failed" and "ended without finishing" in info.error
+    assert json.loads((info.path / "status.json").read_text())["status"] == "failed"
+
+
+def test_mark_failed_delete_and_cancel_json(tmp_path, capsys):
+    store = RunStore(tmp_path)
+    stuck = store.start("generate", model="m")
+    code, out, err = _cli(["runs", "--delete", stuck.run_id, "--runs-dir", str(tmp_path)], capsys)
+    assert code == 2 and "--cancel" in err and "running" in err
+    code, out, err = _cli(["runs", "--cancel", stuck.run_id, "--json", "--runs-dir",
+                           str(tmp_path)], capsys)
+    assert code == 0 and json.loads(out) == {"run_id": stuck.run_id, "action": "cancel",
+                                             "status": "running", "cancel_requested": True}
+    code, out, err = _cli(["runs", "--mark-failed", stuck.run_id, "--json", "--runs-dir",
+                           str(tmp_path)], capsys)
+    assert code == 0 and json.loads(out)["status"] == "failed"
+    assert store.get(stuck.run_id).error == "marked failed by hand"
+    code, out, err = _cli(["runs", "--mark-failed", stuck.run_id, "--runs-dir", str(tmp_path)],
+                          capsys)
+    assert code == 2 and "not running" in err
+    code, out, err = _cli(["runs", "--delete", stuck.run_id, "--json", "--runs-dir",
+                           str(tmp_path)], capsys)
+    assert code == 0 and json.loads(out)["status"] == "deleted"
+    assert store.list() == [] and not stuck.path.exists()
+
+
+def test_retraining_source_run_checks(tmp_path):
+    """A run generated for another model is refused (force overrides); a partial run gives a
+    note. Models are told apart by their file's sha256 where both are files."""
+    from rnncon_core.runs import check_source_run
+    a, b = tmp_path / "a.keras", tmp_path / "b.keras"
+    a.write_bytes(b"model a")
+    b.write_bytes(b"model b")
+    store = RunStore(tmp_path / "runs")
+    with store.start("generate", model=str(a), method="fgsm") as run:
+        run.finish({"n_seeds": 3})
+    info = store.get(run.run_id)
+    assert check_source_run(info, str(a)) is None
+    with pytest.raises(InputError, match="another model|not .*b.keras.*--force"):
+        check_source_run(info, str(b))
+    assert check_source_run(info, str(b), force=True) is None
+    same_bytes = tmp_path / "copy.keras"
+    same_bytes.write_bytes(b"model a")                 # the same model under another path
+    assert check_source_run(info, str(same_bytes)) is None
+    with pytest.raises(ZeroDivisionError):
+        with store.start("generate", model=str(a), method="fgsm") as run:
+            run.save_json("summary", {"n_seeds": 2, "partial": True})
+            1 / 0
+    note = check_source_run(store.get(run.run_id), str(a))
+    assert "failed (partial)" in note and "2 finished seeds" in note

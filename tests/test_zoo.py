@@ -128,3 +128,84 @@ def test_shipped_cards_hold_measured_accuracy():
         assert card is not None, f"{name} is shipped without a model card"
         assert 0.5 < card["test_accuracy"] <= 1.0
         assert card["test_size"] > 0 and card["training_seconds"] > 0
+
+
+def test_functional_models_load_and_code_is_still_refused(tmp_path):
+    """Keras' own "Functional" class is not custom code; a functional model with a Lambda or a
+    custom layer is still refused."""
+    import keras
+    L = keras.layers
+    inp = keras.Input((4, 3))
+    chain = keras.Model(inp, L.Dense(2, activation="softmax")(L.LSTM(2)(inp)))
+    chain.save(tmp_path / "chain.keras")
+    assert type(zoo.load_model(tmp_path / "chain.keras")).__name__ == "Functional"
+    two = keras.Model(inp, [L.Dense(2)(L.LSTM(2)(inp)), L.Dense(1)(L.GRU(2)(inp))])
+    two.save(tmp_path / "two.keras")
+    loaded = zoo.load_model(tmp_path / "two.keras")        # loads; the trace says why not
+    from rnncon_core.errors import UnsupportedModelError
+    from rnncon_core.trace import Tracer
+    with pytest.raises(UnsupportedModelError, match="2 outputs"):
+        Tracer(loaded)
+    assert zoo.output_head(loaded).kind == "multi"
+    lam = keras.Model(inp, L.Dense(1)(L.Lambda(lambda t: t * 2)(L.LSTM(2)(inp))))
+    lam.save(tmp_path / "lam.keras")
+    with pytest.raises(ModelLoadError, match="Lambda"):
+        zoo.load_model(tmp_path / "lam.keras")
+
+
+@pytest.mark.parametrize("tail, kind, classes", [
+    (lambda L: [L.Dense(10, activation="softmax")], "softmax", 10),
+    (lambda L: [L.Dense(1, activation="sigmoid")], "sigmoid", 2),
+    (lambda L: [L.Dense(4)], "logits", 4),
+    (lambda L: [L.Dense(4), L.Activation("softmax")], "softmax", 4),
+    (lambda L: [L.Dense(4), L.Softmax(), L.Dropout(0.1)], "softmax", 4),
+    (lambda L: [L.Dense(1)], "regression", None),
+    (lambda L: [L.Dense(3, activation="sigmoid")], "multilabel", None),
+    (lambda L: [L.Dense(3, activation="relu")], "other", None),
+])
+def test_output_head(tail, kind, classes):
+    import keras
+    L = keras.layers
+    model = keras.Sequential([keras.Input((4, 3)), L.LSTM(2)] + tail(L))
+    head = zoo.output_head(model)
+    assert (head.kind, head.classes, head.classifier) == (kind, classes, classes is not None)
+    seq = keras.Sequential([keras.Input((4, 3)), L.LSTM(2, return_sequences=True),
+                            L.TimeDistributed(L.Dense(3, activation="softmax"))])
+    assert zoo.output_head(seq).kind == "sequence"
+
+
+def test_head_checks_labels_and_turns_logits_into_probabilities():
+    import keras
+    import numpy as np
+    from rnncon_core.errors import InputError, UnsupportedModelError
+    from rnncon_core.generate.base import predict_proba
+    keras.utils.set_random_seed(0)
+    L = keras.layers
+    logits = keras.Sequential([keras.Input((4, 3)), L.LSTM(2), L.Dense(3)])
+    x = np.random.default_rng(0).random((5, 4, 3)).astype("float32")
+    p = predict_proba(logits, x)
+    np.testing.assert_allclose(p.sum(1), 1, atol=1e-6)
+    np.testing.assert_allclose(p, keras.ops.softmax(logits(x)).numpy(), atol=1e-6)
+    head = zoo.output_head(logits)
+    assert head.check_labels([0, 2, 1]).tolist() == [0, 2, 1]
+    with pytest.raises(InputError, match=r"\[0, 3\)"):
+        head.check_labels([0, 3])
+    with pytest.raises(InputError, match="integers"):
+        head.check_labels([0.5])
+    regression = keras.Sequential([keras.Input((4, 3)), L.LSTM(2), L.Dense(1)])
+    with pytest.raises(UnsupportedModelError, match="regression"):
+        predict_proba(regression, x)
+
+
+def test_with_steps_fixes_an_open_number_of_steps():
+    import keras
+    import numpy as np
+    keras.utils.set_random_seed(0)
+    L = keras.layers
+    inp = keras.Input((None,), dtype="int32")
+    model = keras.Model(inp, L.Dense(1)(L.Bidirectional(L.GRU(2))(L.Embedding(9, 3)(inp))))
+    fixed = zoo.with_steps(model, 7)
+    assert fixed.input_shape == (None, 7)
+    ids = np.random.default_rng(0).integers(0, 9, (2, 7))
+    np.testing.assert_allclose(fixed(ids), model(ids), atol=1e-6)
+    assert zoo.with_steps(fixed, 5) is fixed

@@ -19,21 +19,13 @@ CRITERION_HELP = ("rconc (contribution), nc (neuron), hsc (hidden state), csc (c
 
 def _load_inputs(dataset: str, split: str, n: int, inputs: str):
     """(x, y or None, description) from a data set split or an .npy file."""
-    import numpy as np
     if bool(dataset) == bool(inputs):
         raise InputError("give either --dataset NAME or --inputs FILE.npy (one of them)")
     if n < 0:
         raise InputError(f"--n must be 0 (all) or a positive count, got {n}")
     if inputs:
-        path = Path(inputs)
-        if not path.exists():
-            raise InputError(f"no such inputs file: {path}")
-        try:
-            x = np.load(path, allow_pickle=False)
-        except (ValueError, OSError) as e:
-            raise InputError(f"{path.name} is not a readable .npy array ({e}); save one with "
-                             f"numpy.save") from None
-        y, what = None, str(path)
+        from . import read_npy
+        x, y, what = read_npy(inputs, "--inputs"), None, str(Path(inputs))
     else:
         from ..data import load_dataset
         ds = load_dataset(dataset)
@@ -120,8 +112,12 @@ def coverage_cmd(model: str = MODEL_OPT, dataset: str = DATASET_OPT, split: str 
                  params: str = PARAMS_OPT, json_out: bool = JSON_OPT):
     """Coverage of a set of inputs under one criterion, per layer and in all."""
     from ..zoo import load_model
+    from ..trace import check_model_inputs
+    from ..zoo import with_steps
     x, _, what = _load_inputs(dataset, split, n, inputs)
     m = load_model(model)
+    x = check_model_inputs(m, x, f"the inputs ({what})")     # before the model runs
+    m = with_steps(m, x.shape[1])                           # keras.Input((None, F)) models
     cov = _criterion(m, criterion, threshold, granularity, normalize, values, dataset,
                      include_input, params)
     started = time.time()
@@ -152,9 +148,13 @@ def sweep_cmd(model: str = MODEL_OPT, dataset: str = DATASET_OPT, split: str = S
         raise InputError(f"{criterion} has no threshold to sweep; use `rnncon coverage`")
     if not grid:
         raise InputError("give at least one threshold")
+    from ..trace import check_model_inputs
+    from ..zoo import with_steps
     x, _, what = _load_inputs(dataset, split, n, inputs)
-    cov = _criterion(load_model(model), criterion, grid[0], granularity, normalize, values,
-                     extra=params)
+    m = load_model(model)
+    x = check_model_inputs(m, x, f"the inputs ({what})")     # before the model runs
+    m = with_steps(m, x.shape[1])                           # keras.Input((None, F)) models
+    cov = _criterion(m, criterion, grid[0], granularity, normalize, values, extra=params)
     cov.update(x)
     rows = [cov.summary(t) for t in grid]
     if json_out:

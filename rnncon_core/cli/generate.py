@@ -4,6 +4,7 @@ from __future__ import annotations
 import typer
 
 from . import app, emit, log, report_app
+from ..errors import InputError
 
 _JSON_KEYS = ("run_id", "method", "model", "n_seeds", "n_adversarial", "adv_rate", "avg_l2",
               "avg_l1", "avg_linf", "seconds", "outputs")
@@ -14,8 +15,8 @@ def _params(method: str, **opts) -> dict:
     from ..generate import generator_class
     kind = generator_class(method).input_kind
     wanted = {
-        "rconc": ("target", "k", "threshold", "granularity", "step", "iterations", "constraint",
-                  "stop_on_target", "pool", "short"),
+        "rconc": ("target", "k", "threshold", "granularity", "normalize", "values", "step",
+                  "iterations", "constraint", "stop_on_target", "pool", "short"),
         "nc": ("target", "k", "threshold", "step", "iterations", "constraint", "stop_on_target",
                "pool", "short"),
         "rnntest": ("target", "k", "step", "iterations", "constraint", "lambda_state", "pool",
@@ -44,16 +45,28 @@ def generate_cmd(
     constraint: str = typer.Option(None, "--constraint", help="none|light|occlusion|blackout"),
     seeds: int = typer.Option(100, "--seeds", help="Number of seeds: the first N test inputs "
                                                    "the model predicts right."),
+    dataset: str = typer.Option("", "--dataset", help="Seeds from this data set's test split "
+                                                      "(default: the model's)."),
+    inputs: str = typer.Option("", "--inputs", help="Your own seed inputs (.npy), with "
+                                                    "--labels."),
+    labels: str = typer.Option("", "--labels", help="Their class labels (.npy, one int per "
+                                                    "input)."),
     seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same run)."),
     k: int = typer.Option(None, "--k", help="Contributions/neurons activated at once."),
     threshold: float = typer.Option(None, "--threshold", help="Activation threshold."),
     granularity: str = typer.Option(None, "--granularity", help="unit | edge (rconc)."),
+    normalize: str = typer.Option(None, "--normalize", help="step (default) | layer | model "
+                                                            "(rconc's normalization scope)."),
+    values: str = typer.Option(None, "--values", help="abs (default) | signed (rconc; model + "
+                                                      "signed is Eq. 3 as written)."),
     step: float = typer.Option(None, "--step", help="Per-pixel RMS change per iteration."),
     iterations: int = typer.Option(None, "--iterations", help="Iteration budget per seed."),
     stop_on_target: bool = typer.Option(None, "--stop-on-target/--no-stop-on-target",
                                         help="Also stop a seed once its targets are active."),
-    pool: str = typer.Option(None, "--pool", help="seed: items the seed leaves inactive "
-                                                  "(default); set: items no seed activates."),
+    pool: str = typer.Option(None, "--pool", help="auto (default): set where the seeds leave "
+                                                  "k items uncovered, else seed; set: items no "
+                                                  "seed activates; seed: items the seed leaves "
+                                                  "inactive."),
     short: str = typer.Option(None, "--short", help="error (default) | lowest: when a seed "
                                                     "leaves fewer than k items inactive."),
     eps: float = typer.Option(None, "--eps", help="L-infinity radius (fgsm, pgd)."),
@@ -73,8 +86,16 @@ def generate_cmd(
     """Generate one test input per seed with one strategy; the run goes to the run store."""
     from ..generate import run_generation
     from ..runs import RunStore
+    from . import read_npy
+    if bool(inputs) != bool(labels):
+        raise InputError("give --inputs X.npy and --labels Y.npy together (one label per input)")
+    if inputs and dataset:
+        raise InputError("give either --dataset NAME or --inputs X.npy --labels Y.npy, not both")
+    x = read_npy(inputs, "--inputs") if inputs else None
+    y = read_npy(labels, "--labels") if labels else None
+    store = RunStore(runs_dir or None)      # an unusable store fails before any work
     params = _params(method, target=target, constraint=constraint, k=k, threshold=threshold,
-                     granularity=granularity, step=step, iterations=iterations,
+                     granularity=granularity, normalize=normalize, values=values, step=step, iterations=iterations,
                      stop_on_target=stop_on_target, pool=pool, short=short, eps=eps, l2=l2, lambda1=lambda1,
                      lambda2=lambda2, lambda_state=lambda_state, max_changes=max_changes)
     others = [m.strip() for m in models.split(",") if m.strip()]
@@ -85,7 +106,7 @@ def generate_cmd(
                   and ARCHITECTURES[m].dataset == ds]
         log(f"differential: comparing with {', '.join(others) or 'no other model'}")
     out = run_generation(model, method, seeds, seed=seed, others=others, batch_size=batch_size,
-                         store=RunStore(runs_dir or None),
+                         dataset=dataset or None, inputs=x, labels=y, store=store,
                          progress=lambda d, t: log(f"[{method}] {d}/{t} seeds"), **params)
     if json_out:
         emit({key: out.get(key) for key in _JSON_KEYS} | {

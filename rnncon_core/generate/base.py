@@ -138,12 +138,31 @@ class GenerationResult:
             extras={key: np.concatenate([p.extras[key] for p in parts]) for key in first.extras})
 
 
+def check_unit_range(x: np.ndarray, method: str) -> None:
+    """The float methods keep every value in [0, 1] (not only for images): seeds outside it
+    are an InputError that says to scale them."""
+    lo, hi = float(np.min(x)), float(np.max(x))
+    if lo < 0 or hi > 1:
+        raise InputError(f"method {method!r} keeps inputs in [0, 1]; the seeds range from "
+                         f"{lo:.4g} to {hi:.4g}: scale them into [0, 1] first (e.g. min-max "
+                         f"per feature)")
+
+
+def model_head(model):
+    """The model's output head (zoo.output_head), read once per model."""
+    from ..zoo import output_head
+    return shared(model, ("head",), lambda: output_head(model))
+
+
 def predict_proba(model, x: np.ndarray, batch_size: int = 512) -> np.ndarray:
-    """Class probabilities (N, C); a sigmoid output (N, 1) becomes two columns."""
+    """Class probabilities (N, C); a sigmoid output (N, 1) becomes two columns, logits go
+    through a softmax; a model that is not a classifier is refused."""
     import tensorflow as tf
+    head = model_head(model).require_classifier("predicting classes")
     outs = []
     for i in range(0, len(x), batch_size):
-        outs.append(np.asarray(model(tf.convert_to_tensor(x[i:i + batch_size]), training=False)))
+        out = model(tf.convert_to_tensor(x[i:i + batch_size]), training=False)
+        outs.append(np.asarray(head.probabilities(out)))
     p = np.concatenate(outs) if outs else np.zeros((0, 1), np.float32)
     if p.ndim == 2 and p.shape[1] == 1:
         p = np.concatenate([1.0 - p, p], axis=1)
@@ -174,9 +193,12 @@ def shared(model, key, factory):
 
 
 def compiled_forward(model):
+    """The model's class probabilities for a float batch (logits through a softmax), compiled
+    once per model and differentiable."""
     import tensorflow as tf
-    return shared(model, ("forward",), lambda: tf.function(lambda x: model(x, training=False),
-                                                           reduce_retracing=True))
+    head = model_head(model).require_classifier("generation")
+    return shared(model, ("forward",), lambda: tf.function(
+        lambda x: head.probabilities(model(x, training=False)), reduce_retracing=True))
 
 
 class Generator(ABC):
@@ -189,6 +211,7 @@ class Generator(ABC):
     def __init__(self, model, *, batch_size: int = 128, seed: int = 0):
         if batch_size < 1:
             raise InputError(f"batch_size must be at least 1, got {batch_size}")
+        self.head = model_head(model).require_classifier(f"method {self.method!r}")
         self.model = model
         self.batch_size = int(batch_size)
         self.seed = int(seed)
@@ -238,35 +261,29 @@ class Generator(ABC):
         return result
 
     def validate(self, x, y) -> tuple[np.ndarray, np.ndarray]:
-        x = np.asarray(x)
-        y = np.asarray(y).reshape(-1)
-        if len(x) == 0:
+        """Seeds checked against the model (trace.check_model_inputs: shape, dtype, NaN,
+        ids within the vocabulary, images in [0, 1]) and labels against its classes."""
+        from ..trace import check_model_inputs, input_domain
+        if len(np.shape(x)) == 0 or len(x) == 0:
             raise InputError("the seed set is empty: give at least one seed input")
+        y = np.asarray(y).reshape(-1)
         if len(x) != len(y):
             raise InputError(f"{len(x)} seed inputs but {len(y)} labels: give one label per seed")
-        want = tuple(int(d) if d is not None else None for d in self.model.input_shape[1:])
-        if len(want) != x.ndim - 1 or any(w is not None and w != s
-                                          for w, s in zip(want, x.shape[1:])):
-            raise InputError(f"seed inputs of shape {x.shape[1:]} do not fit the model's input "
-                             f"{want}")
+        domain = input_domain(self.model)
+        if self.input_kind == "text" and domain != "ids":
+            raise InputError(f"method {self.method!r} edits word ids, but this model reads "
+                             f"float vectors; use an image method")
+        if self.input_kind == "image" and domain == "ids":
+            raise InputError(f"method {self.method!r} perturbs float inputs, but this model "
+                             f"reads word ids; use a text method (eda, synonym-gradient)")
+        if self.input_kind == "image" and not np.issubdtype(np.asarray(x).dtype, np.floating):
+            raise InputError(f"method {self.method!r} works on float inputs in [0, 1]; got "
+                             f"dtype {np.asarray(x).dtype}: for 8-bit pixels use "
+                             f"x.astype('float32') / 255")
+        x = check_model_inputs(self.model, x, "seed inputs")
         if self.input_kind == "image":
-            if not np.issubdtype(x.dtype, np.floating):
-                raise InputError(f"method {self.method!r} works on float images in [0, 1]; got "
-                                 f"dtype {x.dtype} (for word ids use a text method)")
-            x = x.astype(np.float32)
-            if not np.isfinite(x).all():
-                raise InputError("seed inputs contain NaN or inf")
-            if x.min() < 0 or x.max() > 1:
-                raise InputError(f"seed images must lie in [0, 1] (got {x.min():.3g} to "
-                                 f"{x.max():.3g}); divide 8-bit pixels by 255")
-        else:
-            if not np.issubdtype(x.dtype, np.integer):
-                raise InputError(f"method {self.method!r} works on int word ids; got {x.dtype}")
-            x = x.astype(np.int32)
-        if not np.issubdtype(y.dtype, np.integer):
-            if not np.all(np.equal(np.mod(y, 1), 0)):
-                raise InputError("labels must be class indices (integers)")
-        return x, y.astype(np.int64)
+            check_unit_range(x, self.method)
+        return x, self.head.check_labels(y)
 
     # ---- hooks
     def _prepare(self, x: np.ndarray, y: np.ndarray) -> None:

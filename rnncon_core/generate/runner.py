@@ -36,8 +36,10 @@ def model_dataset(model, name_or_path: str | os.PathLike | None = None) -> str:
         return "mnist"
     if shape == (8, 8):
         return "digits"
-    raise InputError(f"cannot tell which data set fits a model with input {shape}; pass "
-                     f"dataset= (mnist, fashion-mnist, imdb, digits)")
+    raise InputError(f"cannot tell which data set fits a model with input {shape}: give "
+                     f"your own seeds (CLI: --inputs X.npy --labels Y.npy; Python: inputs=, "
+                     f"labels=) or a data set (--dataset NAME / dataset=: mnist, "
+                     f"fashion-mnist, imdb, digits)")
 
 
 def select_seeds(model, x: np.ndarray, y: np.ndarray, n: int, correct_only: bool = True,
@@ -64,23 +66,54 @@ def select_seeds(model, x: np.ndarray, y: np.ndarray, n: int, correct_only: bool
 
 def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0,
                    seed_indices=None, split: str = "test", dataset: str | None = None,
+                   inputs=None, labels=None,
                    correct_only: bool = True, others=(), batch_size: int | None = None, store=None,
                    progress: Callable[[int, int], None] | None = None,
                    should_stop: Callable[[], bool] | None = None, **params) -> dict:
     """Generate one input per seed with ``method`` and store the run.
 
-    ``model``: a shipped name or a .keras path. ``others``: names/paths of the other models
-    (``differential``). ``params``: the strategy's own (target, k, constraint, step, ...).
-    Returns the summary plus ``run_id`` and ``outputs`` (the .npz path)."""
+    ``model``: a shipped name or a .keras path. Seeds come from ``inputs`` and ``labels``
+    (arrays, e.g. a user's own test set) or from the ``split`` of ``dataset`` (default: the
+    model's). ``others``: names/paths of the other models (``differential``). ``params``: the
+    strategy's own (target, k, constraint, step, ...). Inputs, labels and the model's head are
+    checked before the model runs. Returns the summary plus ``run_id`` and ``outputs``."""
     from ..data import load_dataset
     from ..runs import RunStore
-    from ..zoo import load_model
+    from ..trace import check_model_inputs, input_domain
+    from ..zoo import load_model, with_steps
+    from .base import check_unit_range, model_head
 
     cls = generator_class(method)      # unknown method: fail before loading anything
     keras_model = load_model(model)
-    ds_name = dataset or model_dataset(keras_model, model)
-    ds = load_dataset(ds_name)
-    x_all, y_all = ds.split(split)
+    head = model_head(keras_model).require_classifier(f"method {method!r}")
+    if (inputs is None) != (labels is None):
+        raise InputError("give inputs and labels together (CLI: --inputs X.npy --labels "
+                         "Y.npy), one label per input")
+    if inputs is not None:
+        if dataset:
+            raise InputError("give either a data set or your own inputs and labels, not both")
+        ds_name, split, ds_kind = "inputs", "inputs", \
+            "text" if input_domain(keras_model) == "ids" else "image"
+        x_all = check_model_inputs(keras_model, inputs, "inputs")
+        y_all = np.asarray(labels).reshape(-1) if np.ndim(labels) else np.asarray(labels)
+        if len(y_all) != len(x_all):
+            raise InputError(f"{len(x_all)} inputs but {len(y_all)} labels: give one label "
+                             f"per input")
+    else:
+        ds_name = dataset or model_dataset(keras_model, model)
+        ds = load_dataset(ds_name)
+        ds_kind = ds.kind
+        x_all, y_all = ds.split(split)
+        x_all = check_model_inputs(keras_model, x_all, f"the {ds_name} {split} inputs")
+    y_all = head.check_labels(y_all)
+    keras_model = with_steps(keras_model, x_all.shape[1])   # keras.Input((None, F)) models
+    if cls.input_kind == "image" and ds_kind != "image":
+        raise InputError(f"method {method!r} perturbs images, but {model} reads {ds_kind}; use "
+                         f"a text method ({', '.join(m for m in ('eda', 'synonym-gradient'))})")
+    if cls.input_kind == "text" and ds_kind != "text":
+        raise InputError(f"method {method!r} edits text, but {model} reads {ds_kind}")
+    if cls.input_kind == "image":
+        check_unit_range(x_all, method)                    # before any seed is picked
     if seed_indices is not None:
         idx = np.asarray(seed_indices, np.int64).reshape(-1)
         if len(idx) == 0:
@@ -89,11 +122,6 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
             raise InputError(f"seed indices must lie in [0, {len(x_all)}) for the {split} split")
     else:
         idx = select_seeds(keras_model, x_all, y_all, int(n_seeds), correct_only)
-    if cls.input_kind == "image" and ds.kind != "image":
-        raise InputError(f"method {method!r} perturbs images, but {model} reads {ds.kind}; use "
-                         f"a text method ({', '.join(m for m in ('eda', 'synonym-gradient'))})")
-    if cls.input_kind == "text" and ds.kind != "text":
-        raise InputError(f"method {method!r} edits text, but {model} reads {ds.kind}")
     if method == "differential":
         if not others:
             raise InputError("differential testing needs other models: give others= "

@@ -1,0 +1,138 @@
+"""Models as users bring them (not ours), end to end through the CLI: `rnncon coverage` and
+`rnncon generate` on the user's own .keras file and .npy inputs. Tiny sizes, same structures:
+the keras.io "Bidirectional LSTM on IMDB" example (keras.Input((None,)), two Bidirectional
+LSTMs), a functional chain, Conv1D -> LSTM, a masked GRU (Embedding(mask_zero=True)), a
+time-series LSTM on 50 x 3 inputs, and a logits head."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+
+def _build(name: str):
+    import keras
+    keras.utils.set_random_seed(1)
+    L = keras.layers
+    if name == "kerasio-imdb-bidirectional":      # keras.io, with our IMDB ids (50,000 words)
+        inputs = keras.Input(shape=(None,), dtype="int32")
+        x = L.Embedding(50_000, 8)(inputs)
+        x = L.Bidirectional(L.LSTM(4, return_sequences=True))(x)
+        x = L.Bidirectional(L.LSTM(4))(x)
+        return keras.Model(inputs, L.Dense(1, activation="sigmoid")(x))
+    if name == "functional-chain":
+        inputs = keras.Input((28, 28))
+        return keras.Model(inputs, L.Dense(10, activation="softmax")(L.LSTM(6)(inputs)))
+    if name == "conv1d-lstm":
+        return keras.Sequential([keras.Input((28, 28)), L.Conv1D(6, 3, activation="relu"),
+                                 L.MaxPooling1D(2), L.LSTM(5), L.Dense(10, activation="softmax")])
+    if name == "masked-gru":
+        return keras.Sequential([keras.Input((40,), dtype="int32"),
+                                 L.Embedding(50_000, 6, mask_zero=True), L.GRU(5),
+                                 L.Dense(1, activation="sigmoid")])
+    if name == "timeseries-lstm":
+        return keras.Sequential([keras.Input((50, 3)), L.LSTM(6, return_sequences=True),
+                                 L.LayerNormalization(), L.LSTM(4), L.Dense(3, activation="softmax")])
+    if name == "logits-head":
+        return keras.Sequential([keras.Input((28, 28)), L.GRU(6), L.Dense(10)])
+    raise AssertionError(name)
+
+
+USER_MODELS = ["kerasio-imdb-bidirectional", "functional-chain", "conv1d-lstm", "masked-gru",
+               "timeseries-lstm", "logits-head"]
+
+
+def _data(name: str):
+    """(x, y) as a user would have them: images in [0, 1], IMDB ids (padded with 0), or a
+    time series scaled into [0, 1]."""
+    from rnncon_core.data import load_dataset
+    if "imdb" in name or "masked" in name:
+        ds = load_dataset("imdb")
+        x = ds.x_test[:12, -40:].copy()
+        x[::3, :10] = 0            # some padding at the front
+        return x.astype(np.int32), ds.y_test[:12].astype(np.int64)
+    if "timeseries" in name:
+        rng = np.random.default_rng(0)
+        y = rng.integers(0, 3, 24)
+        t = np.linspace(0, 6, 50)[None, :, None]
+        x = 0.5 + 0.4 * np.sin(t * (y[:, None, None] + 1)) * np.ones((1, 1, 3))
+        return np.clip(x + 0.05 * rng.normal(size=x.shape), 0, 1).astype(np.float32), y
+    ds = load_dataset("mnist")
+    return ds.x_test[:40], ds.y_test[:40].astype(np.int64)
+
+
+def _cli(args, capsys):
+    from rnncon_core.cli import main
+    with pytest.raises(SystemExit) as e:
+        main([str(a) for a in args])
+    out = capsys.readouterr()
+    assert e.value.code == 0, out.err
+    return json.loads(out.out)
+
+
+@pytest.mark.parametrize("name", USER_MODELS)
+def test_coverage_and_generate_end_to_end(name, tmp_path, capsys):
+    model = _build(name)
+    path = tmp_path / f"{name}.keras"
+    model.save(path)
+    x, y = _data(name)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    for criterion in ("rconc", "nc"):
+        cov = _cli(["coverage", "--model", path, "--inputs", tmp_path / "x.npy", "--criterion",
+                    criterion, "--json"], capsys)
+        assert cov["n_inputs"] == len(x) and cov["total"] > 0 and 0 < cov["rate"] <= 1
+    method = "eda" if x.dtype.kind == "i" else "fgsm"
+    gen = _cli(["generate", "--model", path, "--inputs", tmp_path / "x.npy", "--labels",
+                tmp_path / "y.npy", "--method", method, "--seeds", 3, "--runs-dir",
+                tmp_path / "runs", "--json"] + (["--max-changes", 2] if method == "eda" else []),
+               capsys)
+    assert 1 <= gen["n_seeds"] <= 3 and 0 <= gen["adv_rate"] <= 1
+    out = np.load(gen["outputs"])
+    assert out["x_gen"].shape[1:] == x.shape[1:]
+    assert ((out["conf_gen"] >= 0) & (out["conf_gen"] <= 1)).all()    # probabilities
+    if method == "fgsm":
+        assert out["x_gen"].min() >= 0 and out["x_gen"].max() <= 1
+
+
+def test_bidirectional_coverage_counts_each_direction(tmp_path):
+    """Each direction has its own blocks: x and h parts at every step of its own order."""
+    from rnncon_core import ContributionCoverage
+    model = _build("kerasio-imdb-bidirectional")
+    from rnncon_core.zoo import with_steps
+    fixed = with_steps(model, 40)
+    cov = ContributionCoverage(fixed, threshold=0.5)
+    rows = cov.by_layer().set_index("layer")
+    bidi = [n for n in rows.index if n.endswith("/forward") or n.endswith("/backward")]
+    assert len(bidi) == 4
+    for name in bidi:
+        spec = cov.tracer.spec[name]
+        assert rows.loc[name, "total"] == 2 * 4 * spec.units * 40   # LSTM: 4 gates, x and h
+
+
+def test_masked_steps_are_never_activated():
+    """A masked step's contributions take their scope's minimum: never above any threshold,
+    and the unmasked steps' values are the same as in the unmasked model."""
+    import keras
+
+    from rnncon_core import ContributionCoverage
+    keras.utils.set_random_seed(2)
+    L = keras.layers
+    masked = keras.Sequential([keras.Input((6, 3)), L.Masking(0.0), L.GRU(3), L.Dense(2)])
+    plain = keras.Sequential([keras.Input((6, 3)), L.GRU(3), L.Dense(2)])
+    plain.set_weights(masked.get_weights())
+    x = np.random.default_rng(0).random((1, 6, 3)).astype(np.float32) + 0.1
+    x[0, 4:] = 0.0                                     # two padded steps at the end
+    for normalize in ("step", "layer", "model"):
+        cm = ContributionCoverage(masked, threshold=0.0, normalize=normalize)
+        vm = cm.profile(x)[0]
+        steps = np.array([cm.describe(i)["step"] for i in range(cm.total)], dtype=object)
+        pad = np.array([s in (4, 5) for s in steps])
+        assert (vm[pad] <= 0).all()
+        cm.update(x)
+        assert not cm._covered_mask(0.0)[pad].any()
+        if normalize == "step":    # the real steps' scopes are untouched by the padding
+            vp = ContributionCoverage(plain, threshold=0.0, normalize=normalize).profile(x)[0]
+            np.testing.assert_allclose(vm[~pad & (steps != None)], vp[~pad & (steps != None)],  # noqa: E711
+                                       atol=1e-5)
