@@ -294,3 +294,21 @@ def test_graphs_compiled_once_per_model_and_configuration(name, params, tiny_lst
     if name == "rconc":
         other = get_criterion(name, tiny_lstm, normalize="layer", **params)
         assert all(getattr(other, k) is not getattr(first, k) for k in fns)
+
+
+def test_cli_state_saves_and_goes_on(model_file, capsys, monkeypatch, tiny_lstm, tiny_x):
+    """--save-state then --state: the union of both runs, as one criterion over both."""
+    model, x = str(model_file / "tiny.keras"), str(model_file / "x.npy")
+    state = str(model_file / "state.npz")
+    code, _, err = _cli(capsys, monkeypatch, "coverage", "--model", model, "--inputs", x,
+                        "--n", "4", "--save-state", state, "--json")
+    assert code == 0, err
+    code, stdout, err = _cli(capsys, monkeypatch, "coverage", "--model", model, "--inputs", x,
+                             "--state", state, "--json")
+    assert code == 0, err
+    out = json.loads(stdout)
+    want = ContributionCoverage(tiny_lstm).update(tiny_x[:4]).update(tiny_x)
+    assert out["n_inputs"] == 13 and out["covered"] == want.covered
+    code, _, err = _cli(capsys, monkeypatch, "coverage", "--model", model, "--inputs", x,
+                        "--state", state, "--normalize", "layer")
+    assert code == 2 and "same criterion options" in err and "Traceback" not in err

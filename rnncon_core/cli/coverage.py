@@ -109,7 +109,17 @@ def coverage_cmd(model: str = MODEL_OPT, dataset: str = DATASET_OPT, split: str 
                  granularity: str = GRAN_OPT, normalize: str = NORM_OPT, values: str = VALUES_OPT,
                  include_input: bool = typer.Option(False, "--include-input",
                                                     help="NC: count the input layer too."),
-                 params: str = PARAMS_OPT, json_out: bool = JSON_OPT):
+                 params: str = PARAMS_OPT,
+                 state: str = typer.Option("", "--state", help="Go on from a coverage state "
+                                                              "saved by --save-state (.npz)."),
+                 save_state: str = typer.Option("", "--save-state",
+                                                help="Save the coverage state (.npz) to merge "
+                                                     "or continue later."),
+                 workers: int = typer.Option(0, "--workers", help="Split the inputs over N Ray "
+                                                                  "workers (a local runtime)."),
+                 ray_address: str = typer.Option("", "--ray-address",
+                                                 help="Join this Ray cluster instead."),
+                 json_out: bool = JSON_OPT):
     """Coverage of a set of inputs under one criterion, per layer and in all."""
     from ..zoo import load_model
     from ..trace import check_model_inputs
@@ -120,9 +130,25 @@ def coverage_cmd(model: str = MODEL_OPT, dataset: str = DATASET_OPT, split: str 
     m = with_steps(m, x.shape[1])                           # keras.Input((None, F)) models
     cov = _criterion(m, criterion, threshold, granularity, normalize, values, dataset,
                      include_input, params)
+    if state:
+        from ..coverage import Criterion
+        saved = Criterion.load(cov.model, state)
+        if saved.get_config() != cov.get_config():
+            raise InputError(f"{state} holds a {saved.name} state made with {saved.get_config()}; "
+                             f"give the same criterion options to go on from it")
+        cov = saved
+        log(f"going on from {state} ({cov.n_inputs:,} inputs so far)")
     started = time.time()
-    cov.update(x)
+    if workers or ray_address:
+        from ..distributed import coverage as on_ray
+        config = {k: v for k, v in cov.get_config().items() if k != "name"}
+        cov.merge(on_ray(model, x, cov.name, workers=workers or 2, address=ray_address or None,
+                         progress=lambda d, t: log(f"[ray] {d}/{t} shards"), **config))
+    else:
+        cov.update(x)
     log(f"{criterion} over {len(x):,} inputs ({what}) in {time.time() - started:.1f}s")
+    if save_state:
+        log(f"coverage state saved to {cov.save(save_state)}")
     summary = cov.summary()
     if json_out:
         emit(summary)
