@@ -8,6 +8,8 @@ paper. Our scores are comparable with each other, not with the paper's figures;
 """
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from functools import lru_cache
 from typing import Sequence
 
@@ -82,7 +84,9 @@ def _feature_model(feature_net):
     return net, keras.Model(net.inputs[0], [feats, probs])
 
 
-_SUBMODELS: dict[int, object] = {}
+_SUBMODELS: "OrderedDict[str | None, tuple]" = OrderedDict()   # by name, least recent first
+_SUBMODELS_MAX = 4
+_SUBMODELS_LOCK = threading.Lock()
 
 
 def feature_outputs(x, feature_net=None, batch_size: int = 500) -> tuple[np.ndarray, np.ndarray]:
@@ -113,12 +117,18 @@ def feature_outputs(x, feature_net=None, batch_size: int = 500) -> tuple[np.ndar
 
 
 def _cached_submodel(feature_net):
-    if feature_net is None or isinstance(feature_net, str):
-        key = hash(feature_net)
-        if key not in _SUBMODELS:
-            _SUBMODELS[key] = _feature_model(feature_net)
-        return _SUBMODELS[key]
-    return _feature_model(feature_net)
+    """The feature network by name, built once; the few most recent are kept (thread-safe: the
+    dashboard's job threads share them)."""
+    if feature_net is not None and not isinstance(feature_net, str):
+        return _feature_model(feature_net)
+    with _SUBMODELS_LOCK:
+        if feature_net in _SUBMODELS:
+            _SUBMODELS.move_to_end(feature_net)
+        else:
+            _SUBMODELS[feature_net] = _feature_model(feature_net)
+            while len(_SUBMODELS) > _SUBMODELS_MAX:
+                _SUBMODELS.popitem(last=False)
+        return _SUBMODELS[feature_net]
 
 
 # ---------------------------------------------------------------- FID
