@@ -136,3 +136,44 @@ def test_masked_steps_are_never_activated():
             vp = ContributionCoverage(plain, threshold=0.0, normalize=normalize).profile(x)[0]
             np.testing.assert_allclose(vm[~pad & (steps != None)], vp[~pad & (steps != None)],  # noqa: E711
                                        atol=1e-5)
+
+
+def test_dashboard_takes_an_uploaded_test_set_beside_an_uploaded_model(tmp_path, monkeypatch):
+    """Models page: a model whose inputs fit no built-in data set (50 x 3) becomes the model
+    under test with the user's .npy inputs and labels; a test set that does not fit the model
+    gets the CLI's message."""
+    import io
+    import os
+    import sys
+    from pathlib import Path
+
+    from rnncon_core import zoo
+    if not zoo.model_path("mnist-lstm").exists():
+        pytest.skip("needs the shipped mnist-lstm (the dashboard's default)")
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root))
+    os.environ.setdefault("RNNCON_DASHBOARD_WARMUP", "0")
+    monkeypatch.setattr("rnncon_core.runs.RUNS_DIR", tmp_path / "runs")
+    from streamlit.testing.v1 import AppTest
+    model = _build("timeseries-lstm")
+    model.save(tmp_path / "series.keras")
+    x, y = _data("timeseries-lstm")
+
+    def npy(a):
+        buf = io.BytesIO()
+        np.save(buf, a)
+        return buf.getvalue()
+
+    at = AppTest.from_file(str(root / "dashboard" / "app.py"), default_timeout=240)
+    at.run()
+    at.radio(key="models_source").set_value("Upload a .keras file").run()
+    at.file_uploader(key="models_upload").set_value(
+        ("series.keras", (tmp_path / "series.keras").read_bytes(), "application/zip")).run()
+    assert any("fits none of the data sets" in e.value for e in at.error)   # no set yet
+    at.file_uploader(key="models_own_x").set_value(("bad.npy", npy(x[:, :10]), "application/octet-stream"))
+    at.file_uploader(key="models_own_y").set_value(("y.npy", npy(y), "application/octet-stream")).run()
+    assert any("do not fit this model" in e.value for e in at.error)
+    at.file_uploader(key="models_own_x").set_value(("x.npy", npy(x), "application/octet-stream")).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    sel = at.session_state["selection"]
+    assert sel.label == "upload: series.keras" and sel.dataset.startswith("own: x.npy")
