@@ -127,3 +127,19 @@ def test_cli_profile_coverage_sweep(cache, tiny_lstm, tiny_x, tmp_path, capsys, 
     code, _, err = _cli(capsys, monkeypatch, "coverage", "--model", model, "--inputs", x,
                         "--criterion", "kmnc", "--params", "k", "--json")
     assert code == 2 and "KEY=VALUE" in err
+
+
+def test_report_skips_what_a_model_lacks(cache, tiny_gru, tiny_x):
+    import pandas as pd
+
+    from rnncon_core.coverage.criteria_report import _criteria, correlations
+    build_profile(tiny_gru, tiny_x)
+    names = [n for n, _ in _criteria(tiny_gru)]
+    assert "csc" not in names and {"rconc", "rconc-eq3", "state", "tknp"} <= set(names)
+    rng = np.random.default_rng(1)
+    t = pd.DataFrame({"model": ["a"] * 40 + ["b"] * 40, "size": [10, 20] * 40,
+                      "faults": rng.integers(0, 9, 80), "fault_pairs": rng.integers(0, 5, 80),
+                      "csc": [*rng.random(40), *[np.nan] * 40], "nc": rng.random(80)})
+    corr = correlations(t, ["csc", "nc"])
+    assert set(corr[corr["model"] == "b"]["criterion"]) == {"nc"}
+    assert set(corr["size"]) == {10, 20, "stratified", "partial", "pooled"}

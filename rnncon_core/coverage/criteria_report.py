@@ -117,12 +117,17 @@ def _suite_rates(cov, masks, suites) -> np.ndarray:
 
 def _criteria(model):
     """Every registered criterion at its defaults (rconc also with Eq. 3 as written), but
-    edge RConC (a per-input item set of millions of edges)."""
+    edge RConC (a per-input item set of millions of edges) and those the model does not have
+    (csc on a GRU: its column stays empty, "n/a")."""
+    from ..errors import UnsupportedModelError
     from . import CRITERIA, default_threshold
     out = []
     for name, cls in CRITERIA.items():
         params = {"threshold": default_threshold("mnist")} if name in ("rconc", "nc") else {}
-        out.append((name, cls(model, **params)))
+        try:
+            out.append((name, cls(model, **params)))
+        except UnsupportedModelError:
+            continue
         if name == "rconc":
             out.append(("rconc-eq3", cls(model, normalize="model", values="signed",
                                          threshold=default_threshold("mnist"))))
@@ -177,6 +182,8 @@ def correlations(table: pd.DataFrame, criteria: list[str]) -> pd.DataFrame:
     rows = []
     for model, t in table.groupby("model", sort=False):
         for crit in criteria:
+            if t[crit].isna().all():          # the model does not have it (csc on a GRU)
+                continue
             for fault in ("faults", "fault_pairs"):
                 for size, ts in list(t.groupby("size")) + [("stratified", t), ("partial", t),
                                                            ("pooled", t)]:
@@ -207,17 +214,32 @@ def verdict(lo: float, hi: float, tau: float) -> str:
 
 
 def write_report(out: Path, names=MNIST_MODELS, progress: Callable[[str], None] = print,
-                 **sizes) -> dict:
+                 resume: bool = False, **sizes) -> dict:
+    """Measure every model and write the files after each one. ``resume``: keep the models
+    already in out's suites.csv (measured with the same settings) and measure the others."""
     out = ensure_dir(Path(out))
     tables, pools, timings = [], [], {}
+    if resume and (out / "suites.csv").is_file():
+        done = pd.read_csv(out / "suites.csv")
+        old = json.loads((out / "config.json").read_text())
+        if any(old.get(k) != (list(v) if isinstance(v, tuple) else v) for k, v in sizes.items()):
+            from ..errors import InputError
+            raise InputError(f"{out} was measured with other settings; run without resume")
+        tables.append(done)
+        pools.append(pd.read_csv(out / "pool.csv"))
+        timings.update(old["timings"])
+        names = list(dict.fromkeys(done["model"])) + [n for n in names if n not in
+                                                        set(done["model"])]
     for name in names:
+        if name in timings:
+            continue
         t, p, tm = measure_model(name, progress=progress, **sizes)
         tables.append(t)
         pools.append(p)
         timings[name] = tm
         pd.concat(tables, ignore_index=True).round(6).to_csv(out / "suites.csv", index=False)
         pd.concat(pools, ignore_index=True).to_csv(out / "pool.csv", index=False)
-        config = {"models": list(names)[:len(tables)], **{k: (list(v) if isinstance(v, tuple)
+        config = {"models": list(timings), **{k: (list(v) if isinstance(v, tuple)
                                                                  else v)
                                                             for k, v in sizes.items()},
                   "timings": timings}
@@ -271,6 +293,9 @@ def _markdown(corr: pd.DataFrame, pool: pd.DataFrame, config: dict) -> str:
             cells = []
             for m in models:
                 a = sub[(sub["model"] == m) & (sub["criterion"] == crit)]
+                if a.empty:
+                    cells.append("n/a")
+                    continue
                 one = a[a["size"] == main].iloc[0]
                 allr = a[a["size"] == "stratified"].iloc[0]
                 cells.append(f"{one.tau:+.2f} [{one.ci_low:+.2f}, {one.ci_high:+.2f}] / "

@@ -279,7 +279,8 @@ class TopKPatterns(ProfiledCriterion):
     def n_inputs(self) -> int:
         return self._n
 
-    def _rank(self, idx: np.ndarray, size: int) -> int:
+    @staticmethod
+    def _rank(idx: np.ndarray) -> int:
         """Rank of a sorted k-subset in the combinatorial number system (colex)."""
         return sum(comb(int(c), i + 1) for i, c in enumerate(idx))
 
@@ -287,8 +288,8 @@ class TopKPatterns(ProfiledCriterion):
         ids = []
         for row in sets:
             pid, pos = 0, 0
-            for (_, _, size), k, r in zip(self._layers, self._kl, self._radix):
-                pid = pid * r + self._rank(row[pos:pos + k], size)
+            for k, r in zip(self._kl, self._radix):
+                pid = pid * r + self._rank(row[pos:pos + k])
                 pos += k
             ids.append(pid)
         return ids
