@@ -132,6 +132,8 @@ CASES = [
     ("dataset-unknown", "coverage --model {d}/image.keras --dataset cifar", "unknown data set"),
     ("dataset-unknown-for-model", "generate --model {d}/series.keras --method fgsm --runs-dir "
      "{d}/runs", "--inputs X.npy --labels Y.npy"),
+    ("vocabulary-not-one", "generate --model {d}/text.keras --method eda --inputs {d}/ids.npy "
+     "--labels {d}/y_text.npy --vocab {d}/table.csv --runs-dir {d}/runs", "not a vocabulary"),
     ("method-unknown", "generate --model {d}/image.keras --method magic --runs-dir {d}/runs",
      "unknown generation method"),
     ("criterion-unknown", "coverage --model {d}/image.keras --inputs {d}/img.npy --criterion xyz",

@@ -25,7 +25,7 @@ def _params(method: str, **opts) -> dict:
         "fgsm": ("eps", "constraint"),
         "pgd": ("eps", "step", "iterations", "constraint"),
         "noise": ("l2",),
-    }.get(method, ("max_changes",) if kind == "text" else ())
+    }.get(method, ("max_changes", "vocab") if kind == "text" else ())
     given = {k: v for k, v in opts.items() if v is not None}
     ignored = sorted(set(given) - set(wanted))
     if ignored:
@@ -77,6 +77,9 @@ def generate_cmd(
     lambda2: float = typer.Option(None, "--lambda2", help="DeepXplore's lambda2."),
     lambda_state: float = typer.Option(None, "--lambda-state", help="RNN-Test's state weight."),
     max_changes: int = typer.Option(None, "--max-changes", help="Most words changed (text)."),
+    vocab: str = typer.Option(None, "--vocab", help="The vocabulary of a text model (a JSON "
+                                                    "saved by data.Vocabulary.save; default: "
+                                                    "the IMDB models')."),
     batch_size: int = typer.Option(None, "--batch-size", help="Seeds per batch (partial "
                                                               "outputs are saved after each)."),
     runs_dir: str = typer.Option("", "--runs-dir", help="Run store (default: RNNCON_RUNS or "
@@ -93,11 +96,21 @@ def generate_cmd(
         raise InputError("give either --dataset NAME or --inputs X.npy --labels Y.npy, not both")
     x = read_npy(inputs, "--inputs") if inputs else None
     y = read_npy(labels, "--labels") if labels else None
+    if vocab:
+        from ..data import Vocabulary
+        try:
+            Vocabulary.load(vocab)
+        except OSError:
+            raise InputError(f"--vocab: no such file: {vocab}") from None
+        except (ValueError, KeyError, TypeError):
+            raise InputError(f"--vocab {vocab} is not a vocabulary saved by "
+                             f"rnncon_core.data.Vocabulary.save") from None
     store = RunStore(runs_dir or None)      # an unusable store fails before any work
     params = _params(method, target=target, constraint=constraint, k=k, threshold=threshold,
                      granularity=granularity, normalize=normalize, values=values, step=step, iterations=iterations,
                      stop_on_target=stop_on_target, pool=pool, short=short, eps=eps, l2=l2, lambda1=lambda1,
-                     lambda2=lambda2, lambda_state=lambda_state, max_changes=max_changes)
+                     lambda2=lambda2, lambda_state=lambda_state, max_changes=max_changes,
+                     vocab=vocab)
     others = [m.strip() for m in models.split(",") if m.strip()]
     if method == "differential" and not others:
         from ..zoo import ARCHITECTURES, shipped_models
