@@ -141,7 +141,7 @@ def main() -> None:
     model.predict(x2k, batch_size=512, verbose=0)
     t_pred2k = time.perf_counter() - t0
     for gran in ("unit", "edge"):
-        ContributionCoverage(model, granularity=gran).update(x[:8]).rate()   # first use
+        ContributionCoverage(model, granularity=gran).update(x2k).rate()      # first use
         t0 = time.perf_counter()
         ContributionCoverage(model, threshold=0.3, granularity=gran).update(x2k).rate()
         t = time.perf_counter() - t0
