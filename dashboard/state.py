@@ -267,8 +267,9 @@ def run_outputs(info, name: str = "outputs") -> dict | None:
     return _npz(str(path), path.stat().st_mtime)
 
 
-@st.cache_data(show_spinner=False, max_entries=8)
+@st.cache_resource(show_spinner=False, max_entries=8)
 def _npz(path: str, mtime: float) -> dict:
+    """One shared, read-only copy per file version (not one per session and rerun)."""
     with np.load(path, allow_pickle=False) as z:
         return {k: z[k] for k in z.files}
 

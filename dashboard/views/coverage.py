@@ -14,7 +14,7 @@ st.caption("RConC counts the contributions (a neuron's output times a weight) th
 state.need("coverage", "Coverage")
 sel = state.require_model()
 
-c = st.columns([2, 1.3, 1.6, 1.2, 1.3])
+c = st.columns([1.6, 1.1, 1.6, 1.1, 1.1])
 n_inputs = c[0].select_slider("Test inputs", state.INPUT_CHOICES, value=state.DEFAULT_INPUTS,
                               key="cov_n", help="The first N inputs of the test split.")
 granularity = c[1].radio("Granularity", ["unit", "edge"], horizontal=True, key="cov_gran",
@@ -31,7 +31,7 @@ values = c[3].radio("Values", state.VALUES, horizontal=True, key="cov_values",
                          "signed: the signed values.")
 if (normalize, values) == state.EQ3_AS_WRITTEN:
     c[2].caption(":material/menu_book: model + signed: **Eq. 3 as written**")
-by = c[3].radio("RConC rows", ["layer", "source"], horizontal=True, key="cov_by",
+by = c[4].radio("RConC rows", ["layer", "source"], horizontal=True, key="cov_by",
                 help="layer: where the contribution arrives; source: the layer whose "
                      "neurons emit it (the paper's Figure 7 rows, with the input layer).")
 profile = (sel.model, sel.dataset, n_inputs, granularity, normalize, values)
@@ -80,6 +80,27 @@ def at_threshold():
                    f"{values} values"
                    + (" (Eq. 3 as written)." if (normalize, values) == state.EQ3_AS_WRITTEN
                       else "."))
+        st.download_button("Download report (HTML)", key="cov_report",
+                           data=lambda: coverage_report(t, source),
+                           file_name=f"coverage-{sel.label.replace(' ', '_').replace(':', '')}"
+                                     f"-{t:g}.html", mime="text/html", on_click="ignore",
+                           icon=":material/download:",
+                           help="One self-contained HTML file (interactive figures, tables, "
+                                "settings, versions) that opens offline in a browser.")
+
+
+def coverage_report(t: float, source: str) -> str:
+    """The report at threshold t (called by the download, outside this session's run: it
+    reads only the server-wide caches and the values passed in)."""
+    facts = {"model": sel.label, "data": f"{sel.dataset}: the first {n_inputs} test inputs",
+             "data source": source}
+    settings = {"threshold": t, "granularity": granularity, "normalize": normalize,
+                "values": values, "RConC rows": by, "inputs": n_inputs}
+    return report.coverage(state.coverage_at(*profile, by, t), state.sweep(*profile, by),
+                           facts, settings)
+
+
+source = state.dataset(sel.dataset).source
 
 
 at_threshold()
@@ -88,22 +109,6 @@ st.subheader("Coverage vs threshold (Figures 7 and 8)")
 st.plotly_chart(state.sweep_figure(*profile, by, st.session_state["cov_threshold"]),
                 width="stretch", key="cov_sweep")
 
-
-def coverage_report() -> str:
-    t = st.session_state["cov_threshold"]
-    facts = {"model": sel.label, "data": f"{sel.dataset}: the first {n_inputs} test inputs",
-             "data source": state.dataset(sel.dataset).source}
-    settings = {"threshold": t, "granularity": granularity, "normalize": normalize,
-                "values": values, "RConC rows": by, "inputs": n_inputs}
-    return report.coverage(state.coverage_at(*profile, by, t),
-                           state.sweep(*profile, by), facts, settings)
-
-
-st.download_button("Download report (HTML)", coverage_report, key="cov_report",
-                   file_name=f"coverage-{sel.label.replace(' ', '_').replace(':', '')}.html",
-                   mime="text/html", on_click="ignore", icon=":material/download:",
-                   help="One self-contained HTML file (interactive figures, tables, settings, "
-                        "versions) that opens offline in a browser.")
 
 left, right = st.columns(2)
 with left:

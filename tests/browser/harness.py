@@ -102,8 +102,11 @@ def chromium():
 
 
 def busy(page) -> bool:
+    """A script or fragment run in progress: the status widget, a spinner, an element left
+    stale by the run (faded; fragment runs show no status widget) or a chart not drawn yet."""
     return page.locator('[data-testid="stStatusWidget"]').count() > 0 or \
-        page.locator('[data-testid="stSpinner"]').count() > 0 or not page.evaluate(DRAWN)
+        page.locator('[data-testid="stSpinner"]').count() > 0 or \
+        page.locator('[data-stale="true"]').count() > 0 or not page.evaluate(DRAWN)
 
 
 def settle(page, title: str, timeout: float = 90) -> None:

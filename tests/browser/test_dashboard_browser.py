@@ -102,6 +102,19 @@ def shown_run(page, key: str) -> str:
 
 
 def test_every_page_jobs_reload_cancel_tsne_and_report(server, browser, tmp_path):
+    try:
+        every_page_jobs_reload_cancel_tsne_and_report(server, browser, tmp_path)
+    except Exception:
+        for i, ctx in enumerate(browser.contexts):           # what each page showed
+            for j, page in enumerate(ctx.pages):
+                try:
+                    shoot(page, f"failed-{i}-{j}")
+                except Exception:  # noqa: BLE001 - a closed page: nothing to show
+                    pass
+        raise
+
+
+def every_page_jobs_reload_cancel_tsne_and_report(server, browser, tmp_path):
     srv, runs = server
     url = srv.url
     for stale in ARTIFACTS.glob("failed-*.png"):
@@ -122,7 +135,12 @@ def test_every_page_jobs_reload_cancel_tsne_and_report(server, browser, tmp_path
           f"{heading:.1f} s, first chart {chart:.1f} s")
     settle(page, "Models", timeout=180)
     no_traceback(page, "Models")
-    page.get_by_text("Table 1: the models").wait_for()
+    # then the warm-up's predictions and Table 1 arrive without a click (the page polls)
+    for waiting in ("the predictions appear as soon", "Table 1 builds the eight"):
+        page.get_by_text(waiting).wait_for(state="detached", timeout=240_000)
+    settle(page, "Models", timeout=180)
+    captions = page.evaluate("document.querySelector('.st-key-models_sample').textContent")
+    assert "→" in captions and "→ …" not in captions
     shoot(page, "models")
 
     # Coverage (a deep link in a second tab): the threshold slider redraws from the profile
@@ -160,20 +178,15 @@ def test_every_page_jobs_reload_cancel_tsne_and_report(server, browser, tmp_path
     gen_b = open_page(second, url, "generate", "Generate")
     start_generation(gen_a, seeds=4, iterations=3)
     start_generation(gen_b, seeds=3, iterations=2)
-    try:
-        gen_a.get_by_text(re.compile(r"^(running|starting)")).first.wait_for(timeout=120_000)
-        gen_a.reload()                                   # a new session while the job runs
-        settle(gen_a, "Generate")
-        for p in (gen_a, gen_b):
-            p.get_by_text(FINISHED).first.wait_for(timeout=240_000)
-            errors = p.get_by_text(re.compile(r"^failed:")).all_inner_texts()
-            assert not errors, errors
-            settle(p, "Generate")
-            no_traceback(p, "Generate after the job")
-    except Exception:
-        shoot(gen_a, "failed-generate-a")
-        shoot(gen_b, "failed-generate-b")
-        raise
+    gen_a.get_by_text(re.compile(r"^(running|starting)")).first.wait_for(timeout=120_000)
+    gen_a.reload()                                       # a new session while the job runs
+    settle(gen_a, "Generate")
+    for p in (gen_a, gen_b):
+        p.get_by_text(FINISHED).first.wait_for(timeout=300_000)
+        errors = p.get_by_text(re.compile(r"^failed:")).all_inner_texts()
+        assert not errors, errors
+        settle(p, "Generate")
+        no_traceback(p, "Generate after the job")
     store = RunStore(runs)
     done = store.list(kind="generate")
     assert len(done) == 2 and {r.status for r in done} == {"finished"}
