@@ -75,18 +75,28 @@ class EdgeState:
         self.n += a.shape[0]
 
     def max_values(self) -> np.ndarray:
+        """Every edge's largest normalized value so far, evaluated block by block and a few
+        thousand sources at a time straight into one flat array (cached until the next
+        update): the peak memory is that array plus one chunk."""
         if self._cache is None:
-            parts = []
+            out = np.empty(sum(b.steps * b.k * b.j for b in self.blocks), np.float32)
+            off = 0
             for bi, b in enumerate(self.blocks):
+                view = out[off:off + b.steps * b.k * b.j].reshape(b.steps * b.k, b.j)
                 w = self.weights[bi]                                   # (K, J)
-                pos = self.fronts[bi][0].envelope(w, b.steps, sign=1.0)
-                if not self.signed:
-                    parts.append(pos.ravel())
-                    continue
-                neg = self.fronts[bi][1].envelope(w, b.steps, sign=-1.0)
-                wfull = np.broadcast_to(w, (b.steps,) + w.shape)
-                parts.append(np.where(wfull >= 0, pos, neg).ravel())
-            self._cache = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+                pos, neg = self.fronts[bi]
+                for c0 in range(0, view.shape[0], _ENVELOPE_ROWS):
+                    rows = np.arange(c0, min(view.shape[0], c0 + _ENVELOPE_ROWS))
+                    wr = w[rows % b.k]
+                    pos.envelope_rows(rows, wr, 1.0, view[rows[0]:rows[-1] + 1])
+                    if self.signed:
+                        below = wr < 0
+                        if below.any():
+                            tmp = np.empty_like(wr)
+                            neg.envelope_rows(rows, wr, -1.0, tmp)
+                            np.copyto(view[rows[0]:rows[-1] + 1], tmp, where=below)
+                off += b.steps * b.k * b.j
+            self._cache = out
         return self._cache
 
     def one_input(self, a, m, r) -> np.ndarray:
@@ -229,6 +239,9 @@ class EdgeState:
         return np.concatenate(self.curve[t]) if self.curve[t] else np.zeros(0, np.int64)
 
 
+_ENVELOPE_ROWS = 4096        # sources evaluated at once by max_values
+
+
 class _Front:
     """Per source, the Pareto front of lines (slope, intercept): the lines that can be the
     largest at some weight of one sign. Padded arrays (S, R); padding has intercept -inf."""
@@ -264,23 +277,25 @@ class _Front:
         if other.s.shape[1]:
             self.add(other.s.T.copy(), other.b.T.copy())
 
-    def envelope(self, w: np.ndarray, steps: int, sign: float) -> np.ndarray:
-        """max over the front's lines at the weights, (steps, K, J); source s = t*K + k."""
-        k, j = w.shape
-        n_src = steps * k
+    def envelope_rows(self, rows: np.ndarray, w_rows: np.ndarray, sign: float,
+                      out: np.ndarray) -> None:
+        """out (len(rows), J) = max over the lines of sources ``rows`` at their weights
+        ``w_rows`` (-inf where a source has no line yet); rows are consecutive sources."""
+        out.fill(-np.inf)
         if self.s.shape[1] == 0:
-            return np.full((steps, k, j), -np.inf, np.float32)
-        counts = np.isfinite(self.b).sum(axis=1)
-        perm = np.argsort(-counts, kind="stable")           # longest fronts first
-        wp = w[perm % k]                                      # (S, J) the sources' weight rows
-        sp, bp = self.s[perm] * sign, self.b[perm]
-        active = [int((counts > r).sum()) for r in range(self.s.shape[1])]
-        out = np.full((n_src, j), -np.inf, np.float32)
-        for r, n in enumerate(active):
-            np.maximum(out[:n], sp[:n, r:r + 1] * wp[:n] + bp[:n, r:r + 1], out=out[:n])
-        res = np.empty_like(out)
-        res[perm] = out
-        return res.reshape(steps, k, j)
+            return
+        s, b = self.s[rows], self.b[rows]
+        counts = np.isfinite(b).sum(axis=1)
+        order = np.argsort(-counts, kind="stable")           # longest fronts first
+        s, b, wr, counts = s[order] * sign, b[order], w_rows[order], counts[order]
+        res = np.full(out.shape, -np.inf, np.float32)
+        tmp = np.empty(out.shape, np.float32)
+        for r in range(int(counts.max(initial=0))):
+            n = int((counts > r).sum())
+            np.multiply(s[:n, r:r + 1], wr[:n], out=tmp[:n])
+            tmp[:n] += b[:n, r:r + 1]
+            np.maximum(res[:n], tmp[:n], out=res[:n])
+        out[order] = res
 
 
 def _compact(mask: np.ndarray, *arrays, fills=None):
