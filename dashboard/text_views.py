@@ -147,7 +147,7 @@ def show_pairs(outputs: dict, rows, vocab, key: str = "gen_text") -> None:
 # ---------------------------------------------------------------- Table 2
 
 TABLE2_LABELS = ("run", "status", "method", "substitutions", "seeds", "adversarial",
-                 "adv. rate %", "valid adv. rate %", "words changed", "share changed %",
+                 "adv. rate %", "valid adv. rate %", "words changed",
                  *[f"{c} ok %" for c in CHECKS], "s / seed")
 
 
@@ -167,7 +167,6 @@ def table2(runs) -> pd.DataFrame:
                "adv. rate %": _pct(s.get("adv_rate")),
                "valid adv. rate %": _pct(s.get("valid_adv_rate")),
                "words changed": s.get("avg_words_changed_all"),
-               "share changed %": None,
                **{f"{c} ok %": _pct(checks.get(c)) for c in CHECKS},
                "s / seed": (s["seconds"] / n) if n and s.get("seconds") is not None else None}
         out.append(row)
