@@ -204,8 +204,9 @@ def _check_array(x, want: tuple, domain: str, vocab: int | None, what: str) -> n
             or arr.dtype == bool):
         raise InputError(f"{what} must be real numbers, got dtype {arr.dtype}")
     if domain == "image" and not np.issubdtype(arr.dtype, np.floating):
-        raise InputError(f"image {what} must be floats in [0, 1], got dtype {arr.dtype}; "
-                         f"scale 8-bit pixels first: x.astype('float32') / 255")
+        raise InputError(f"{what} are images for this model: they must be floats in [0, 1], "
+                         f"got dtype {arr.dtype}; scale 8-bit pixels first: "
+                         f"x.astype('float32') / 255")
     arr = arr.astype(np.float32, copy=False)
     if not np.isfinite(arr).all():
         raise InputError(f"{what} contain NaN or infinite values; clean or clip them first")
@@ -214,8 +215,8 @@ def _check_array(x, want: tuple, domain: str, vocab: int | None, what: str) -> n
         if lo < 0 or hi > 1:
             hint = "divide 8-bit pixels by 255" if hi > 1 and lo >= 0 else \
                 "scale them into [0, 1] (e.g. (x - x.min()) / (x.max() - x.min()))"
-            raise InputError(f"image {what} must lie in [0, 1]; got values from {lo:.4g} to "
-                             f"{hi:.4g}: {hint}")
+            raise InputError(f"{what} are images for this model: their values must lie in "
+                             f"[0, 1]; got values from {lo:.4g} to {hi:.4g}: {hint}")
     return arr
 
 
