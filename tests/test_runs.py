@@ -244,3 +244,21 @@ def test_retraining_source_run_checks(tmp_path):
             1 / 0
     note = check_source_run(store.get(run.run_id), str(a))
     assert "failed (partial)" in note and "2 finished seeds" in note
+
+
+def test_an_index_from_before_start_times_is_upgraded(tmp_path):
+    import sqlite3
+    con = sqlite3.connect(tmp_path / "index.sqlite")
+    con.execute("CREATE TABLE runs (run_id TEXT PRIMARY KEY, kind TEXT NOT NULL, status TEXT NOT "
+                "NULL, model TEXT, method TEXT, created TEXT NOT NULL, updated TEXT NOT NULL, "
+                "summary TEXT, error TEXT, cancel_requested INTEGER NOT NULL DEFAULT 0, pid "
+                "INTEGER, host TEXT)")
+    con.execute("INSERT INTO runs (run_id, kind, status, created, updated) VALUES "
+                "('20260101-000000-generate-abcdef', 'generate', 'finished', 't', 't')")
+    con.commit()
+    con.close()
+    store = RunStore(tmp_path)
+    assert [r.status for r in store.list()] == ["finished"]
+    with store.start("generate") as run:
+        run.finish({})
+    assert store.get(run.run_id).status == "finished"
