@@ -298,9 +298,11 @@ def _markdown(corr: pd.DataFrame, pool: pd.DataFrame, config: dict) -> str:
                     continue
                 one = a[a["size"] == main].iloc[0]
                 allr = a[a["size"] == "stratified"].iloc[0]
-                cells.append(f"{one.tau:+.2f} [{one.ci_low:+.2f}, {one.ci_high:+.2f}] / "
-                             f"{allr.tau:+.2f} {verdict(allr.ci_low, allr.ci_high, allr.tau)}"
-                             if np.isfinite(one.tau) else "constant")
+                left = f"{one.tau:+.2f} [{one.ci_low:+.2f}, {one.ci_high:+.2f}]" \
+                    if np.isfinite(one.tau) else "constant"
+                right = f"{allr.tau:+.2f} {verdict(allr.ci_low, allr.ci_high, allr.tau)}" \
+                    if np.isfinite(allr.tau) else "constant"
+                cells.append(f"{left} / {right}")
             lines.append(f"| {crit} | " + " | ".join(cells) + " |")
     lines += ["", "## Reading", "", _reading(corr), "",
               "## Timings (seconds)", "", "```", json.dumps(config["timings"], indent=1), "```",
@@ -313,10 +315,9 @@ def _reading(corr: pd.DataFrame) -> str:
     with its interval above 0."""
     sub = corr[(corr["faults"] == "faults") & (corr["size"] == "stratified")]
     pooled = corr[(corr["faults"] == "faults") & (corr["size"] == "pooled")]
-    n_models = sub["model"].nunique()
     groups: dict[str, list] = {"signal": [], "mixed": [], "none": []}
     for crit, a in sub.groupby("criterion", sort=False):
-        pos = int((a["ci_low"] > 0).sum())
+        pos, n_models = int((a["ci_low"] > 0).sum()), len(a)
         med = float(np.nanmedian(a["tau"])) if a["tau"].notna().any() else float("nan")
         key = "signal" if pos == n_models else "mixed" if pos > 0 else "none"
         groups[key].append(f"{crit} (median τ {med:+.2f}, positive on {pos}/{n_models})")
