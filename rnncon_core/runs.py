@@ -194,12 +194,21 @@ class RunInfo:
         return json.loads(p.read_text()) if p.exists() else None
 
     def load_npz(self, name: str) -> dict[str, np.ndarray] | None:
-        """The arrays of ``<name>.npz`` (loaded into memory), or None if it was never written."""
+        """The arrays of ``<name>.npz`` (loaded into memory), or None if it was never written.
+        A job that appends (``Run.append_npz``) leaves parts until it ends; they are read
+        together, in order, as one."""
         p = self.path / f"{name}.npz"
-        if not p.exists():
+        if p.exists():
+            with np.load(p, allow_pickle=False) as z:
+                return {k: z[k] for k in z.files}
+        parts = sorted(self.path.glob(f"{name}.part*.npz"))
+        if not parts:
             return None
-        with np.load(p, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
+        loaded = []
+        for part in parts:
+            with np.load(part, allow_pickle=False) as z:
+                loaded.append({k: z[k] for k in z.files})
+        return {k: np.concatenate([d[k] for d in loaded]) for k in loaded[0]}
 
     def files(self) -> list[str]:
         return sorted(p.name for p in self.path.iterdir() if not p.name.startswith("."))
@@ -227,7 +236,19 @@ class Run:
         return p
 
     def save_npz(self, name: str, **arrays) -> Path:
+        """``<name>.npz``, written whole; parts left by append_npz are then removed."""
         p = self.path / f"{name}.npz"
+        atomic_write_npz(p, {k: np.asarray(v) for k, v in arrays.items()})
+        for part in self.path.glob(f"{name}.part*.npz"):
+            part.unlink(missing_ok=True)
+        return p
+
+    def append_npz(self, name: str, **arrays) -> Path:
+        """Append rows (the same keys each time) as ``<name>.partNNNNN.npz``: a job that saves
+        its outputs batch by batch writes each row once (RunRecord.load_npz reads the parts
+        as one array until save_npz writes the whole)."""
+        n = len(list(self.path.glob(f"{name}.part*.npz")))
+        p = self.path / f"{name}.part{n:05d}.npz"
         atomic_write_npz(p, {k: np.asarray(v) for k, v in arrays.items()})
         return p
 

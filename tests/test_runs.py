@@ -262,3 +262,19 @@ def test_an_index_from_before_start_times_is_upgraded(tmp_path):
     with store.start("generate") as run:
         run.finish({})
     assert store.get(run.run_id).status == "finished"
+
+
+def test_append_npz_writes_each_row_once_and_reads_as_one(tmp_path):
+    """Outputs saved batch by batch are appended (never rewritten); the parts read as one
+    array until the whole is saved, which replaces them."""
+    from rnncon_core.runs import RunStore
+    store = RunStore(tmp_path)
+    with store.start("generate", model="m", method="pgd", config={}) as run:
+        run.append_npz("outputs", x=np.zeros((2, 3)), y=np.array([0, 1]))
+        run.append_npz("outputs", x=np.ones((1, 3)), y=np.array([2]))
+        got = store.get(run.run_id).load_npz("outputs")
+        assert got["x"].shape == (3, 3) and got["y"].tolist() == [0, 1, 2]
+        run.save_npz("outputs", x=np.ones((3, 3)), y=np.array([5, 6, 7]))
+        assert sorted(p.name for p in run.path.glob("outputs*")) == ["outputs.npz"]
+        assert store.get(run.run_id).load_npz("outputs")["y"].tolist() == [5, 6, 7]
+        run.finish({"ok": True})

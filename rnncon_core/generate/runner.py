@@ -141,10 +141,13 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
         run.save_npz("seeds", seed_index=idx, y_seed=y_all[idx])
         run.progress(0, len(idx), "starting")
 
+        written = [0]            # seeds whose outputs are on disk: each batch is appended once
+
         def on_batch(partial: GenerationResult) -> None:
-            run.save_npz("outputs", **partial.arrays(idx[:partial.n]))
+            arrays = partial.arrays(idx[:partial.n])
+            run.append_npz("outputs", **{k: v[written[0]:] for k, v in arrays.items()})
+            written[0] = partial.n
             run.save_json("summary", {**partial.summary(name), "partial": True})
-            run.save_json("targets", partial.target_info)
 
         def report(done: int, total: int) -> None:
             run.progress(done, total, f"{done}/{total} seeds")
@@ -155,7 +158,9 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
         result = gen.generate(x_all[idx], y_all[idx], progress=report, should_stop=stop,
                               on_batch=on_batch)
         summary = result.summary(name)
-        if result.stopped:
+        if result.stopped:       # the finished seeds' outputs, whole, once
+            run.save_npz("outputs", **result.arrays(idx[:result.n]))
+            run.save_json("targets", result.target_info)
             raise JobCancelled(f"run {run.run_id} was cancelled after {result.n} of {len(idx)} "
                                f"seeds; they are kept in {run.path}")
         outputs = run.save_npz("outputs", **result.arrays(idx))
