@@ -58,3 +58,20 @@ def test_generation_on_ray_equals_one_process(local_ray, model_file, method, par
     np.testing.assert_allclose(got.x_gen, want.x_gen, atol=1e-5)
     np.testing.assert_array_equal(got.adversarial, want.adversarial)
     np.testing.assert_array_equal(got.targets, want.targets)
+
+
+def test_run_generation_on_ray_writes_one_run(local_ray, model_file, tmp_path):
+    """`rnncon generate --workers 2`: one run in the store, the same outputs as one process."""
+    from rnncon_core.generate import run_generation
+    from rnncon_core.runs import RunStore
+    from rnncon_core.zoo import load_model
+    x = np.random.default_rng(7).random((8, 5, 3)).astype("float32")
+    y = np.asarray(load_model(model_file)(x)).argmax(1)
+    store = RunStore(tmp_path / "runs")
+    common = dict(inputs=x, labels=y, store=store, batch_size=4, eps=0.2, step=0.05,
+                  iterations=2)
+    on_ray = run_generation(model_file, "pgd", 8, workers=2, **common)
+    alone = run_generation(model_file, "pgd", 8, **common)
+    a, b = (store.get(r["run_id"]).load_npz("outputs") for r in (on_ray, alone))
+    np.testing.assert_allclose(a["x_gen"], b["x_gen"], atol=1e-5)
+    assert on_ray["n_seeds"] == alone["n_seeds"] and len(store.list()) == 2

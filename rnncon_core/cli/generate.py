@@ -84,6 +84,10 @@ def generate_cmd(
                                                               "outputs are saved after each)."),
     runs_dir: str = typer.Option("", "--runs-dir", help="Run store (default: RNNCON_RUNS or "
                                                         "./runs)."),
+    workers: int = typer.Option(0, "--workers", help="Split the seeds over N Ray workers (a "
+                                                     "local runtime); the same inputs as one "
+                                                     "process."),
+    ray_address: str = typer.Option("", "--ray-address", help="Join this Ray cluster instead."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ):
     """Generate one test input per seed with one strategy; the run goes to the run store."""
@@ -120,7 +124,8 @@ def generate_cmd(
         log(f"differential: comparing with {', '.join(others) or 'no other model'}")
     out = run_generation(model, method, seeds, seed=seed, others=others, batch_size=batch_size,
                          dataset=dataset or None, inputs=x, labels=y, store=store,
-                         progress=lambda d, t: log(f"[{method}] {d}/{t} seeds"), **params)
+                         progress=lambda d, t: log(f"[{method}] {d}/{t} seeds"),
+                         workers=workers, ray_address=ray_address or None, **params)
     if json_out:
         emit({key: out.get(key) for key in _JSON_KEYS} | {
             k: v for k, v in out.items() if k in ("avg_words_changed", "adv_per_second")})

@@ -69,14 +69,17 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
                    inputs=None, labels=None,
                    correct_only: bool = True, others=(), batch_size: int | None = None, store=None,
                    progress: Callable[[int, int], None] | None = None,
-                   should_stop: Callable[[], bool] | None = None, **params) -> dict:
+                   should_stop: Callable[[], bool] | None = None, workers: int = 0,
+                   ray_address: str | None = None, **params) -> dict:
     """Generate one input per seed with ``method`` and store the run.
 
     ``model``: a shipped name or a .keras path. Seeds come from ``inputs`` and ``labels``
     (arrays, e.g. a user's own test set) or from the ``split`` of ``dataset`` (default: the
     model's). ``others``: names/paths of the other models (``differential``). ``params``: the
     strategy's own (target, k, constraint, step, ...). Inputs, labels and the model's head are
-    checked before the model runs. Returns the summary plus ``run_id`` and ``outputs``."""
+    checked before the model runs. ``workers``/``ray_address``: split the seeds over Ray actors
+    (rnncon_core.distributed; the same inputs as one process). Returns the summary plus
+    ``run_id`` and ``outputs``."""
     from ..data import load_dataset
     from ..runs import RunStore
     from ..trace import check_model_inputs, input_domain
@@ -155,8 +158,17 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
                 progress(done, total)
 
         stop = (lambda: run.cancel_requested() or bool(should_stop and should_stop()))
-        result = gen.generate(x_all[idx], y_all[idx], progress=report, should_stop=stop,
-                              on_batch=on_batch)
+        if workers or ray_address:
+            if method == "differential" or not isinstance(model, str):
+                raise InputError("--workers needs a model every worker can load (a shipped "
+                                 "name or a .keras path) and is not for differential testing")
+            from ..distributed import generate as on_ray
+            result = on_ray(model, x_all[idx], y_all[idx], method, workers=workers or 2,
+                            address=ray_address, progress=report, should_stop=stop, seed=seed,
+                            **params)
+        else:
+            result = gen.generate(x_all[idx], y_all[idx], progress=report, should_stop=stop,
+                                  on_batch=on_batch)
         summary = result.summary(name)
         if result.stopped:       # the finished seeds' outputs, whole, once
             run.save_npz("outputs", **result.arrays(idx[:result.n]))
