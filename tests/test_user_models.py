@@ -177,3 +177,138 @@ def test_dashboard_takes_an_uploaded_test_set_beside_an_uploaded_model(tmp_path,
     assert not at.exception and not at.error, [e.value for e in at.error]
     sel = at.session_state["selection"]
     assert sel.label == "upload: series.keras" and sel.dataset.startswith("own: x.npy")
+
+
+# ---------------------------------------------------------------- RConC oracle, new layer kinds
+
+def _sig(z):
+    return 1 / (1 + np.exp(-z))
+
+
+def _np_rnn(layer, x, mask):
+    """NumPy recurrence (default activations, float64) in the layer's own step order; masked
+    steps keep the state. Returns the x and h part sources: x (N, T, K), h_prev (N, T, u)."""
+    cell = layer.cell
+    U, W = (v.numpy().astype(np.float64) for v in (cell.kernel, cell.recurrent_kernel))
+    b = cell.bias.numpy().astype(np.float64)
+    if layer.go_backwards:
+        x, mask = x[:, ::-1], mask[:, ::-1]
+    n, T, _ = x.shape
+    u = layer.units
+    h, c = np.zeros((n, u)), np.zeros((n, u))
+    hprev = []
+    for t in range(T):
+        hprev.append(h)
+        xt = x[:, t]
+        kind = type(layer).__name__
+        if kind == "LSTM":
+            z = xt @ U + h @ W + b
+            i, f, g, o = _sig(z[:, :u]), _sig(z[:, u:2 * u]), np.tanh(z[:, 2 * u:3 * u]), _sig(z[:, 3 * u:])
+            cn = f * c + i * g
+            hn = o * np.tanh(cn)
+        elif kind == "GRU":                           # reset_after=True (Keras' default)
+            xz, inner = xt @ U + b[0], h @ W + b[1]
+            zg, r = _sig(xz[:, :u] + inner[:, :u]), _sig(xz[:, u:2 * u] + inner[:, u:2 * u])
+            hn = zg * h + (1 - zg) * np.tanh(xz[:, 2 * u:] + r * inner[:, 2 * u:])
+            cn = c
+        else:
+            hn, cn = np.tanh(xt @ U + h @ W + b), c
+        m = mask[:, t][:, None]
+        h, c = np.where(m, hn, h), np.where(m, cn, c)
+    return x, np.stack(hprev, 1), U, W, mask
+
+
+def _oracle(model, x, mask, normalize, values):
+    """(N, total) normalized unit contributions: every traced layer's input taken from Keras,
+    the recurrences recomputed in NumPy; masked steps are excluded from the scopes and 0."""
+    import keras
+    parts = []          # (layer, part, values (N, T, J), mask (N, T))
+    for layer in model.layers:
+        cls = type(layer).__name__
+        if cls in ("Dense", "TimeDistributed", "LSTM", "GRU", "SimpleRNN", "Bidirectional"):
+            src = keras.Model(model.inputs, layer.input)(x)
+            src = np.asarray(src[0] if isinstance(src, (list, tuple)) else src, np.float64)
+        if cls in ("Dense", "TimeDistributed"):
+            dense = layer if cls == "Dense" else layer.layer
+            k = dense.kernel.numpy().astype(np.float64)
+            seq = src.ndim == 3
+            v = src @ k if seq else (src @ k)[:, None]
+            m = mask if seq and mask is not None and seq else np.ones(v.shape[:2], bool)
+            parts.append((layer.name, "x", v, m))
+        elif cls in ("LSTM", "GRU", "SimpleRNN", "Bidirectional"):
+            dirs = [(f"{layer.name}/forward", layer.forward_layer),
+                    (f"{layer.name}/backward", layer.backward_layer)] if cls == "Bidirectional" \
+                else [(layer.name, layer)]
+            m0 = mask if mask is not None else np.ones(src.shape[:2], bool)
+            for name, rnn in dirs:
+                xs, hp, U, W, m = _np_rnn(rnn, src, m0)
+                parts.append((name, "x", xs @ U, m))
+                parts.append((name, "h", hp @ W, m))
+    if values == "abs":
+        parts = [(a, b, np.abs(v), m) for a, b, v, m in parts]
+    n = x.shape[0]
+    out = []
+    for i in range(n):
+        keyed = []
+        for layer, part, v, m in parts:
+            for t in range(v.shape[1]):
+                key = 0 if normalize == "model" else layer if normalize == "layer" else (layer, part, t)
+                keyed.append((key, v[i, t], bool(m[i, t])))
+        lo, hi = {}, {}
+        for key, row, real in keyed:
+            if real:
+                lo[key] = min(lo.get(key, np.inf), row.min())
+                hi[key] = max(hi.get(key, -np.inf), row.max())
+        vals = []
+        for key, row, real in keyed:
+            r = hi.get(key, 0) - lo.get(key, 0)
+            vals.append((row - lo[key]) / r if real and r > 0 else np.zeros_like(row))
+        out.append(np.concatenate(vals))
+    return np.stack(out)
+
+
+def _oracle_models():
+    import keras
+    L = keras.layers
+    keras.utils.set_random_seed(11)
+    yield "masking-bidi-td", keras.Sequential([
+        keras.Input((6, 3)), L.Masking(0.0), L.Bidirectional(L.LSTM(3, return_sequences=True)),
+        L.TimeDistributed(L.Dense(2)), L.Flatten(), L.Dense(3, activation="softmax")])
+    yield "mask-zero-backwards-dense-seq", keras.Sequential([
+        keras.Input((7,), dtype="int32"), L.Embedding(15, 3, mask_zero=True),
+        L.GRU(3, go_backwards=True, return_sequences=True), L.Dense(2, activation="tanh"),
+        L.SimpleRNN(2), L.Dense(1, activation="sigmoid")])
+    yield "conv-bidi-gru", keras.Sequential([
+        keras.Input((8, 2)), L.Conv1D(3, 3, activation="relu"),
+        L.Bidirectional(L.GRU(2), merge_mode="sum"), L.Dense(2)])
+
+
+@pytest.mark.parametrize("case", range(3), ids=["masking-bidi-td", "mask-zero-backwards",
+                                                "conv-bidi-gru"])
+@pytest.mark.parametrize("normalize, values", [("step", "abs"), ("layer", "signed"),
+                                               ("model", "abs")])
+def test_rconc_equals_the_oracle_on_new_layer_kinds(case, normalize, values):
+    from rnncon_core import ContributionCoverage
+    name, model = list(_oracle_models())[case]
+    rng = np.random.default_rng(case)
+    if "mask-zero" in name:
+        x = rng.integers(1, 15, (4, 7)).astype(np.int32)
+        x[0, :3] = 0
+        x[2, -2:] = 0
+        mask = x != 0
+    else:
+        x = rng.random((4,) + model.input_shape[1:]).astype(np.float32) + 0.05
+        mask = None
+        if "masking" in name:
+            x[1, :2] = 0.0
+            x[3, -1] = 0.0
+            mask = np.abs(x).sum(-1) > 0
+    cov = ContributionCoverage(model, threshold=0.5, normalize=normalize, values=values)
+    got = cov.profile(x)
+    want = _oracle(model, x, mask, normalize, values)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, atol=2e-5)
+    for t in (0.1, 0.5, 0.9):       # covered sets from update() agree with the oracle's maxima
+        c = ContributionCoverage(model, threshold=t, normalize=normalize, values=values).update(x)
+        near = np.abs(want.max(0) - t) < 1e-5
+        np.testing.assert_array_equal(c._covered_mask(t)[~near], (want.max(0) > t)[~near])
