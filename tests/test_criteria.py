@@ -143,3 +143,20 @@ def test_report_skips_what_a_model_lacks(cache, tiny_gru, tiny_x):
     corr = correlations(t, ["csc", "nc"])
     assert set(corr[corr["model"] == "b"]["criterion"]) == {"nc"}
     assert set(corr["size"]) == {10, 20, "stratified", "partial", "pooled"}
+
+
+def test_composition_controlled_tau():
+    """Coverage that only follows how many generated inputs a suite holds (and faults that
+    follow the same count) has no signal once that count is held fixed."""
+    import pandas as pd
+
+    from rnncon_core.coverage.criteria_report import correlations
+    rng = np.random.default_rng(0)
+    size = rng.choice([25, 50], 800)
+    gen = (size * rng.random(800) * 0.4).astype(int)
+    faults = gen * 0.9 + rng.normal(0, 1, 800)
+    t = pd.DataFrame({"model": "a", "size": size, "n_clean": size - gen, "faults": faults,
+                      "fault_pairs": faults, "c": gen * 0.01 + rng.normal(0, 0.05, 800)})
+    c = correlations(t, ["c"]).set_index(["faults", "size"])
+    assert c.loc[("faults", "stratified"), "tau"] > 0.4
+    assert c.loc[("faults", "generated"), "tau"] < 0.15

@@ -160,6 +160,8 @@ def measure_model(name: str, n_clean=500, n_seeds=100, sizes=(25, 50, 100, 200),
             suites.append(np.sort(rng.choice(len(x), size=size, replace=False)))
             sizes_col.append(size)
     table = pd.DataFrame({"model": name, "suite": np.arange(len(suites)), "size": sizes_col})
+    for source in dict.fromkeys(src):             # the suite's composition
+        table[f"n_{source}"] = [int((src[s] == source).sum()) for s in suites]
     table["faults"] = [int(wrong[s].sum()) for s in suites]
     table["fault_pairs"] = [len({(int(a), int(b)) for a, b in zip(y[s][wrong[s]],
                                                                   pred[s][wrong[s]])})
@@ -178,6 +180,21 @@ def measure_model(name: str, n_clean=500, n_seeds=100, sizes=(25, 50, 100, 200),
     return table, pool, timings
 
 
+def _generated_controlled(t, crit, fault):
+    """Within each suite size, Kendall's partial τ of coverage and faults given how many of the
+    suite's inputs are generated (its composition), averaged over sizes on Fisher's z scale."""
+    zs, var = [], []
+    for _, ts in t.groupby("size"):
+        tau = partial_tau(ts[crit].values, ts[fault].values, ts["size"].values - ts["n_clean"].values)
+        if np.isfinite(tau) and len(ts) > 4:
+            zs.append(np.arctanh(np.clip(tau, -0.999999, 0.999999)))
+            var.append(0.437 / (len(ts) - 4))
+    if not zs:
+        return float("nan"), float("nan"), float("nan")
+    z, se = float(np.mean(zs)), float(np.sqrt(np.sum(var)) / len(zs))
+    return float(np.tanh(z)), float(np.tanh(z - 1.959964 * se)), float(np.tanh(z + 1.959964 * se))
+
+
 def correlations(table: pd.DataFrame, criteria: list[str]) -> pd.DataFrame:
     rows = []
     for model, t in table.groupby("model", sort=False):
@@ -185,9 +202,17 @@ def correlations(table: pd.DataFrame, criteria: list[str]) -> pd.DataFrame:
             if t[crit].isna().all():          # the model does not have it (csc on a GRU)
                 continue
             for fault in ("faults", "fault_pairs"):
+                extra = [("generated", t)] if "n_clean" in t and t["n_clean"].nunique() > 1 \
+                    else []
                 for size, ts in list(t.groupby("size")) + [("stratified", t), ("partial", t),
-                                                           ("pooled", t)]:
+                                                           ("pooled", t)] + extra:
                     x, f, z = ts[crit].values, ts[fault].values, ts["size"].values
+                    if size == "generated":    # per size, partial tau given the generated count
+                        tau, lo, hi = _generated_controlled(ts, crit, fault)
+                        rows.append({"model": model, "criterion": crit, "faults": fault,
+                                     "size": size, "n_suites": len(ts), "tau": tau,
+                                     "ci_low": lo, "ci_high": hi})
+                        continue
                     if size == "stratified":
                         tau, lo, hi = stratified_tau(x, f, z)
                         rows.append({"model": model, "criterion": crit, "faults": fault,
@@ -254,7 +279,7 @@ def summarize(out: Path) -> pd.DataFrame:
     out = Path(out)
     table = pd.read_csv(out / "suites.csv")
     crit = [c for c in table.columns if c not in ("model", "suite", "size", "faults",
-                                                  "fault_pairs")]
+                                                  "fault_pairs") and not c.startswith("n_")]
     corr = correlations(table, crit)
     corr.round(4).to_csv(out / "tau.csv", index=False)
     config = json.loads((out / "config.json").read_text())
@@ -321,9 +346,16 @@ def _reading(corr: pd.DataFrame) -> str:
         med = float(np.nanmedian(a["tau"])) if a["tau"].notna().any() else float("nan")
         key = "signal" if pos == n_models else "mixed" if pos > 0 else "none"
         groups[key].append(f"{crit} (median τ {med:+.2f}, positive on {pos}/{n_models})")
+    gen = corr[(corr["faults"] == "faults") & (corr["size"] == "generated")]
+    composition = (f" Holding the number of generated inputs in the suite fixed too (partial τ "
+                   f"within each size), it is {np.nanmedian(gen['tau']):+.2f}; positive with "
+                   f"its interval above 0 for "
+                   f"{', '.join(gen[gen['ci_low'] > 0]['criterion'].unique()) or 'none'}."
+                   if len(gen) else "")
     out = [f"Suite size alone: pooling every size, the median τ of a criterion with "
            f"misclassified inputs is {np.nanmedian(pooled['tau']):+.2f} (size not controlled); "
-           f"with size held fixed it is {np.nanmedian(sub['tau']):+.2f}. \"constant\": the "
+           f"with size held fixed it is {np.nanmedian(sub['tau']):+.2f}.{composition} "
+           f"\"constant\": the "
            f"criterion takes one value per suite size (e.g. tknp when every input has a pattern "
            f"of its own, Eq. 3 RConC when it saturates at 100 %), so it says nothing about "
            f"faults.", ""]
