@@ -68,14 +68,15 @@ class GenerationResult:
 
     def norms(self) -> dict[str, np.ndarray]:
         """Per-seed L2, L1 and L-infinity norms of the perturbation (over every pixel)."""
-        p = self.perturbation.reshape(self.n, -1)
+        p = self.perturbation.reshape(self.n, int(np.prod(self.x_seed.shape[1:])))
         return {"l2": np.linalg.norm(p, axis=1), "l1": np.abs(p).sum(axis=1),
                 "linf": np.abs(p).max(axis=1, initial=0.0)}
 
     def words_changed(self) -> np.ndarray:
         if "words_changed" in self.extras:
             return np.asarray(self.extras["words_changed"])
-        return (self.x_gen != self.x_seed).reshape(self.n, -1).sum(axis=1)
+        return (self.x_gen != self.x_seed).reshape(self.n, int(np.prod(self.x_seed.shape[1:]))
+                                                   ).sum(axis=1)
 
     def summary(self, model: str = "") -> dict:
         """The run's figures. Norms are the means over the adversarial inputs (the paper's
