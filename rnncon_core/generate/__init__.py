@@ -6,7 +6,7 @@
 
 Image methods: rconc (RNNCon-Test), nc (DeepXplore's NC objective), rnntest (RNN-Test),
 differential (DeepXplore), fgsm, pgd, noise. Text methods (``eda``, ``synonym-gradient``)
-live in ``rnncon_core.text`` and register themselves with ``register_generator``.
+live in ``rnncon_core.text``. All are in one lazy registry (``_LAZY``).
 """
 from __future__ import annotations
 
@@ -18,16 +18,24 @@ from .constraints import CONSTRAINTS, get_constraint
 
 IMAGE_METHODS = ("rconc", "nc", "rnntest", "differential", "fgsm", "pgd", "noise")
 TEXT_METHODS = ("eda", "synonym-gradient")
+# One registry: method -> (module, class), imported on first use (the strategies pull in the
+# coverage engine, the text ones NLTK and WordNet). Adding a strategy is one line here.
+_LAZY = {"rconc": ("rnncon_core.generate.guided", "ContributionGuided"),
+         "nc": ("rnncon_core.generate.guided", "NeuronGuided"),
+         "rnntest": ("rnncon_core.generate.guided", "StateGuided"),
+         "differential": ("rnncon_core.generate.differential", "Differential"),
+         "fgsm": ("rnncon_core.generate.baselines", "FGSM"),
+         "pgd": ("rnncon_core.generate.baselines", "PGD"),
+         "noise": ("rnncon_core.generate.baselines", "Noise"),
+         "eda": ("rnncon_core.text.generators", "CoverageEDA"),
+         "synonym-gradient": ("rnncon_core.text.generators", "SynonymGradient")}
 _REGISTRY: dict[str, type] = {}
-_LAZY = {"rconc": ("guided", "ContributionGuided"), "nc": ("guided", "NeuronGuided"),
-         "rnntest": ("guided", "StateGuided"), "differential": ("differential", "Differential"),
-         "fgsm": ("baselines", "FGSM"), "pgd": ("baselines", "PGD"),
-         "noise": ("baselines", "Noise")}
 
 
 def register_generator(name: str):
-    """Class decorator: make a Generator subclass available as ``get_generator(name, ...)``.
-    Its ``input_kind`` ("image" or "text") says what seeds it takes."""
+    """Class decorator: make a Generator subclass available as ``get_generator(name, ...)``
+    (for strategies outside this package; ours are listed in ``_LAZY``). Its ``input_kind``
+    ("image" or "text") says what seeds it takes."""
     def deco(cls):
         if not (isinstance(cls, type) and issubclass(cls, Generator)):
             raise TypeError(f"{cls!r} is not a Generator subclass")
@@ -38,25 +46,20 @@ def register_generator(name: str):
     return deco
 
 
-def _load_text() -> None:
-    try:
-        importlib.import_module("rnncon_core.text")
-    except ImportError:     # the text package is optional here
-        pass
-
-
 def generator_class(method: str) -> type:
-    if method in _LAZY and method not in _REGISTRY:
+    if method not in _REGISTRY and method in _LAZY:
         module, cls = _LAZY[method]
-        register_generator(method)(getattr(importlib.import_module(f".{module}", __name__), cls))
+        try:
+            loaded = importlib.import_module(module)
+        except ImportError as e:
+            raise InputError(f"method {method!r} needs the Python package "
+                             f"{getattr(e, 'name', None) or e}, which is missing here ({e}); "
+                             f"run `make setup` (it installs requirements.txt)") from None
+        register_generator(method)(getattr(loaded, cls))
     if method not in _REGISTRY:
-        _load_text()
-    if method not in _REGISTRY:
-        known = sorted(set(IMAGE_METHODS) | set(_REGISTRY))
-        extra = "" if all(t in _REGISTRY for t in TEXT_METHODS) else \
-            f" (text methods {', '.join(TEXT_METHODS)} need rnncon_core.text)"
+        known = sorted(set(_LAZY) | set(_REGISTRY))
         raise InputError(f"unknown generation method {method!r}; choose one of "
-                         f"{', '.join(known)}{extra}")
+                         f"{', '.join(known)}")
     return _REGISTRY[method]
 
 
@@ -70,18 +73,17 @@ def get_generator(method: str, model, **params) -> Generator:
 
 
 def list_generators() -> dict[str, str]:
-    """method -> input kind, for every method available here."""
-    for m in IMAGE_METHODS:
+    """method -> input kind, for every registered method."""
+    for m in _LAZY:
         generator_class(m)
-    _load_text()
     return {name: cls.input_kind for name, cls in sorted(_REGISTRY.items())}
 
 
 def __getattr__(name: str):
     # the strategy classes load on first use (they pull in the coverage engine)
-    for method, (module, cls) in _LAZY.items():
-        if name == cls:
-            return getattr(importlib.import_module(f".{module}", __name__), cls)
+    for module, cls in _LAZY.values():
+        if name == cls and module.startswith(__name__):
+            return getattr(importlib.import_module(module), cls)
     if name in ("run_generation", "select_seeds", "model_dataset"):
         return getattr(importlib.import_module(".runner", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,79 @@
+"""One set of checks over every registered generation strategy (scikit-learn's check_estimator
+style): construction with defaults, a tiny batch on a tiny model, shapes and bounds of what
+comes back, the same result under the same seed, and a clear error for the wrong data kind."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rnncon_core.errors import InputError
+from rnncon_core.generate import get_generator, list_generators
+from tests.test_text_generators import setup as text_setup  # noqa: F401  (a fixture)
+
+METHODS = list_generators()
+# the smallest settings that exercise each strategy (defaults otherwise)
+CHEAP = {"rconc": dict(iterations=3, threshold=0.9), "nc": dict(iterations=3, threshold=0.9),
+         "rnntest": dict(iterations=3), "differential": dict(iterations=3),
+         "pgd": dict(iterations=3), "fgsm": {}, "noise": {}, "eda": {},
+         "synonym-gradient": {}}
+
+
+def test_every_registered_method_is_checked():
+    assert set(CHEAP) == set(METHODS)
+
+
+@pytest.fixture(scope="module")
+def image_setup():
+    import keras
+    from rnncon_core.data import load_dataset
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((8, 8)), keras.layers.LSTM(6, name="lstm_1"),
+                              keras.layers.Dense(10, activation="softmax", name="output")])
+    other = keras.models.clone_model(model)
+    other.set_weights([w * 0.9 for w in model.get_weights()])
+    x = load_dataset("digits").x_test[:6]
+    return model, other, x, np.asarray(model(x)).argmax(1)
+
+
+def _make(method, image_setup, text_setup, seed=0):
+    if METHODS[method] == "text":
+        model, lex, x, y = text_setup
+        extra = {"lexicon": lex, "threshold": 0.5}
+    else:
+        model, other, x, y = image_setup
+        extra = {"others": [other]} if method == "differential" else {}
+    return get_generator(method, model, seed=seed, batch_size=4, **CHEAP[method], **extra), x, y
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_common_generator_checks(method, image_setup, text_setup):
+    gen, x, y = _make(method, image_setup, text_setup)
+    assert gen.method == method and gen.input_kind == METHODS[method]
+    config = gen.get_config()
+    assert config["method"] == method and config["seed"] == 0
+    res = gen.generate(x, y)
+    n = len(x)
+    assert res.x_gen.shape == x.shape and res.n == n
+    for arr in (res.adversarial, res.pred_seed, res.pred_gen, res.conf_gen, res.iterations):
+        assert len(arr) == n
+    assert np.all((res.conf_gen >= 0) & (res.conf_gen <= 1))
+    if gen.input_kind == "image":
+        assert res.x_gen.min() >= 0 and res.x_gen.max() <= 1
+    else:
+        vocab = text_setup[0].layers[0].input_dim
+        assert res.x_gen.dtype.kind == "i" and res.x_gen.min() >= 0 and res.x_gen.max() < vocab
+    summary = res.summary("tiny")
+    assert summary["n_seeds"] == n and 0 <= summary["adv_rate"] <= 1
+    again, _, _ = _make(method, image_setup, text_setup)
+    np.testing.assert_array_equal(again.generate(x, y).x_gen, res.x_gen)   # same seed
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_wrong_data_kind_is_refused(method, image_setup, text_setup):
+    gen, _, _ = _make(method, image_setup, text_setup)
+    if gen.input_kind == "image":
+        wrong = np.ones((2, 8, 8), np.int64)                    # word ids, not images
+    else:
+        wrong = np.random.default_rng(0).random((2, text_setup[2].shape[1])).astype("float32")
+    with pytest.raises(InputError):
+        gen.generate(wrong, np.zeros(2, np.int64))
