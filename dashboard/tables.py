@@ -33,6 +33,29 @@ def table1(rows: Iterable[dict]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+TABLE1_SHORT = {"architecture": "architecture", "params": "params",
+               "params (paper)": "params (paper)", "#neurons": "neurons",
+               "#neurons (paper)": "neurons (paper)", "#cons / step": "cons per step",
+               "#cons (paper's convention)": "cons (paper's count)",
+               "#cons (paper)": "cons (paper)", "#cons (real structure)": "cons (all steps)",
+               "test acc. % (ours)": "acc. % (ours)", "test acc. % (paper)": "acc. % (paper)"}
+
+
+def table1_text(df: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 for a static table that wraps instead of cutting off: one row per model (the
+    index), short headers, numbers as text with thousands separators."""
+    out = pd.DataFrame(index=pd.Index(df["model"], name="model"))
+    for col, short in TABLE1_SHORT.items():
+        v = df[col].to_numpy()
+        if col == "architecture":
+            out[short] = [str(a).replace(" -> ", " → ") for a in v]
+        elif col.startswith("test acc."):
+            out[short] = ["—" if pd.isna(a) else f"{a:.2f}" for a in v]
+        else:
+            out[short] = ["—" if pd.isna(a) else f"{int(a):,}" for a in v]
+    return out
+
+
 def _int(label: str, help: str, width="small"):
     return cc.NumberColumn(label, help=help, format="localized", width=width)
 

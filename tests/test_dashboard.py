@@ -104,11 +104,11 @@ def test_models_page_defaults_to_mnist_lstm_with_table1(runs_dir):
     assert at.title[0].value == "Models"
     assert at.selectbox(key="models_pick").value == "mnist-lstm"
     assert at.selectbox(key="models_dataset").value == "mnist"
-    table = at.dataframe[-1].value
-    assert len(table) == 8 and list(table["model"])[0] == "mnist-lstm"
+    table = at.table[-1].value                        # a static table: nothing cut off
+    assert len(table) == 8 and list(table.index)[0] == "mnist-lstm"
     card = zoo.read_card("mnist-lstm")
-    assert table.loc[table["model"] == "mnist-lstm", "test acc. % (ours)"].iloc[0] == \
-        pytest.approx(100 * card["test_accuracy"])
+    assert table.loc["mnist-lstm", "acc. % (ours)"] == f"{100 * card['test_accuracy']:.2f}"
+    assert table.loc["mnist-lstm", "params"] == f"{card['params']:,}"
     assert metric(at, "Test accuracy (ours)") == f"{100 * card['test_accuracy']:.2f} %"
     sample = figures(at)[0]
     assert len(sample["data"]) == 16                  # 16 test images

@@ -206,8 +206,10 @@ def sample_and_table1(current, polling: bool) -> None:
         st.caption(":material/hourglass_top: Table 1 builds the eight architectures: it appears "
                    "as soon as TensorFlow has loaded.")
     else:
-        st.dataframe(tables.table1(state.table1()), hide_index=True, width="stretch",
-                     column_config=tables.TABLE1_COLUMNS)
+        st.table(tables.table1_text(tables.table1(state.table1())))
+        st.caption("cons per step: contributions per time step; cons (paper's count): "
+                   "counted as the paper's Table 1 does (its steps × per step); cons (all "
+                   "steps): every recurrent step, Dense layers once, what coverage counts here.")
 
 
 polling = any(waiting_for_tensorflow(current))
