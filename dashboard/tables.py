@@ -56,32 +56,6 @@ def table1_text(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _int(label: str, help: str, width="small"):
-    return cc.NumberColumn(label, help=help, format="localized", width=width)
-
-
-# Column configs: short headers (the full meaning in the help tooltip), formats and widths
-# that fit at 1,280 px without cutting anything off.
-TABLE1_COLUMNS = {
-    "model": cc.TextColumn("model", width="medium", pinned=True),
-    "architecture": cc.TextColumn("architecture", width="large",
-                                  help="Table 1's layers (units), in order"),
-    "params": _int("params", "trainable parameters of our build"),
-    "params (paper)": _int("params (paper)", "the paper's Table 1"),
-    "#neurons": _int("neurons", "recurrent units plus Dense units"),
-    "#neurons (paper)": _int("neurons (paper)", "the paper's Table 1"),
-    "#cons / step": _int("cons / step", "contributions per time step"),
-    "#cons (paper's convention)": _int("cons (paper conv.)", "contributions counted the way "
-                                       "the paper's Table 1 does"),
-    "#cons (paper)": _int("cons (paper)", "the paper's Table 1"),
-    "#cons (real structure)": _int("cons (all steps)", "every recurrent step, Dense layers "
-                                   "once: what coverage counts here"),
-    "test acc. % (ours)": cc.NumberColumn("acc. % (ours)", format="%.2f", width="small",
-                                          help="measured on our test split (model card)"),
-    "test acc. % (paper)": cc.NumberColumn("acc. % (paper)", format="%.2f", width="small",
-                                           help="the paper's, trained on the full data set"),
-}
-
 def table2(runs: Iterable) -> pd.DataFrame:
     """Table 2 rows from generation runs (``RunInfo`` with a summary): one row per run, every
     column of one type (numbers as floats with NaN where a run lacks one)."""
