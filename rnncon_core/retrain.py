@@ -272,12 +272,15 @@ def retrain_once(base, x_fit, y_fit, x_extra, y_extra, epochs: int, seed: int,
     return out
 
 
-FINE_TUNE_RATE = 1e-4      # about where the shipped training's plateau schedule ends
+# Adam's rate for retraining: the recipe chosen on validation in issue 14's search (mnist-lstm:
+# mix 25 % at 3e-4 kept the clean validation accuracy and gained most on held-out rconc inputs;
+# reports/retraining/report.md lists every recipe tried)
+FINE_TUNE_RATE = 3e-4
 
 
 def training_defaults(model: str, ds) -> dict:
     """How to continue training the way the shipped model was trained: a fine-tuning rate
-    (Adam 1e-4), the random shifts of zoo.train_model for 28 x 28 images, and the validation
+    (Adam 3e-4), the random shifts of zoo.train_model for 28 x 28 images, and the validation
     share its card records (that tail of the training split is left out, as there)."""
     from .zoo import read_card
     card = read_card(model) if isinstance(model, str) else None
@@ -406,7 +409,7 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
                    coverage_inputs: int = 500, threshold: float | None = None,
                    transfer_methods=None, transfer_seeds: int = TRANSFER_SEEDS,
                    robustness_seeds: int = 0, store=None,
-                   progress: ProgressFn | None = None, force: bool = False) -> dict:
+                   progress: ProgressFn | None = None) -> dict:
     """Retrain ``model`` (a shipped name or a .keras path) with the adversarial inputs of the
     generation run ``from_run``, ``repeats`` times for up to ``epochs`` epochs each; returns
     the summary (also the run's ``summary.json``) with ``run_id``.
@@ -416,7 +419,7 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
     epoch's (and so, on average, each batch's) inputs drawn from the extra ones
     (:func:`extra_per_epoch`; 0: each extra input once per epoch, the paper's recipe).
     ``learning_rate`` / ``augment``: None continues as the shipped model was trained (Adam at
-    a fine-tuning rate of 1e-4; random shifts for 28 x 28 images), see
+    a fine-tuning rate of 3e-4; random shifts for 28 x 28 images), see
     :func:`training_defaults`. The validation part of the test split picks each retraining's
     epoch and the best repeat; the evaluation part gives every reported figure
     (:func:`split_test`).
@@ -426,24 +429,18 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
     seeds against the original, the best retrained and the best control model.
     ``progress`` gets dict events (stage, repeat, epoch, done, total); the run's progress.json
     is kept current and a cancel request stops the job within a few batches (the run is then
-    marked cancelled and keeps its finished repeats). ``force``: retrain with a run generated
-    for another model (refused otherwise); a partial run is used with a note.
+    marked cancelled and keeps its finished repeats).
     """
     from .coverage import default_threshold
-    from .generate.base import model_head
-    from .runs import RunStore, check_source_run
+    from .runs import RunStore
     from .zoo import load_model
     if epochs < 1 or repeats < 1:
         raise InputError(f"epochs and repeats must be >= 1 (got {epochs} and {repeats})")
     store = store or RunStore()
     source = store.get(from_run)
-    note = check_source_run(source, model, force)   # another model's run: refused unless force
-    if note and progress is not None:
-        progress({"stage": "check", "message": f"note: {note}", "done": 0, "total": 0})
     adv = adversarial_inputs(source, max_inputs)
     ds = resolve_dataset(model, dataset, source.config)
     base = load_model(model)
-    model_head(base).require_classifier("retraining")    # regression, multi-output: refused
     if tuple(base.input_shape[1:]) != tuple(ds.x_test.shape[1:]):
         raise InputError(f"model {model!r} takes inputs {base.input_shape[1:]}, but the data "
                          f"set {ds.name!r} has {ds.x_test.shape[1:]}: pass the right dataset")

@@ -311,3 +311,44 @@ def test_robustness_fresh_runs_on_new_seeds(tiny, tmp_path):
     assert not np.isin(seeds[0], used).any()
     assert rob["drop"] == pytest.approx(rob["original"]["adv_rate"] - rob["retrained"]["adv_rate"])
     assert store.get(rob["retrained"]["run_id"]).model == s["best_model"]
+
+
+def test_report_recipes_and_pgd_against_control():
+    """The report's recipe table and the PGD arm read against the control arm, repeat by
+    repeat (no model needed)."""
+    from rnncon_core import retrain_report as rr
+    spread = lambda v: retrain._spread(v)      # noqa: E731
+    row = {"recipe": "mix 25 %", "source": "rconc", "mix": 0.25, "learning_rate": 3e-4,
+           "run_id": "r1", "n_inputs": 27, "best_epoch": {"generated": [5, 4]},
+           "validation": {"generated": {"clean": 0.97, "rconc": 0.8, "pgd": 0.7},
+                          "control": {"clean": 0.969, "rconc": 0.2, "pgd": 0.3}},
+           "evaluation": {"accuracy_minus_control": retrain.paired([0.96, 0.95], [0.95, 0.95]),
+                          "transfer": {"rconc": {"n": 26, "retrained": 0.6, "control": 0.1,
+                                                 "p_value": 0.02}}}}
+    worse = {**row, "recipe": "mix 50 %", "mix": 0.5,
+             "validation": {"generated": {"clean": 0.95, "rconc": 0.9},
+                            "control": {"clean": 0.97, "rconc": 0.2}}}
+    report = {"note": "n", "settings": {"seeds": 5, "epochs": 1, "repeats": 2,
+                                        "table5_repeats": 0, "threshold": 0.25,
+                                        "constraint": "light",
+                                        "recipe": {"mix": 0.25, "learning_rate": 3e-4}},
+              "recipes": {"m": {"epochs": 1, "repeats": 2, "seeds": 5, "chosen": "mix 25 %",
+                                "validation_sets": {"rconc": {"run_id": "v", "n": 30}},
+                                "rows": [row, worse]}},
+              "models": {}, "seconds": 1}
+    text = rr.render_markdown(report)
+    assert "chosen on validation: **mix 25 %**" in text
+    assert "the same as the choice on validation" in text
+    assert ("| mix 25 % | 27 | +0.10 | +60.00 | +40.00 | +0.50 ± 0.71 | 60.0 / 10.0 (n 26) | "
+            "- | [5, 4] |") in text
+    assert "| mix 50 % | 27 | -2.00 | +70.00 | - |" in text
+    main = {"per_repeat": {"control": [{"accuracy": 0.9, "transfer": {"rconc": 0.1}},
+                                       {"accuracy": 0.92, "transfer": {"rconc": 0.2}}]}}
+    pgd = {"run_id": "p", "from_run": "g", "n_inputs": 500, "after": {"accuracy": spread(
+        [0.91, 0.92])},
+        "transfer_by_method": {"rconc": {"n": 26, "retrained": spread([0.7, 0.9])}},
+        "per_repeat": {"generated": [{"accuracy": 0.91, "transfer": {"rconc": 0.7}},
+                                     {"accuracy": 0.92, "transfer": {"rconc": 0.9}}]}}
+    v = rr._versus_control(pgd, main)
+    assert v["accuracy_minus_control"]["mean"] == pytest.approx(0.005)
+    assert v["transfer"]["rconc"]["minus_control"]["mean"] == pytest.approx(0.65)

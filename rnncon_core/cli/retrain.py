@@ -43,12 +43,11 @@ def retrain_cmd(
                                          "white-box generation runs against each model "
                                          "(0: skip)."),
     learning_rate: float = typer.Option(0.0, "--learning-rate", help="0: the fine-tuning "
-                                        "default, 1e-4."),
+                                        "default, 3e-4."),
     augment: Optional[bool] = typer.Option(None, "--augment/--no-augment", help="Random "
                                            "shifts as in the shipped training (default: on "
                                            "for 28 x 28 images)."),
     seed: int = typer.Option(0),
-    force: bool = typer.Option(False, "--force", help="Use a generation run of another model."),
     runs_dir: str = typer.Option("", "--runs-dir", help="Run store (default: RNNCON_RUNS or "
                                                         "./runs)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -72,7 +71,7 @@ def retrain_cmd(
                              transfer_methods=[m for m in transfer_methods.split(",") if m]
                              or None,
                              seed=seed, robustness_seeds=robustness_seeds, store=store,
-                             progress=_stderr, force=force)
+                             progress=_stderr)
     if json_out:
         emit(summary)
         return
