@@ -409,7 +409,7 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
                    coverage_inputs: int = 500, threshold: float | None = None,
                    transfer_methods=None, transfer_seeds: int = TRANSFER_SEEDS,
                    robustness_seeds: int = 0, store=None,
-                   progress: ProgressFn | None = None) -> dict:
+                   progress: ProgressFn | None = None, force: bool = False) -> dict:
     """Retrain ``model`` (a shipped name or a .keras path) with the adversarial inputs of the
     generation run ``from_run``, ``repeats`` times for up to ``epochs`` epochs each; returns
     the summary (also the run's ``summary.json``) with ``run_id``.
@@ -429,18 +429,24 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
     seeds against the original, the best retrained and the best control model.
     ``progress`` gets dict events (stage, repeat, epoch, done, total); the run's progress.json
     is kept current and a cancel request stops the job within a few batches (the run is then
-    marked cancelled and keeps its finished repeats).
+    marked cancelled and keeps its finished repeats). ``force``: retrain with a run generated
+    for another model (refused otherwise); a partial run is used with a note.
     """
     from .coverage import default_threshold
-    from .runs import RunStore
+    from .generate.base import model_head
+    from .runs import RunStore, check_source_run
     from .zoo import load_model
     if epochs < 1 or repeats < 1:
         raise InputError(f"epochs and repeats must be >= 1 (got {epochs} and {repeats})")
     store = store or RunStore()
     source = store.get(from_run)
+    note = check_source_run(source, model, force)   # another model's run: refused unless force
+    if note and progress is not None:
+        progress({"stage": "check", "message": f"note: {note}", "done": 0, "total": 0})
     adv = adversarial_inputs(source, max_inputs)
     ds = resolve_dataset(model, dataset, source.config)
     base = load_model(model)
+    model_head(base).require_classifier("retraining")    # regression, multi-output: refused
     if tuple(base.input_shape[1:]) != tuple(ds.x_test.shape[1:]):
         raise InputError(f"model {model!r} takes inputs {base.input_shape[1:]}, but the data "
                          f"set {ds.name!r} has {ds.x_test.shape[1:]}: pass the right dataset")

@@ -48,6 +48,7 @@ def retrain_cmd(
                                            "shifts as in the shipped training (default: on "
                                            "for 28 x 28 images)."),
     seed: int = typer.Option(0),
+    force: bool = typer.Option(False, "--force", help="Use a generation run of another model."),
     runs_dir: str = typer.Option("", "--runs-dir", help="Run store (default: RNNCON_RUNS or "
                                                         "./runs)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -71,7 +72,7 @@ def retrain_cmd(
                              transfer_methods=[m for m in transfer_methods.split(",") if m]
                              or None,
                              seed=seed, robustness_seeds=robustness_seeds, store=store,
-                             progress=_stderr)
+                             progress=_stderr, force=force)
     if json_out:
         emit(summary)
         return
