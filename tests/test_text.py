@@ -255,3 +255,24 @@ def test_side_by_side_marks_failed_checks():
     assert "✗" in html and "failed a check" in html
     ok = display.side_by_side("a good movie".split(), "a good film".split(), checked=True)
     assert ok["valid"] and "passed the checks" in display.to_html(ok)
+
+
+def test_text_report_markdown_leads_with_the_valid_rate():
+    from rnncon_core.text.report import _markdown
+    checks = dict.fromkeys(("antonym", "polarity", "number", "pos", "inflection"), 1.0)
+    row = {"model": "/tmp/x/tiny.keras", "method": "synonym-gradient", "constraints": "reader",
+           "label": "synonym-gradient, reader constraints", "n_seeds": 4, "n_adversarial": 2,
+           "adv_rate": 0.5, "n_valid_adversarial": 1, "valid_adv_rate": 0.25,
+           "n_adversarial_safe": 1, "substitutions_safe": 1.0, "n_substitutions_rejected": 0,
+           "n_substitutions": 7, "checks": checks, "avg_words_changed": 2.0,
+           "avg_share_changed": 0.05, "rconc_before": 0.2, "rconc_after": 0.3,
+           "nc_before": 0.5, "nc_after": 0.6, "seconds_per_input": 1.5}
+    ex = [{"seed_index": 3, "adversarial": True, "valid": False, "inserted": [],
+           "edits": [{"text": "… a [good → bad] movie …", "failed": ["antonym", "polarity"]}]}]
+    md = _markdown({"n_seeds": 4, "max_fraction": 0.1, "max_changes": None, "threshold": 0.5,
+                    "seconds": 12.0, "rows": [row], "targets": [],
+                    "examples": {"/tmp/x/tiny.keras/synonym-gradient/reader": ex}})
+    table_row = next(line for line in md.splitlines() if line.startswith("| /tmp/x/tiny"))
+    assert "**1/4 (25.0 %)**" in table_row.split("|")[3]        # the valid rate comes first
+    assert "0 of 7 rejected" in table_row
+    assert "[good → bad] movie … ✗ antonym, polarity" in md and "INVALID" in md

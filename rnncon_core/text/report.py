@@ -267,7 +267,7 @@ def _markdown(rep: dict) -> str:
               "Each edit in its context (five words either side, from the seed); ✗ marks the "
               "checks it failed. `adv` = the prediction flipped.", ""]
     for key, exs in rep["examples"].items():
-        model, method, constraints = key.split("/")
+        model, method, constraints = key.rsplit("/", 2)
         lines += [f"### {model}: {LABELS.get((method, constraints), method)}", ""]
         for ex in exs:
             head = (f"- test review {ex['seed_index']} ({'adv' if ex['adversarial'] else 'not adv'}"
