@@ -25,7 +25,9 @@ def _params(method: str, **opts) -> dict:
         "fgsm": ("eps", "constraint"),
         "pgd": ("eps", "step", "iterations", "constraint"),
         "noise": ("l2",),
-    }.get(method, ("max_changes", "vocab") if kind == "text" else ())
+    }.get(method, ("max_changes", "vocab", "constraints") if kind == "text" else ())
+    if kind == "text" and opts.get("constraint") is not None:   # text: reader | none
+        opts["constraints"] = opts.pop("constraint")
     given = {k: v for k, v in opts.items() if v is not None}
     ignored = sorted(set(given) - set(wanted))
     if ignored:
@@ -42,7 +44,8 @@ def generate_cmd(
                                     "(text models: eda|synonym-gradient)"),
     target: str = typer.Option(None, "--target", help="random | LAYER | dense (coverage "
                                                       "methods)"),
-    constraint: str = typer.Option(None, "--constraint", help="none|light|occlusion|blackout"),
+    constraint: str = typer.Option(None, "--constraint", help="none|light|occlusion|blackout; "
+                                   "text methods: reader (default) | none"),
     seeds: int = typer.Option(100, "--seeds", help="Number of seeds: the first N test inputs "
                                                    "the model predicts right."),
     dataset: str = typer.Option("", "--dataset", help="Seeds from this data set's test split "
