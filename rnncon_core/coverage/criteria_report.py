@@ -347,10 +347,10 @@ def _reading(corr: pd.DataFrame) -> str:
         key = "signal" if pos == n_models else "mixed" if pos > 0 else "none"
         groups[key].append(f"{crit} (median τ {med:+.2f}, positive on {pos}/{n_models})")
     gen = corr[(corr["faults"] == "faults") & (corr["size"] == "generated")]
+    every = [c for c, a in gen.groupby("criterion", sort=False) if (a["ci_low"] > 0).all()]
     composition = (f" Holding the number of generated inputs in the suite fixed too (partial τ "
                    f"within each size), it is {np.nanmedian(gen['tau']):+.2f}; positive with "
-                   f"its interval above 0 for "
-                   f"{', '.join(gen[gen['ci_low'] > 0]['criterion'].unique()) or 'none'}."
+                   f"its interval above 0 on every model for {', '.join(every) or 'none'}."
                    if len(gen) else "")
     out = [f"Suite size alone: pooling every size, the median τ of a criterion with "
            f"misclassified inputs is {np.nanmedian(pooled['tau']):+.2f} (size not controlled); "
