@@ -86,6 +86,13 @@ class ContributionCoverage(Criterion):
             off += int(np.prod(shape))
         self._scope_cols = self._scopes(blocks)
         self._n_scopes = int(max(c.max() for c in self._scope_cols)) + 1
+        # blocks that share their scopes (in the order the scopes are numbered): for "step" the
+        # blocks of one (layer, part), step by step; else a layer's blocks, or all of them
+        groups: dict = {}
+        for bi, cols in enumerate(self._scope_cols):
+            key = tuple(cols) if self.normalize == "step" else int(cols[0])
+            groups.setdefault(key, []).append(bi)
+        self._scope_groups = list(groups.values())
         return segs
 
     def _scopes(self, blocks) -> list[np.ndarray]:
@@ -163,29 +170,49 @@ class ContributionCoverage(Criterion):
             out.append(tf.where(m[:, :, None], p, fill[:, :, None]))
         return out
 
+    def _group_min_max(self, block_lo, block_hi):
+        """Per block its (T, N) minima and maxima -> per scope group its min and max, (T, N)
+        for "step" (one scope per step) else (1, N)."""
+        import tensorflow as tf
+        per_step = self.normalize == "step"
+        out = []
+        for group in self._scope_groups:
+            if per_step:
+                lo, hi = block_lo[group[0]], block_hi[group[0]]
+                for b in group[1:]:
+                    lo, hi = tf.minimum(lo, block_lo[b]), tf.maximum(hi, block_hi[b])
+            else:
+                lo = tf.reduce_min(tf.stack([tf.reduce_min(block_lo[b], 0) for b in group]), 0)
+                hi = tf.reduce_max(tf.stack([tf.reduce_max(block_hi[b], 0) for b in group]), 0)
+                lo, hi = lo[None], hi[None]
+            out.append((lo, hi))
+        return out
+
     def _scope_min_range(self, block_lo, block_hi):
         """Per block its (T, N) minima and maxima -> per input and scope the min and the range,
-        (N, S) each."""
+        (N, S) each (scope columns as numbered by _scopes)."""
         import tensorflow as tf
-        ids = tf.constant(np.concatenate(self._scope_cols), tf.int32)
-        lo = tf.math.unsorted_segment_min(tf.concat(block_lo, 0), ids, self._n_scopes)
-        hi = tf.math.unsorted_segment_max(tf.concat(block_hi, 0), ids, self._n_scopes)
-        return tf.transpose(lo), tf.transpose(hi - lo)                 # (N, S)
+        groups = self._group_min_max(block_lo, block_hi)
+        lo = tf.transpose(tf.concat([g[0] for g in groups], 0))
+        hi = tf.transpose(tf.concat([g[1] for g in groups], 0))
+        return lo, hi - lo
 
     def _unit_normalized(self, parts):
-        """(per input and scope min, 1/range, and per block the normalized parts (T, N, J));
-        1/range is 0 where the range is 0, so all values of such a scope become 0."""
+        """(per input and scope min, 1/range, (N, S) each, and per block the normalized parts
+        (T, N, J)); 1/range is 0 where the range is 0, so all values of such a scope become 0."""
         import tensorflow as tf
-        lo, r = self._scope_min_range([tf.reduce_min(p, 2) for p in parts],
-                                      [tf.reduce_max(p, 2) for p in parts])
-        inv = tf.where(r > 0, 1.0 / tf.where(r > 0, r, tf.ones_like(r)), tf.zeros_like(r))
-        out = []
-        for p, cols in zip(parts, self._scope_cols):
-            c = tf.constant(cols, tf.int32)
-            blo = tf.transpose(tf.gather(lo, c, axis=1))[:, :, None]  # (T, N, 1)
-            binv = tf.transpose(tf.gather(inv, c, axis=1))[:, :, None]
-            out.append((p - blo) * binv)
-        return lo, inv, out
+        groups = self._group_min_max([tf.reduce_min(p, 2) for p in parts],
+                                     [tf.reduce_max(p, 2) for p in parts])
+        out = [None] * len(parts)
+        los, invs = [], []
+        for group, (lo, hi) in zip(self._scope_groups, groups):
+            r = hi - lo
+            inv = tf.where(r > 0, 1.0 / tf.where(r > 0, r, tf.ones_like(r)), tf.zeros_like(r))
+            for b in group:
+                out[b] = (parts[b] - lo[:, :, None]) * inv[:, :, None]
+            los.append(lo)
+            invs.append(inv)
+        return tf.transpose(tf.concat(los, 0)), tf.transpose(tf.concat(invs, 0)), out
 
     def _scores_graph(self, raw):
         return self._unit_scores_graph(raw)
