@@ -196,7 +196,7 @@ def test_cancelled_halfway_is_marked_and_keeps_finished_repeats(tiny, tmp_path):
 
 def test_bad_arguments(tiny, tmp_path):
     store = RunStore(tmp_path / "runs")
-    with store.start("generate", method="x", config={}) as run:
+    with store.start("generate", model=tiny["path"], method="x", config={}) as run:
         run.save_npz("outputs", seed_index=np.arange(3), x_seed=np.zeros((3, 8, 8)),
                      y_seed=np.zeros(3), x_gen=np.zeros((3, 8, 8)),
                      adversarial=np.zeros(3, dtype=bool))
