@@ -235,7 +235,9 @@ def perturbation_map(points: np.ndarray, color: Sequence, color_label: str,
     """Figure 10: t-SNE of the perturbations (2-D points). ``continuous``: one trace coloured
     on a continuous scale with a colour bar (a count, e.g. contributions activated); else one
     trace per value in categorical colours (a class). Each point's row number is its
-    ``customdata`` so a click or a box / lasso selection can find its seed / generated pair."""
+    ``customdata`` so a click or a box / lasso selection can find its seed / generated pair.
+    No dragmode here: with one set to "select", Streamlit turns click selection off; left
+    unset, a click selects and the box and lasso tools are in the mode bar."""
     points = np.asarray(points, dtype=float)
     if points.ndim != 2 or points.shape[1] != 2:
         raise ValueError(f"expected (N, 2) points, got {points.shape}")
@@ -247,7 +249,8 @@ def perturbation_map(points: np.ndarray, color: Sequence, color_label: str,
     if continuous:
         values = np.asarray(color, dtype=float)
         fig.add_scatter(x=points[:, 0], y=points[:, 1], mode="markers", name=color_label,
-                        customdata=rows[:, None], text=info, hovertemplate=template,
+                        customdata=[[int(r)] for r in rows], text=info,
+                        hovertemplate=template,
                         marker=dict(color=values, colorscale="Viridis", size=10,
                                     cmin=float(values.min()), cmax=float(values.max()),
                                     line=dict(width=0.5, color="white"),
@@ -259,12 +262,13 @@ def perturbation_map(points: np.ndarray, color: Sequence, color_label: str,
         for i, value in enumerate(order):
             m = labels == value
             fig.add_scatter(x=points[m, 0], y=points[m, 1], mode="markers", name=value,
-                            customdata=rows[m][:, None], text=np.asarray(info, dtype=object)[m],
+                            customdata=[[int(r)] for r in rows[m]],
+                            text=np.asarray(info, dtype=object)[m],
                             hovertemplate=template.replace("%{marker.color}", value),
                             marker=dict(color=palette[i % len(palette)], size=10,
                                         line=dict(width=0.5, color="white")))
     fig.update_layout(title=f"t-SNE of the perturbations, coloured by {color_label}",
-                      xaxis_title="t-SNE 1", yaxis_title="t-SNE 2", dragmode="select",
+                      xaxis_title="t-SNE 1", yaxis_title="t-SNE 2",
                       legend_title=color_label, **_LAYOUT)
     return fig
 
@@ -275,7 +279,7 @@ def selected_rows(figure: go.Figure, points: Sequence[Mapping]) -> list[int]:
     out = []
     for p in points:
         cd = p.get("customdata")
-        if cd is not None and len(np.atleast_1d(cd)):
+        if isinstance(cd, (list, tuple, int, float)) and len(np.atleast_1d(cd)):
             out.append(int(np.atleast_1d(cd)[0]))
             continue
         curve, index = p.get("curve_number"), p.get("point_index", p.get("point_number"))

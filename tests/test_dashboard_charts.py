@@ -133,6 +133,11 @@ def test_perturbation_map_counts_on_a_continuous_scale_and_selection_rows():
                                       {"curve_number": 0, "point_index": 3}]) == [1, 3]
     cat = charts.perturbation_map(pts, [1, 2, 1, 10], "class")
     assert charts.selected_rows(cat, [{"curve_number": 0, "point_index": 1}]) == [2]
+    # customdata sent back in Plotly's typed-array form: the trace and index decide
+    typed = {"customdata": {"dtype": "i8", "bdata": "AQ=="}, "curve_number": 0,
+             "point_index": 1}
+    assert charts.selected_rows(cat, [typed]) == [2]
+    assert "dragmode" not in fig.layout.to_plotly_json()   # Streamlit's click selection stays on
 
 
 def test_before_after_zooms_each_metric_and_writes_the_values():

@@ -7,7 +7,8 @@ from rnncon_core import data
 
 st.title("Perturbations")
 st.caption("Each point is one perturbation (generated input minus its seed), placed by t-SNE; "
-           "select a point (click, or drag a box) to see its seed and generated input.")
+           "click a point, or draw a box or a lasso (the chart's toolbar), to see the seeds "
+           "and generated inputs.")
 
 state.need("generate", "The perturbation map")
 sel = state.require_model()
