@@ -123,22 +123,31 @@ class EdgeState:
             live = rr > 0
             L = np.where(live & (a64 > 0), c, np.inf)
             L = np.where(live & (a64 == 0) & (need < 0), -np.inf, L)
-            R = np.where(live & (a64 < 0), c, -np.inf)
+            # values="abs": sources are >= 0, so no edge is covered from below (R stays -inf)
+            R = np.where(live & (a64 < 0), c, -np.inf) if self.signed else None
             del c, a64
             L0, R0 = self.bounds[t][bi]
             # only sources whose bounds this batch moves need the running min / max
-            cand = np.flatnonzero((L.min(axis=0) < L0) | (R.max(axis=0) > R0))
+            moved = L.min(axis=0) < L0
+            if R is not None:
+                moved |= R.max(axis=0) > R0
+            cand = np.flatnonzero(moved)
             if not cand.size:
                 continue
             if cand.size < L.shape[1]:
-                L, R = L[:, cand], R[:, cand]
+                L = L[:, cand]
+                R = None if R is None else R[:, cand]
             Lrun = np.vstack([L0[None, cand], L])
             del L
             np.minimum.accumulate(Lrun, axis=0, out=Lrun)
-            Rrun = np.vstack([R0[None, cand], R])
-            del R
-            np.maximum.accumulate(Rrun, axis=0, out=Rrun)
-            changed = (Lrun[1:] != Lrun[:-1]) | (Rrun[1:] != Rrun[:-1])
+            changed = Lrun[1:] != Lrun[:-1]
+            if R is not None:
+                Rrun = np.vstack([R0[None, cand], R])
+                del R
+                np.maximum.accumulate(Rrun, axis=0, out=Rrun)
+                changed |= Rrun[1:] != Rrun[:-1]
+            else:
+                Rrun = np.broadcast_to(R0[None, cand], Lrun.shape)
             nn, cc = np.nonzero(changed)
             if nn.size:
                 rows = cand[cc] % self.blocks[bi].k
