@@ -140,11 +140,11 @@ def main() -> None:
     for gran in ("unit", "edge"):
         first = ContributionCoverage(model, granularity=gran)
         first.update(x2k).rate()                                    # the model's first use
-        t_new, t_reused, t_pred = [], [], []
+        t_new, t_reused, t_p = [], [], []
         for _ in range(3):                                          # interleaved, medians
             t0 = time.perf_counter()
             model.predict(x2k, batch_size=512, verbose=0)
-            t_pred.append(time.perf_counter() - t0)
+            t_p.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             ContributionCoverage(model, threshold=0.3, granularity=gran).update(x2k).rate()
             t_new.append(time.perf_counter() - t0)
@@ -152,7 +152,7 @@ def main() -> None:
             t0 = time.perf_counter()
             first.update(x2k).rate()
             t_reused.append(time.perf_counter() - t0)
-        tn, tr, tp = (float(np.median(v)) for v in (t_new, t_reused, t_pred))
+        tn, tr, tp = (float(np.median(v)) for v in (t_new, t_reused, t_p))
         print(f"new {gran:4s} criterion object, 2,000 inputs: {tn:6.2f} s = {tn / tp:5.2f} x "
               f"predict ({tp:.2f} s); the same update on a reused object {tr:.2f} s = "
               f"{tr / tp:5.2f} x (medians of 3; targets for a new object: unit 1.3 x, edge 3 x)")
