@@ -397,7 +397,9 @@ def gate_table(model_ref: str, dataset_name: str, n_inputs: int, normalize: str,
     rconc = coverage(model_ref, dataset_name, n_inputs, "unit", normalize, values)["RConC"]
     if input_index is None:
         return rconc.by_gate_step(layer, threshold=threshold)
-    return rconc.by_gate_step(layer, input_index=input_index, threshold=threshold)
+    # the input itself, not input_index: a profile read back from disk keeps no inputs
+    x, _ = test_inputs(dataset_name, n_inputs)
+    return rconc.by_gate_step(layer, x=x[input_index:input_index + 1], threshold=threshold)
 
 
 @timed()
