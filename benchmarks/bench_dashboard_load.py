@@ -82,6 +82,12 @@ def main() -> None:
             log = server.log()
             print(f"server log: {log.count('Traceback')} tracebacks, "
                   f"{log.count('ArrowTypeError')} Arrow errors")
+            runs = [float(ln.split(" s |")[0].rsplit(" ", 1)[1]) for ln in log.splitlines()
+                    if "rnncon.dashboard rerun Coverage session" in ln]
+            if runs:                                   # RNNCON_DASHBOARD_DEBUG=1
+                print(f"server side: {len(runs)} Coverage script runs, median "
+                      f"{statistics.median(runs):.3f} s, longest {max(runs):.3f} s, "
+                      f"{sum(runs):.1f} s in all")
         finally:
             server.stop()
 
