@@ -1,4 +1,5 @@
-"""`rnncon report generation` end to end on a shipped model (slow: run with -m slow)."""
+"""`rnncon report generation`: end to end on a shipped model (slow: run with -m slow), and
+which stored runs it reuses."""
 from __future__ import annotations
 
 import csv
@@ -9,9 +10,8 @@ import pytest
 
 from rnncon_core.zoo import shipped_models
 
-pytestmark = pytest.mark.slow
 
-
+@pytest.mark.slow
 @pytest.mark.skipif("mnist-lstm" not in shipped_models(), reason="mnist-lstm is not trained")
 def test_report_generation_small(tmp_path):
     from rnncon_core.generate.report import generation_report
@@ -43,3 +43,22 @@ def test_report_generation_small(tmp_path):
     assert sorted({int(r["k"]) for r in tsne}) == [1, 2, 3] and len(tsne) == 18
     assert json.loads((tmp_path / "out" / "generation.json").read_text())["n_seeds"] == 6
     assert "Table 3" in (tmp_path / "out" / "README.md").read_text()
+
+
+def test_reuse_only_a_run_of_the_same_request(tmp_path):
+    """A stored run with another pool (here "seed") is not the answer to a default request,
+    and is to a request that names that pool."""
+    from rnncon_core.generate.report import _reusable
+    from rnncon_core.runs import RunStore
+    store = RunStore(tmp_path / "runs")
+    generator = {"method": "rconc", "target": "random", "k": 1, "pool": "seed",
+                 "short": "error", "iterations": 50, "window": 128,
+                 "constraint": {"name": "none"}}
+    with store.start("generate", model="mnist-lstm", method="rconc",
+                     config={"method": "rconc", "n_seeds": 4, "seed": 0,
+                             "generator": generator}) as run:
+        run.save_npz("outputs", adversarial=np.ones(4, dtype=bool))
+        run.finish({"n_seeds": 4, "n_adversarial": 4})
+    assert _reusable(store, "mnist-lstm", "rconc", 4, {"target": "random"}) is None
+    got = _reusable(store, "mnist-lstm", "rconc", 4, {"target": "random", "pool": "seed"})
+    assert got is not None and got["run_id"] == run.run_id

@@ -147,7 +147,9 @@ def generation_report(n_seeds: int = 500, models=None, out_dir="reports/generati
     return report
 
 
-_DEFAULTS = {"constraint": "none", "short": "error", "k": 1, "target": "random"}
+# every default a stored run may differ in: a run with another pool (e.g. "seed") is not this
+# request's answer
+_DEFAULTS = {"constraint": "none", "short": "error", "k": 1, "target": "random", "pool": "auto"}
 
 
 def _reusable(store, model: str, method: str, n_seeds: int, params: dict) -> dict | None:
