@@ -157,3 +157,27 @@ def test_values_with_embeddings(tiny_text, tiny_ids):
         loss = tf.reduce_sum(v)
     np.testing.assert_allclose(v.numpy(), cov.item_values(tiny_ids[:2], idx).numpy(), atol=1e-6)
     assert np.isfinite(tape.gradient(loss, emb).numpy()).all()
+
+
+def test_generation_objective_has_a_gradient_where_values_are_flat(tiny_lstm, tiny_x):
+    """graph_objective gives the same values as item_values, and a gradient also for a
+    contribution of a blank step (flat scope, |0|), where the exact values have none; the
+    recurrent part of the first step is dead (h^(-1) = 0)."""
+    import tensorflow as tf
+    cov = ContributionCoverage(tiny_lstm)
+    x = tiny_x[:2].copy()
+    x[:, 1] = 0.0                                        # a blank step
+    seg = cov.segments[0]                                # lstm_1's x part, (T, J)
+    idx = seg.offset + seg.shape[1] * 1 + np.arange(seg.shape[1])   # its step-1 items
+    np.testing.assert_allclose(cov.graph_objective(x, idx).numpy(),
+                               cov.item_values(x, idx).numpy(), atol=1e-6)
+    xv = tf.Variable(x)
+    with tf.GradientTape(persistent=True) as tape:          # one target, as a generator has
+        exact = tf.reduce_sum(cov.item_values(xv, idx[:1]))
+        surrogate = tf.reduce_sum(cov.graph_objective(xv, idx[:1]))
+    assert not np.abs(tape.gradient(exact, xv).numpy()).sum()
+    assert np.abs(tape.gradient(surrogate, xv).numpy()[:, 1]).sum() > 0
+    dead = cov.dead_items()
+    h = cov.segments[1]
+    assert set(dead) == set(h.offset + np.arange(h.shape[1])) | set(
+        cov.segments[3].offset + np.arange(cov.segments[3].shape[1]))

@@ -391,6 +391,14 @@ class Criterion:
             return self.item_values(x, indices, embedded)
         return self._values_fn(x, embedded, tf.cast(indices, tf.int32))
 
+    def graph_objective(self, x, indices, embedded: bool = False):
+        """What coverage-guided generation ascends (by default graph_values)."""
+        return self.graph_values(x, indices, embedded)
+
+    def dead_items(self) -> np.ndarray:
+        """Items no input can cover (no target for generation); none by default."""
+        return np.zeros(0, np.int64)
+
     def stored_input(self, index: int):
         """The index-th input given to update (as validated), and whether it was embedded."""
         if not (0 <= index < self.n_inputs):

@@ -134,10 +134,17 @@ class ContributionCoverage(Criterion):
             a = r["hsrc"] if b.source == "h_src:h" else r[b.source]
         return tf.abs(a) if self.values == "abs" else a
 
-    def _unit_parts(self, raw):
+    def _unit_parts(self, raw, surrogate: bool = False):
         """Per block its unit contributions, time-major (T, N, J) (dense: (1, N, J)):
-        x^t·U or h^(t-1)·W, |...| for values="abs"."""
+        x^t·U or h^(t-1)·W, |...| for values="abs". ``surrogate``: |v| as v·sign(v) with the
+        sign held constant and sign(0) = +1, so a zero contribution still has a gradient (the
+        generators' objective; the values are the same)."""
         import tensorflow as tf
+
+        def magnitude(v):
+            if not surrogate:
+                return tf.abs(v)
+            return v * tf.stop_gradient(tf.where(v >= 0, 1.0, -1.0))
         parts = []
         for b in self.blocks:
             r = raw[b.layer]
@@ -146,7 +153,7 @@ class ContributionCoverage(Criterion):
             else:
                 v = r["xU"] if b.part == "x" else r["hW"]
                 v = v if b.col.stop - b.col.start == v.shape[-1] else v[:, :, b.col]
-            parts.append(tf.abs(v) if self.values == "abs" else v)
+            parts.append(magnitude(v) if self.values == "abs" else v)
         masks = [raw[b.layer].get("mask") for b in self.blocks]
         return parts if all(m is None for m in masks) else self._masked(parts, masks)
 
@@ -197,9 +204,11 @@ class ContributionCoverage(Criterion):
         hi = tf.transpose(tf.concat([g[1] for g in groups], 0))
         return lo, hi - lo
 
-    def _unit_normalized(self, parts):
+    def _unit_normalized(self, parts, soft: bool = False):
         """(per input and scope min, 1/range, (N, S) each, and per block the normalized parts
-        (T, N, J)); 1/range is 0 where the range is 0, so all values of such a scope become 0."""
+        (T, N, J)); 1/range is 0 where the range is 0, so all values of such a scope become 0.
+        ``soft``: 1/max(range, 1e-6) instead, for the generators' objective: the values are the
+        same, but a scope whose values are all equal (a blank image column) keeps a gradient."""
         import tensorflow as tf
         groups = self._group_min_max([tf.reduce_min(p, 2) for p in parts],
                                      [tf.reduce_max(p, 2) for p in parts])
@@ -207,7 +216,11 @@ class ContributionCoverage(Criterion):
         los, invs = [], []
         for group, (lo, hi) in zip(self._scope_groups, groups):
             r = hi - lo
-            inv = tf.where(r > 0, 1.0 / tf.where(r > 0, r, tf.ones_like(r)), tf.zeros_like(r))
+            if soft:
+                inv = 1.0 / tf.maximum(r, 1e-6)
+            else:
+                inv = tf.where(r > 0, 1.0 / tf.where(r > 0, r, tf.ones_like(r)),
+                               tf.zeros_like(r))
             for b in group:
                 out[b] = (parts[b] - lo[:, :, None]) * inv[:, :, None]
             los.append(lo)
@@ -217,10 +230,12 @@ class ContributionCoverage(Criterion):
     def _scores_graph(self, raw):
         return self._unit_scores_graph(raw)
 
-    def _unit_scores_graph(self, raw):
-        """(N, total) normalized unit contributions (for values() and profile())."""
+    def _unit_scores_graph(self, raw, objective: bool = False):
+        """(N, total) normalized unit contributions (for values() and profile()); with
+        ``objective`` the same values with gradients everywhere (see graph_objective)."""
         import tensorflow as tf
-        _, _, normed = self._unit_normalized(self._unit_parts(raw))
+        _, _, normed = self._unit_normalized(self._unit_parts(raw, surrogate=objective),
+                                             soft=objective)
         n = tf.shape(normed[0])[1]
         return tf.concat([tf.reshape(tf.transpose(v, [1, 0, 2]), (n, -1)) for v in normed], 1)
 
@@ -273,6 +288,9 @@ class ContributionCoverage(Criterion):
             self._values_fn = self._compile(lambda tr, idx: tf.gather(self._unit_scores_graph(tr),
                                                                       idx, axis=1), idx_sig,
                                             record=_UNIT_RECORD)
+            self._objective_fn = self._compile(
+                lambda tr, idx: tf.gather(self._unit_scores_graph(tr, objective=True), idx,
+                                          axis=1), idx_sig, record=_UNIT_RECORD)
             self._unit_reduce = tf.function(self._unit_reduce_graph, jit_compile=True)
             self._unit_chunk = self._compile(self._unit_chunk_graph, record=_UNIT_RECORD)
             return
@@ -372,6 +390,29 @@ class ContributionCoverage(Criterion):
     @property
     def graph_safe(self) -> bool:
         return self.granularity == "unit"     # the edge index lookup runs in NumPy
+
+    def graph_objective(self, x, indices, embedded: bool = False):
+        """What coverage-guided generation ascends: the items' normalized values, with a
+        gradient also where a scope is flat (all its contributions equal, e.g. a blank image
+        column, where the exact values have none) and where a contribution is 0 under
+        values="abs". Unit granularity; edge falls back to graph_values."""
+        import tensorflow as tf
+        if self.granularity != "unit":
+            return self.graph_values(x, indices, embedded)
+        if tf.executing_eagerly():
+            x = self.tracer.check_inputs(x, embedded)
+        return self._objective_fn(x, embedded, tf.cast(indices, tf.int32))
+
+    def dead_items(self) -> np.ndarray:
+        """Flat indices of contributions no input can activate: the recurrent part at a
+        layer's first step (h^(-1) = 0). They count in the total (the paper's convention)
+        but are no target for generation."""
+        out = []
+        for seg, b in zip(self.segments, self.blocks):
+            if b.part == "h" and b.kind != "dense":
+                first = int(np.prod(seg.shape[1:]))          # one step's items
+                out.append(seg.offset + np.arange(first))
+        return np.concatenate(out) if out else np.zeros(0, np.int64)
 
     def item_values(self, x, indices, embedded: bool = False):
         """(N, len(indices)) normalized contribution values; differentiable w.r.t. float x

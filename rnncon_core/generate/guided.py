@@ -80,9 +80,10 @@ class CoverageGuided(GradientGenerator):
         from ..coverage import get_criterion
         params = self._criterion_params()
         key = ("items", self.criterion_name, _key(params), self._layer)
-        return shared(self.model, key, lambda: np.asarray(get_criterion(
-            self.criterion_name, self.criterion.tracer, **params).uncovered(self._layer),
-            np.int64))
+        def items():
+            crit = get_criterion(self.criterion_name, self.criterion.tracer, **params)
+            return np.setdiff1d(crit.uncovered(self._layer), crit.dead_items())
+        return shared(self.model, key, lambda: np.asarray(items(), np.int64))
 
     def _layer_names(self) -> list[str]:
         from ..trace import Tracer
@@ -118,7 +119,7 @@ class CoverageGuided(GradientGenerator):
             crit.reset()
             for i in range(0, len(x), 256):
                 crit.update(x[i:i + 256])
-            self.pool = np.asarray(crit.uncovered(self._layer), np.int64)
+            self.pool = np.setdiff1d(crit.uncovered(self._layer), crit.dead_items())
             if len(self.pool) >= self.k:
                 self.pool_used = "set"
             elif self.pool_mode == "set":
@@ -177,7 +178,7 @@ class CoverageGuided(GradientGenerator):
     def _target_values(self, x, ctx):
         """tf (B, k): the normalized values of each seed's own targets."""
         import tensorflow as tf
-        v = self.criterion.graph_values(x, ctx["_union"])             # (B, U)
+        v = self.criterion.graph_objective(x, ctx["_union"])          # (B, U)
         return tf.gather(v, ctx["pos"], axis=1, batch_dims=1)          # (B, k)
 
     def _objective(self, x, y, ctx):
