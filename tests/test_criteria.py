@@ -3,13 +3,13 @@ the criteria report's statistics."""
 from __future__ import annotations
 
 import json
-import sys
 
 import numpy as np
 import pytest
 
 from rnncon_core.coverage import CRITERIA, build_profile, fingerprint, get_criterion
 from rnncon_core.errors import InputError, UnsupportedModelError
+from tests.test_coverage import _cli  # the CLI through its real entry point
 
 PROFILED = [n for n, c in CRITERIA.items() if "profile_path" in c._params]
 
@@ -84,18 +84,6 @@ def test_size_controlled_tau_and_interval():
     assert tau > 0.2 and lo > 0
     lo, hi = _fisher_ci(0.3, 200)
     assert lo < 0.3 < hi and hi - lo < 0.2
-
-
-def _cli(capsys, monkeypatch, *args):
-    from rnncon_core.cli import main
-    monkeypatch.setattr(sys, "argv", ["rnncon", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as e:
-        code = e.code or 0
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_cli_profile_coverage_sweep(cache, tiny_lstm, tiny_x, tmp_path, capsys, monkeypatch):
