@@ -300,6 +300,29 @@ def _norm_kwargs(normalize: str, values: str) -> dict:
 
 
 @timed()
+@st.cache_data(show_spinner="Measuring every criterion of the registry…", max_entries=8)
+def every_criterion(model_ref: str, dataset_name: str, n_inputs: int) -> "pd.DataFrame":
+    """Every registered criterion with its default parameters over the same first n test
+    inputs: one row each (criterion, rate, covered, total), or the reason it does not apply
+    (no LSTM layer, no training profile yet: `rnncon profile` builds one)."""
+    import pandas as pd
+    from rnncon_core.coverage import CRITERIA, default_threshold
+    from rnncon_core.errors import RNNConError
+    x = test_inputs(dataset_name, n_inputs)[0]
+    rows = []
+    for name, cls in CRITERIA.items():
+        params = {"threshold": default_threshold(dataset_name)} \
+            if "threshold" in cls._params and name in ("rconc", "nc") else {}
+        try:
+            crit = cls(model(model_ref), **params).update(x)
+            rows.append({"criterion": name, "rate": float(crit.rate()),
+                         "covered": int(crit.covered), "total": int(crit.total), "note": ""})
+        except RNNConError as e:
+            rows.append({"criterion": name, "rate": None, "covered": None, "total": None,
+                         "note": str(e).splitlines()[0]})
+    return pd.DataFrame(rows)
+
+
 @st.cache_resource(show_spinner=False, max_entries=6)
 def coverage(model_ref: str, dataset_name: str, n_inputs: int, granularity: str = "unit",
              normalize: str = DEFAULT_NORM[0], values: str = DEFAULT_NORM[1]) -> dict:

@@ -399,3 +399,19 @@ def test_retrain_job_runs_then_shows_table6(runs_dir, gen_run):
     assert acc["before"] == round(summary["before"]["accuracy"], 4)
     assert acc["after (mean)"] == round(summary["after"]["accuracy"]["mean"], 4)
     assert any("Before and after" in title(f) for f in figures(at))
+
+
+def test_coverage_page_measures_every_registered_criterion(runs_dir):
+    """Issue 16: the Coverage page lists every criterion of the registry on the same inputs;
+    the ones that need a training profile say how to build it instead of failing."""
+    from rnncon_core.coverage import CRITERIA
+    at = run_app("coverage", cov_n=50)
+    clean(at)
+    at.button(key="cov_every").click().run()
+    clean(at)
+    table = at.dataframe[-1].value
+    assert set(table["criterion"]) == set(CRITERIA)
+    measured = table[table["rate"].notna()]
+    assert {"rconc", "nc", "hsc", "bc", "sc"} <= set(measured["criterion"])
+    assert ((measured["rate"] >= 0)).all()
+    assert table.loc[table["rate"].isna(), "note"].str.len().gt(0).all()

@@ -140,3 +140,15 @@ with right:
     else:
         st.dataframe(state.coverage_at(*profile, by, st.session_state["cov_threshold"])
                      ["sections"], hide_index=True, width="stretch")
+
+st.subheader("Every criterion on the same inputs")
+st.caption("testRNN's, DeepStellar's and DeepGauge's criteria (docs/criteria.md) beside RConC, "
+           "NC and RNN-Test's, each with its default parameters over the same test inputs. "
+           "The profile-based ones need the model's training profile: `rnncon profile "
+           "--model M --dataset D` builds it once.")
+if st.button("Measure every criterion", key="cov_every", icon=":material/table_chart:"):
+    st.session_state["cov_every_on"] = True
+if st.session_state.get("cov_every_on"):
+    st.dataframe(state.every_criterion(sel.model, sel.dataset, n_inputs), hide_index=True,
+                 width="stretch",
+                 column_config={"rate": st.column_config.NumberColumn(format="%.4f")})
