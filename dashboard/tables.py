@@ -185,10 +185,11 @@ def per_input(outputs: Mapping[str, np.ndarray]) -> pd.DataFrame:
     if "x_seed" in outputs and "x_gen" in outputs \
             and np.issubdtype(np.asarray(outputs["x_seed"]).dtype, np.floating):
         p = (np.asarray(outputs["x_gen"], dtype=np.float64)
-             - np.asarray(outputs["x_seed"], dtype=np.float64)).reshape(n, -1)
+             - np.asarray(outputs["x_seed"], dtype=np.float64))
+        p = p.reshape(n, int(np.prod(p.shape[1:])))          # (also for a run of 0 seeds)
         cols.update(l1=np.abs(p).sum(1), l2=np.sqrt((p ** 2).sum(1)),
                     linf=np.abs(p).max(1, initial=0.0))
     elif "x_seed" in outputs and "x_gen" in outputs:
-        cols["ids_changed"] = (np.asarray(outputs["x_seed"]) != np.asarray(outputs["x_gen"])
-                               ).reshape(n, -1).sum(1)
+        changed = np.asarray(outputs["x_seed"]) != np.asarray(outputs["x_gen"])
+        cols["ids_changed"] = changed.reshape(n, int(np.prod(changed.shape[1:]))).sum(1)
     return pd.DataFrame(cols)

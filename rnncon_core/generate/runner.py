@@ -170,8 +170,9 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
             result = gen.generate(x_all[idx], y_all[idx], progress=report, should_stop=stop,
                                   on_batch=on_batch)
         summary = result.summary(name)
-        if result.stopped:       # the finished seeds' outputs, whole, once
-            run.save_npz("outputs", **result.arrays(idx[:result.n]))
+        if result.stopped:       # the finished seeds' outputs, whole, once (if there are any)
+            if result.n:
+                run.save_npz("outputs", **result.arrays(idx[:result.n]))
             run.save_json("targets", result.target_info)
             raise JobCancelled(f"run {run.run_id} was cancelled after {result.n} of {len(idx)} "
                                f"seeds; they are kept in {run.path}")
