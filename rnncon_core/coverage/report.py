@@ -174,13 +174,12 @@ def _discrimination(name, model, tracer, ds, t, progress) -> pd.DataFrame:
     adv = np.flatnonzero(res.adversarial)[:DISCRIMINATION_ADDED]
     rows = []
     for label, params in (("default", {}), ("eq3", EQ3)):
-        rates = {}
+        base_cov = ContributionCoverage(tracer, threshold=t, **params).update(base)
+        before, small = base_cov.rate(), base_cov.curve()[DISCRIMINATION_ADDED - 1]
+        rates = {}      # the base's state, merged, plus the added inputs (one pass each)
         for arm, added in (("clean", res.x_seed[adv]), ("adversarial", res.x_gen[adv])):
-            cov = ContributionCoverage(tracer, threshold=t, **params).update(base)
-            before = cov.rate()
-            rates[arm] = cov.update(added).rate()
-        small = ContributionCoverage(tracer, threshold=t, **params).update(
-            base[:DISCRIMINATION_ADDED]).rate()
+            rates[arm] = ContributionCoverage(tracer, threshold=t, **params).merge(
+                base_cov).update(added).rate()
         rows.append({"model": name, "rconc": label, "threshold": t, "n_added": len(adv),
                      "rconc_100_pct": 100 * small, "rconc_base_pct": 100 * before,
                      "rconc_plus_clean_pct": 100 * rates["clean"],

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..coverage.threshold import DEFAULT_THRESHOLDS
 from ..data import INDEX_FROM, VOCAB_FILE, Vocabulary
 from ..errors import DataMissingError, InputError, UnsupportedModelError
 from ..generate.base import BatchOutput, Generator
@@ -26,7 +27,7 @@ from .diff import words_changed
 from .eda import EDA, Lexicon, check_constraints
 from .lexical import CHECKS, check_edits
 
-IMDB_THRESHOLD = 0.5        # the paper's threshold for the IMDB models
+IMDB_THRESHOLD = DEFAULT_THRESHOLDS["text"]     # the paper's for the IMDB models
 
 
 def load_vocabulary(vocab=None) -> Vocabulary:
