@@ -71,7 +71,7 @@ def test_merge_and_save_are_exact(cache, tiny_lstm, tiny_x, name, tmp_path):
 
 
 def test_size_controlled_tau_and_interval():
-    from rnncon_core.coverage.criteria_report import _fisher_ci, _tau, stratified_tau
+    from rnncon_core.reports.criteria import _fisher_ci, _tau, stratified_tau
     rng = np.random.default_rng(0)
     size = rng.choice([25, 50, 100, 200], 800).astype(float)
     faults = size * 0.3 + rng.normal(0, 2, 800)
@@ -120,7 +120,7 @@ def test_cli_profile_coverage_sweep(cache, tiny_lstm, tiny_x, tmp_path, capsys, 
 def test_report_skips_what_a_model_lacks(cache, tiny_gru, tiny_x):
     import pandas as pd
 
-    from rnncon_core.coverage.criteria_report import _criteria, correlations
+    from rnncon_core.reports.criteria import _criteria, correlations
     build_profile(tiny_gru, tiny_x)
     names = [n for n, _ in _criteria(tiny_gru)]
     assert "csc" not in names and {"rconc", "rconc-eq3", "state", "tknp"} <= set(names)
@@ -138,7 +138,7 @@ def test_composition_controlled_tau():
     follow the same count) has no signal once that count is held fixed."""
     import pandas as pd
 
-    from rnncon_core.coverage.criteria_report import correlations
+    from rnncon_core.reports.criteria import correlations
     rng = np.random.default_rng(0)
     size = rng.choice([25, 50], 800)
     gen = (size * rng.random(800) * 0.4).astype(int)

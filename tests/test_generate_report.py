@@ -14,11 +14,11 @@ from rnncon_core.zoo import shipped_models
 @pytest.mark.slow
 @pytest.mark.skipif("mnist-lstm" not in shipped_models(), reason="mnist-lstm is not trained")
 def test_report_generation_small(tmp_path):
-    from rnncon_core.generate.report import generation_report
+    from rnncon_core.reports.generation import build_generation
     from rnncon_core.runs import RunStore
     store = RunStore(tmp_path / "runs")
-    rep = generation_report(n_seeds=6, models=["mnist-lstm"], out_dir=tmp_path / "out",
-                            iterations=3, store=store, log=lambda m: None)
+    rep = build_generation(n_seeds=6, models=["mnist-lstm"], out_dir=tmp_path / "out",
+                           iterations=3, store=store, log=lambda m: None)
     rows = {r["row"]: r for r in rep["table2"]}
     assert {"random", "lstm_1", "dense", "constraint:light", "constraint:occlusion",
             "constraint:blackout", "nc", "rnntest", "fgsm", "pgd", "noise (same L2)"} <= set(rows)
@@ -48,7 +48,7 @@ def test_report_generation_small(tmp_path):
 def test_reuse_only_a_run_of_the_same_request(tmp_path):
     """A stored run with another pool (here "seed") is not the answer to a default request,
     and is to a request that names that pool."""
-    from rnncon_core.generate.report import _reusable
+    from rnncon_core.reports.generation import _reusable
     from rnncon_core.runs import RunStore
     store = RunStore(tmp_path / "runs")
     generator = {"method": "rconc", "target": "random", "k": 1, "pool": "seed",

@@ -168,7 +168,7 @@ def _ssim_brute(a, b, sigma=1.5, truncate=3.5):
 
 
 def test_ssim_against_brute_force_and_search():
-    from rnncon_core.pollution import nearest_by_ssim, ssim, ssim_matrix
+    from rnncon_core.experiments.pollution import nearest_by_ssim, ssim, ssim_matrix
     rng = np.random.default_rng(4)
     a, b = rng.random((3, 12, 12)), rng.random((3, 12, 12))
     b[0] = np.clip(a[0] + rng.normal(0, 0.05, a[0].shape), 0, 1)

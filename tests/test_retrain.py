@@ -272,7 +272,7 @@ def test_choose_run_applies_table5_rule(tmp_path):
 
 
 def test_pollution_relabelling_and_detection_scores():
-    from rnncon_core.pollution import detection_scores, pollute
+    from rnncon_core.experiments.pollution import detection_scores, pollute
     d = load_dataset("digits")
     y_bad, polluted = pollute(d.y_train, 9, 1, 0.3, seed=0)
     nines = np.flatnonzero(d.y_train == 9)
@@ -316,7 +316,7 @@ def test_robustness_fresh_runs_on_new_seeds(tiny, tmp_path):
 def test_report_recipes_and_pgd_against_control():
     """The report's recipe table and the PGD arm read against the control arm, repeat by
     repeat (no model needed)."""
-    from rnncon_core import retrain_report as rr
+    from rnncon_core.reports import retraining as rr
     spread = lambda v: retrain._spread(v)      # noqa: E731
     row = {"recipe": "mix 25 %", "source": "rconc", "mix": 0.25, "learning_rate": 3e-4,
            "run_id": "r1", "n_inputs": 27, "best_epoch": {"generated": [5, 4]},

@@ -258,7 +258,7 @@ def test_side_by_side_marks_failed_checks():
 
 
 def test_text_report_markdown_leads_with_the_valid_rate():
-    from rnncon_core.text.report import _markdown
+    from rnncon_core.reports.text import _markdown
     checks = dict.fromkeys(("antonym", "polarity", "number", "pos", "inflection"), 1.0)
     row = {"model": "/tmp/x/tiny.keras", "method": "synonym-gradient", "constraints": "reader",
            "label": "synonym-gradient, reader constraints", "n_seeds": 4, "n_adversarial": 2,

@@ -203,9 +203,9 @@ def report_coverage_cmd(
     json_out: bool = JSON_OPT,
 ):
     """Figures 6, 7/8 and 12 as CSV plus a markdown summary, on the shipped models."""
-    from ..coverage.report import write_report
+    from ..reports.coverage import build_coverage
     names = [m.strip() for m in models.split(",") if m.strip()] or None
-    result = write_report(Path(out), names, n_mnist=n_mnist, n_imdb=n_imdb, progress=log)
+    result = build_coverage(Path(out), names, n_mnist=n_mnist, n_imdb=n_imdb, progress=log)
     if json_out:
         emit(result)
     else:
@@ -255,15 +255,15 @@ def report_criteria_cmd(
 ):
     """Which criteria find faults: Kendall tau of every criterion's coverage of random suites
     with their faults, per suite size and controlling for size (FSE 2020's method)."""
-    from ..coverage.criteria_report import MNIST_MODELS, write_report
+    from ..reports.criteria import MNIST_MODELS, build_criteria
     try:
         size_list = tuple(int(s) for s in sizes.split(",") if s.strip())
     except ValueError:
         raise InputError(f"--sizes must be integers separated by commas, got {sizes!r}") from None
     names = tuple(m.strip() for m in models.split(",") if m.strip()) or MNIST_MODELS
-    result = write_report(Path(out), names, progress=log, n_clean=n_clean, n_seeds=n_seeds,
-                          sizes=size_list, n_suites=n_suites, n_profile=n_profile,
-                          methods=tuple(m.strip() for m in methods.split(",") if m.strip()))
+    result = build_criteria(Path(out), names, progress=log, n_clean=n_clean, n_seeds=n_seeds,
+                            sizes=size_list, n_suites=n_suites, n_profile=n_profile,
+                            methods=tuple(m.strip() for m in methods.split(",") if m.strip()))
     if json_out:
         emit(result)
     else:

@@ -153,12 +153,12 @@ def report_generation_cmd(
     json_out: bool = typer.Option(False, "--json"),
 ):
     """Tables 2, 3 and 4 and the t-SNE data of Figure 10, measured, beside the paper's."""
-    from ..generate.report import generation_report
+    from ..reports.generation import build_generation
     from ..runs import RunStore
-    rep = generation_report(n_seeds=seeds,
-                            models=[m.strip() for m in models.split(",") if m.strip()] or None,
-                            out_dir=out_dir, iterations=iterations,
-                            store=RunStore(runs_dir or None), log=log)
+    rep = build_generation(n_seeds=seeds,
+                           models=[m.strip() for m in models.split(",") if m.strip()] or None,
+                           out_dir=out_dir, iterations=iterations,
+                           store=RunStore(runs_dir or None), log=log)
     if json_out:
         emit(rep)
     else:

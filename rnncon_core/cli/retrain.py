@@ -126,18 +126,18 @@ def report_retraining_cmd(
 
     Reuses the finished runs in the store that have the same settings; runs what is missing.
     """
-    from ..retrain_report import retraining_report
+    from ..reports.retraining import build_retraining
     from ..runs import RunStore
     names = [m for m in models.split(",") if m] or None
-    report = retraining_report(names, seeds=seeds, epochs=epochs, repeats=repeats,
-                               table5_repeats=table5_repeats,
-                               robustness_seeds=robustness_seeds,
-                               transfer_seeds=transfer_seeds,
-                               recipe_models=[m for m in recipe_models.split(",") if m],
-                               recipe_epochs=recipe_epochs, recipe_repeats=recipe_repeats,
-                               section7=section7,
-                               pollution=pollution, out_dir=out_dir,
-                               store=RunStore(runs_dir or None), log=log)
+    report = build_retraining(names, seeds=seeds, epochs=epochs, repeats=repeats,
+                              table5_repeats=table5_repeats,
+                              robustness_seeds=robustness_seeds,
+                              transfer_seeds=transfer_seeds,
+                              recipe_models=[m for m in recipe_models.split(",") if m],
+                              recipe_epochs=recipe_epochs, recipe_repeats=recipe_repeats,
+                              section7=section7,
+                              pollution=pollution, out_dir=out_dir,
+                              store=RunStore(runs_dir or None), log=log)
     if json_out:
         emit(report)
     else:

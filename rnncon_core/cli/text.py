@@ -22,10 +22,10 @@ def report_text_cmd(
 ):
     """Adversarial rate, words changed, RConC and NC before/after, time per input."""
     from ..runs import RunStore
-    from ..text.report import DEFAULT_OUT, text_report
-    rep = text_report(models=[m.strip() for m in models.split(",") if m.strip()] or None,
-                      n_seeds=seeds, max_fraction=max_fraction, max_changes=max_changes,
-                      out_dir=out_dir or DEFAULT_OUT, store=RunStore(runs_dir or None), log=log)
+    from ..reports.text import DEFAULT_OUT, build_text
+    rep = build_text(models=[m.strip() for m in models.split(",") if m.strip()] or None,
+                     n_seeds=seeds, max_fraction=max_fraction, max_changes=max_changes,
+                     out_dir=out_dir or DEFAULT_OUT, store=RunStore(runs_dir or None), log=log)
     if json_out:
         emit(rep)
     else:

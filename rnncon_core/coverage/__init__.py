@@ -9,7 +9,8 @@ threshold, ``by_layer`` and ``curve`` need no new forward pass. Conventions: doc
 
 Where things are: ``params`` (parameter checks), ``base`` (the ``Criterion`` base and its
 state), ``rconc`` (RConC), ``edge`` (the edge-granularity envelope engine), ``nc``, ``rnntest``
-(HS_C, CS_C), ``threshold`` (default thresholds and §5.2's selection), ``report``.
+(HS_C, CS_C), ``threshold`` (default thresholds and §5.2's selection). The reports that use
+them are in ``rnncon_core.reports``.
 """
 from __future__ import annotations
 

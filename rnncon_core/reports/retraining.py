@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from .quality import FEATURE_NOTE
+from ..quality import FEATURE_NOTE
 
 MNIST_MODELS = ("stacked-mnist-lstm", "mnist-lstm", "stacked-mnist-gru", "mnist-gru")
 CONSTRAINT = "light"      # the "Constraint" rows: DeepXplore's lighting constraint
@@ -59,7 +59,7 @@ def _same(config: dict, want: dict) -> bool:
 
 def _model_sha(model: str) -> str | None:
     import hashlib
-    from .zoo import model_path
+    from ..zoo import model_path
     p = model_path(model)
     return hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else None
 
@@ -73,8 +73,8 @@ def _same_model(run, model: str) -> bool:
 def find_or_run_generation(store, model: str, method: str, n_seeds: int, log: Callable,
                            **params) -> str:
     """A finished generation run of ``model`` with these settings (reused), or a new one."""
-    from .generate import run_generation
-    from .retrain import generator_params
+    from ..generate import run_generation
+    from ..retrain import generator_params
     for r in store.list(kind="generate", status="finished", model=model):
         c = r.config
         if c.get("method") == method and c.get("n_seeds") == n_seeds \
@@ -99,8 +99,8 @@ def find_or_run(store, kind: str, model: str, want: dict, run: Callable[[], dict
 # ---------------------------------------------------------------- per model
 
 def _candidate_rows(model: str) -> list[tuple[str, dict]]:
-    from .trace import Tracer
-    from .zoo import load_model
+    from ..trace import Tracer
+    from ..zoo import load_model
     layers = [s.name for s in Tracer(load_model(model)).specs if s.kind != "dense"]
     # the pool is named so that a run with another pool is never taken for these
     rows = ([("Random", {"target": "random", "constraint": "none"})]
@@ -125,17 +125,17 @@ def _coverage_pair(cov, seeds: np.ndarray, extra: np.ndarray) -> tuple[float, fl
 
 
 def _recipe(recipe: dict | None) -> dict:
-    from .retrain import DEFAULT_MIX, FINE_TUNE_RATE
+    from ..retrain import DEFAULT_MIX, FINE_TUNE_RATE
     return {"mix": DEFAULT_MIX, "learning_rate": FINE_TUNE_RATE, **(recipe or {})}
 
 
 def model_section(model: str, store, seeds: int, epochs: int, repeats: int,
                   table5_repeats: int, robustness_seeds: int, log: Callable,
                   transfer_seeds: int = 500, recipe: dict | None = None) -> dict:
-    from .coverage import ContributionCoverage, NeuronCoverage
-    from .quality import select_retraining_set
-    from .retrain import candidate_quality, resolve_dataset, run_retraining
-    from .zoo import load_model
+    from ..coverage import ContributionCoverage, NeuronCoverage
+    from ..quality import select_retraining_set
+    from ..retrain import candidate_quality, resolve_dataset, run_retraining
+    from ..zoo import load_model
     ds = resolve_dataset(model)
     keras_model = load_model(model)
     rconc = ContributionCoverage(keras_model, threshold=0.25)
@@ -259,7 +259,7 @@ def model_section(model: str, store, seeds: int, epochs: int, repeats: int,
 
 def _versus_control(other: dict, main: dict) -> dict:
     """Another arm (PGD training) against the control arm of ``main``, repeat by repeat."""
-    from .retrain import paired
+    from ..retrain import paired
     gen, ctrl = other["per_repeat"]["generated"], main["per_repeat"]["control"]
     n = min(len(gen), len(ctrl))
     out = {"run_id": other["run_id"], "from_run": other["from_run"],
@@ -278,7 +278,7 @@ def _versus_control(other: dict, main: dict) -> dict:
 
 
 def load_card_acc(model: str):
-    from .zoo import read_card
+    from ..zoo import read_card
     card = read_card(model)
     return None if card is None else card.get("test_accuracy")
 
@@ -308,9 +308,9 @@ def recipe_search(model: str, store, seeds: int, epochs: int, repeats: int, log:
     clean validation accuracy is no worse than the control's by more than 0.1 point. Table 6
     retrains with the defaults (retrain.DEFAULT_MIX, FINE_TUNE_RATE); the report says whether
     the choice on validation agrees."""
-    from .retrain import (accuracy, adversarial_inputs, resolve_dataset, run_retraining,
+    from ..retrain import (accuracy, adversarial_inputs, resolve_dataset, run_retraining,
                           split_test, transfer_sets)
-    from .zoo import load_model
+    from ..zoo import load_model
     ds = resolve_dataset(model)
     base = load_model(model)
     rows = []
@@ -364,17 +364,17 @@ def recipe_search(model: str, store, seeds: int, epochs: int, repeats: int, log:
 
 # ---------------------------------------------------------------- the whole report
 
-def retraining_report(models=None, seeds: int = 500, epochs: int = 10, repeats: int = 10,
-                      table5_repeats: int = 1, robustness_seeds: int = 100,
-                      transfer_seeds: int = 500, recipe_models=("mnist-lstm", "mnist-gru"),
-                      recipe_epochs: int = 5, recipe_repeats: int = 2,
-                      section7: bool = True, pollution: bool = True,
-                      out_dir: str | Path = "reports/retraining", store=None,
-                      log: Callable = print) -> dict:
-    from .pollution import run_pollution
-    from .robustness import run_robustness
-    from .runs import RunStore
-    from .zoo import shipped_models
+def build_retraining(models=None, seeds: int = 500, epochs: int = 10, repeats: int = 10,
+                     table5_repeats: int = 1, robustness_seeds: int = 100,
+                     transfer_seeds: int = 500, recipe_models=("mnist-lstm", "mnist-gru"),
+                     recipe_epochs: int = 5, recipe_repeats: int = 2,
+                     section7: bool = True, pollution: bool = True,
+                     out_dir: str | Path = "reports/retraining", store=None,
+                     log: Callable = print) -> dict:
+    from ..experiments.pollution import run_pollution
+    from ..experiments.robustness import run_robustness
+    from ..runs import RunStore
+    from ..zoo import shipped_models
     store = store or RunStore()
     models = models or [m for m in MNIST_MODELS if m in shipped_models()]
     started = time.time()
@@ -411,7 +411,7 @@ def retraining_report(models=None, seeds: int = 500, epochs: int = 10, repeats: 
 
 
 def _write(report: dict, out_dir, started: float) -> dict:
-    from .runs import atomic_write_bytes, atomic_write_json
+    from ..runs import atomic_write_bytes, atomic_write_json
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report["seconds"] = round(time.time() - started, 1)

@@ -12,9 +12,9 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from . import REPORT_THRESHOLDS, ContributionCoverage, NeuronCoverage
+from ..coverage import REPORT_THRESHOLDS, ContributionCoverage, NeuronCoverage
 from ..paths import ensure_dir
-from .threshold import default_threshold, select_threshold
+from ..coverage.threshold import default_threshold, select_threshold
 
 EQ3 = {"normalize": "model", "values": "signed"}      # Eq. 3 taken literally
 SELECTION_CANDIDATES = (0.0, 0.25, 0.5, 0.75)
@@ -84,8 +84,8 @@ def _gate_table(name: str, rconc: ContributionCoverage) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def write_report(out: Path, names: list[str] | None = None, n_mnist: int = 0, n_imdb: int = 1000,
-                 progress: Callable[[str], None] = lambda m: None) -> dict:
+def build_coverage(out: Path, names: list[str] | None = None, n_mnist: int = 0, n_imdb: int = 1000,
+                   progress: Callable[[str], None] = lambda m: None) -> dict:
     from ..data import load_dataset
     from ..zoo import ARCHITECTURES, load_model, shipped_models
 

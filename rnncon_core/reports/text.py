@@ -22,8 +22,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..paths import REPO_ROOT, ensure_dir
-from .generators import IMDB_THRESHOLD
-from .lexical import MIN_SIMILARITY
+from ..text.generators import IMDB_THRESHOLD
+from ..text.lexical import MIN_SIMILARITY
 
 VARIANTS = (("eda", "none"), ("eda", "reader"), ("synonym-gradient", "none"),
             ("synonym-gradient", "reader"))
@@ -52,7 +52,7 @@ def _mean(v) -> float | None:
 
 def method_row(model_name: str, keras_model, out: dict, lexicon=None) -> dict:
     """The report's figures for one stored run (``out``: what run_generation returned)."""
-    from .lexical import CHECKS, check_edits
+    from ..text.lexical import CHECKS, check_edits
     with np.load(out["outputs"]) as f:
         a = {k: f[k] for k in f.files}
     adv = a["adversarial"].astype(bool)
@@ -101,14 +101,14 @@ def method_row(model_name: str, keras_model, out: dict, lexicon=None) -> dict:
 
 
 def _lexicon():
-    from .eda import Lexicon
-    from .generators import load_vocabulary
+    from ..text.eda import Lexicon
+    from ..text.generators import load_vocabulary
     return Lexicon(load_vocabulary(), table={})
 
 
-def text_report(models=None, n_seeds: int = 100, max_fraction: float = 0.1,
-                max_changes: int | None = None, out_dir=DEFAULT_OUT, store=None,
-                variants=VARIANTS, reuse: bool = False, log=lambda msg: None) -> dict:
+def build_text(models=None, n_seeds: int = 100, max_fraction: float = 0.1,
+               max_changes: int | None = None, out_dir=DEFAULT_OUT, store=None,
+               variants=VARIANTS, reuse: bool = False, log=lambda msg: None) -> dict:
     """Run every variant on each model, write ``text_report.json`` and ``text_report.md``.
 
     ``reuse``: take a finished stored run of the same model, method and settings (seeds,
@@ -193,7 +193,7 @@ def _targets(rows: list[dict]) -> list[dict]:
 
 def _examples(outputs: str, lex, k: int = N_EXAMPLES, context: int = 5) -> list[dict]:
     """``k`` random generated reviews of a run (a fixed draw), each edit in its context."""
-    from .lexical import check_edits
+    from ..text.lexical import check_edits
     with np.load(outputs) as f:
         a = {key: f[key] for key in ("x_seed", "x_gen", "adversarial", "seed_index")}
     rng = np.random.default_rng(0)

@@ -14,7 +14,7 @@ import time
 import numpy as np
 from scipy.ndimage import gaussian_filter
 
-from .errors import InputError
+from ..errors import InputError
 
 
 # ---------------------------------------------------------------- SSIM
@@ -94,7 +94,7 @@ def detection_scores(queries, x_train, y_polluted, polluted_idx, target: int,
     """Flag the k training samples labelled ``target`` nearest (SSIM) to each query; how many
     flags are right (precision) and how many polluted samples were found (recall)."""
     pool = np.flatnonzero(y_polluted == target)
-    from .data import to_images
+    from ..data import to_images
     near = pool[nearest_by_ssim(to_images(queries), to_images(x_train[pool]), k=k)].ravel()
     is_polluted = np.isin(near, polluted_idx)
     found = np.unique(near[is_polluted])
@@ -110,12 +110,12 @@ def run_pollution(architecture: str = "mnist-gru", source: int = 9, target: int 
                   method: str = "differential", seed: int = 0, store=None,
                   progress=None, **generator_params) -> dict:
     """The whole experiment, stored as a run of kind ``pollution``; returns its summary."""
-    from .data import load_dataset
-    from .generate import run_generation
-    from .generate.base import predict_proba
-    from .retrain import fit_split
-    from .runs import RunStore
-    from .zoo import ARCHITECTURES, build_model
+    from ..data import load_dataset
+    from ..generate import run_generation
+    from ..generate.base import predict_proba
+    from ..retrain import fit_split
+    from ..runs import RunStore
+    from ..zoo import ARCHITECTURES, build_model
     if architecture not in ARCHITECTURES or ARCHITECTURES[architecture].dataset != "mnist":
         raise InputError(f"the pollution experiment trains an MNIST architecture; "
                          f"{architecture!r} is not one")
@@ -140,7 +140,7 @@ def run_pollution(architecture: str = "mnist-gru", source: int = 9, target: int 
             model.save(paths[label])
         run.progress(2, 4, "differential generation")
         emit({"stage": "generate"})
-        from .zoo import load_model
+        from ..zoo import load_model
         clean, bad = load_model(paths["clean"]), load_model(paths["polluted"])
         cand = np.flatnonzero(ds.y_test == source)
         agree = (predict_proba(clean, ds.x_test[cand]).argmax(1) == source) & \

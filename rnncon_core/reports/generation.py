@@ -51,16 +51,16 @@ def _rows_for(model_name: str, layers: list[str]) -> list[tuple[str, str, dict]]
     return rows
 
 
-def generation_report(n_seeds: int = 500, models=None, out_dir="reports/generation",
-                      iterations: int | None = None, store=None, tsne_model: str = "mnist-lstm",
-                      reuse: bool = True, log: Callable[[str], None] = print) -> dict:
+def build_generation(n_seeds: int = 500, models=None, out_dir="reports/generation",
+                     iterations: int | None = None, store=None, tsne_model: str = "mnist-lstm",
+                     reuse: bool = True, log: Callable[[str], None] = print) -> dict:
     """Run every strategy on every model's seeds, write the tables, return them as a dict.
     With ``reuse``, a finished run of the store with the same request (model, method, seeds,
     parameters) is read instead of being run again (so an interrupted report resumes)."""
     from ..runs import RunStore
     from ..zoo import ARCHITECTURES, load_model, read_card, shipped_models
     from ..trace import Tracer
-    from . import run_generation
+    from ..generate import run_generation
 
     store = store if store is not None else RunStore()
     shipped = set(shipped_models())
