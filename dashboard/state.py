@@ -312,7 +312,7 @@ def every_criterion(model_ref: str, dataset_name: str, n_inputs: int) -> "pd.Dat
     rows = []
     for name, cls in CRITERIA.items():
         params = {"threshold": default_threshold(dataset_name)} \
-            if "threshold" in cls._params and name in ("rconc", "nc") else {}
+            if cls.threshold_from_data else {}
         try:
             crit = cls(model(model_ref), **params).update(x)
             rows.append({"criterion": name, "rate": float(crit.rate()),

@@ -11,7 +11,7 @@ from rnncon_core.coverage import CRITERIA, build_profile, fingerprint, get_crite
 from rnncon_core.errors import InputError, UnsupportedModelError
 from tests.test_coverage import _cli  # the CLI through its real entry point
 
-PROFILED = [n for n, c in CRITERIA.items() if "profile_path" in c._params]
+PROFILED = [n for n, c in CRITERIA.items() if "profile_path" in c.params]
 
 
 @pytest.fixture(scope="module")

@@ -77,3 +77,36 @@ def test_wrong_data_kind_is_refused(method, image_setup, text_setup):
         wrong = np.random.default_rng(0).random((2, text_setup[2].shape[1])).astype("float32")
     with pytest.raises(InputError):
         gen.generate(wrong, np.zeros(2, np.int64))
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_config_round_trip(method, image_setup, text_setup):
+    """get_config() -> get_generator(method, model, **config) gives an equal generator, and
+    the config is what the run store can keep (JSON)."""
+    import json
+    gen, _, _ = _make(method, image_setup, text_setup, seed=3)
+    config = gen.get_config()
+    assert json.loads(json.dumps(config)) == config
+    model = text_setup[0] if METHODS[method] == "text" else image_setup[0]
+    objects = ({"lexicon": text_setup[1]} if METHODS[method] == "text" else
+               {"others": [image_setup[1]]} if method == "differential" else {})
+    again = get_generator(method, model, **objects, **config)
+    assert type(again) is type(gen) and again.get_config() == config
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_declared_parameters_are_checked(method, image_setup, text_setup):
+    """Every declared number is checked on construction: a value outside its range is an
+    InputError that names the parameter, what it allows and the value."""
+    from rnncon_core.generate import generator_class
+    from rnncon_core.params import IntRange, Interval
+    cls = generator_class(method)
+    model = text_setup[0] if METHODS[method] == "text" else image_setup[0]
+    numbers = [p for p in cls.params if isinstance(p.check, (Interval, IntRange))]
+    assert numbers, f"{method} declares no number"
+    for p in numbers:
+        bad = p.check.lo - 1
+        with pytest.raises(InputError, match=rf"^{p.name} must be .*{p.check.lo:g}.*got {bad}"):
+            cls(model, **{p.name: bad})
+    with pytest.raises(InputError, match=f"no_such_thing.*it takes {cls.params.names[0]}"):
+        get_generator(method, model, no_such_thing=1)

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..trace import Tracer
-from .params import Interval
+from .params import Interval, Params
 
 REPORT_THRESHOLDS = (0.0, 0.25, 0.5, 0.75)
 _CHUNK_ELEMENTS = 2 ** 24          # floats of scores held at once per update chunk
@@ -126,17 +126,14 @@ class Criterion:
     """Base of every coverage criterion (see the module docstring)."""
 
     name = ""
-    _params: dict = {}
+    params = Params()               # the declared parameters (rnncon_core.params)
     uses_threshold = True
+    threshold_from_data = False     # True: the CLI's and dashboard's default threshold is the
+                                    # data set's (coverage.threshold.default_threshold)
 
     def __init__(self, model, **params):
-        unknown = set(params) - set(self._params)
-        if unknown:
-            raise InputError(f"{type(self).__name__} has no parameter(s) "
-                             f"{', '.join(sorted(unknown))}; it takes "
-                             f"{', '.join(self._params) or 'none'}")
-        for key, (default, check) in self._params.items():
-            setattr(self, key, check.check(key, params.get(key, default)))
+        for key, value in self.params.check(f"criterion {self.name!r}", params).items():
+            setattr(self, key, value)
         self.model = model
         self.tracer = tracer_for(model)
         self.segments: list[Segment] = self._layout()
@@ -412,7 +409,7 @@ class Criterion:
     # -- config
     def get_config(self) -> dict:
         return {"name": self.name, **{k: (list(v) if isinstance(v, tuple) else v)
-                                      for k in self._params for v in [getattr(self, k)]}}
+                                      for k in self.params.names for v in [getattr(self, k)]}}
 
     @classmethod
     def from_config(cls, model, config: dict):
@@ -431,7 +428,7 @@ class Criterion:
                 "by_layer": self.by_layer(threshold).to_dict(orient="records")}
 
     def __repr__(self):
-        params = ", ".join(f"{k}={getattr(self, k)!r}" for k in self._params)
+        params = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.params.names)
         return f"{type(self).__name__}({params}; {self.n_inputs} inputs, rate {self.rate():.4f})"
 
     # -- TF helpers

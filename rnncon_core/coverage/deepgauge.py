@@ -29,19 +29,8 @@ import pandas as pd
 
 from ..errors import InputError
 from .base import Segment
-from .profile import ProfiledCriterion, ProfilePath
-
-
-class PositiveInt:
-    def __init__(self, hi=None):
-        self.hi = hi
-
-    def check(self, name, v):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1 or \
-                (self.hi is not None and v > self.hi):
-            top = f" and at most {self.hi}" if self.hi else ""
-            raise InputError(f"{name} must be a positive integer{top}, got {v!r}")
-        return int(v)
+from .params import PROFILE_PATH, IntRange, Param, Params
+from .profile import ProfiledCriterion
 
 
 def neuron_segments(tracer) -> list[Segment]:
@@ -128,7 +117,8 @@ class KMultisection(_RangeCriterion):
 
     name = "kmnc"
     slot_name = "section"
-    _params = {"k": (10, PositiveInt(1000)), "profile_path": (None, ProfilePath())}
+    params = Params(Param("k", 10, IntRange(1, 1000), "Sections each training range is cut "
+                                                      "into."), PROFILE_PATH)
 
     @property
     def slots(self):
@@ -149,7 +139,7 @@ class NeuronBoundary(_RangeCriterion):
     name = "nbc"
     slots = 2
     slot_name = "side"              # 0: below lo, 1: above hi
-    _params = {"profile_path": (None, ProfilePath())}
+    params = Params(PROFILE_PATH)
 
     def _score(self, v, lo, hi):
         import tensorflow as tf
@@ -160,7 +150,7 @@ class StrongActivation(_RangeCriterion):
     """DeepGauge's SNAC on neurons: an item above its training maximum."""
 
     name = "snac"
-    _params = {"profile_path": (None, ProfilePath())}
+    params = Params(PROFILE_PATH)
 
     def _score(self, v, lo, hi):
         import tensorflow as tf
@@ -195,7 +185,7 @@ class TopKNeuron(ProfiledCriterion):
 
     name = "tknc"
     uses_threshold = False
-    _params = {"k": (2, PositiveInt())}
+    params = Params(Param("k", 2, IntRange(1), "Top neurons per layer and input."))
 
     def _layout(self) -> list[Segment]:
         return neuron_segments(self.tracer)
@@ -226,7 +216,7 @@ class TopKPatterns(ProfiledCriterion):
 
     name = "tknp"
     uses_threshold = False
-    _params = {"k": (2, PositiveInt())}
+    params = Params(Param("k", 2, IntRange(1), "Top neurons per layer and input."))
     _ENUMERABLE = 10 ** 7
 
     def _layout(self) -> list[Segment]:

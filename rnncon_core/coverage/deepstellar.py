@@ -29,30 +29,22 @@ import pandas as pd
 
 from ..errors import InputError
 from .base import Segment
-from .deepgauge import PositiveInt
-from .profile import MAX_COMPONENTS, ProfiledCriterion, ProfilePath
-
-
-class _LayerName:
-    def check(self, name, v):
-        if v is not None and not isinstance(v, str):
-            raise InputError(f"{name} must be a recurrent layer's name (or None), got {v!r}")
-        return v
-
-
-class NonNegativeInt(PositiveInt):
-    def check(self, name, v):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-            raise InputError(f"{name} must be a non-negative integer, got {v!r}")
-        return int(v)
+from .params import PROFILE_PATH, IntRange, Param, Params, Text
+from .profile import MAX_COMPONENTS, ProfiledCriterion
 
 
 class _AbstractModel(ProfiledCriterion):
     uses_threshold = False
     weighted = False
     margin = 0                  # cells kept outside the training range (boundary states)
-    _params = {"layer": (None, _LayerName()), "components": (3, PositiveInt(MAX_COMPONENTS)),
-               "cells": (10, PositiveInt(1000)), "profile_path": (None, ProfilePath())}
+    params = Params(
+        Param("layer", None, Text(layers="recurrent", what="a recurrent layer"),
+              "The recurrent layer abstracted (default: the last one)."),
+        Param("components", 3, IntRange(1, MAX_COMPONENTS), "Principal axes of the abstract "
+                                                            "state."),
+        Param("cells", 10, IntRange(1, 1000), "Cells each component's training range is cut "
+                                              "into."),
+        PROFILE_PATH)
 
     def _layout(self) -> list[Segment]:
         rec = self._recurrent_specs("a recurrent layer")
@@ -197,7 +189,9 @@ class StateBoundaryCoverage(_AbstractModel):
     """DeepStellar's k-step state boundary coverage."""
     name = "state-boundary"
     part = "boundary"
-    _params = {**_AbstractModel._params, "boundary_steps": (1, PositiveInt(10))}
+    params = _AbstractModel.params.add(
+        Param("boundary_steps", 1, IntRange(1, 10), "Manhattan distance (cells) around the "
+                                                    "major states."))
 
     @property
     def margin(self):

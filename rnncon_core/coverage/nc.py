@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import Criterion, Segment, minmax_normalize, threshold_grid
-from .params import Bool, Interval, Thresholds
+from .params import CURVE_THRESHOLDS, Bool, Param, Params, threshold
 
 
 class NeuronCoverage(Criterion):
@@ -13,9 +13,11 @@ class NeuronCoverage(Criterion):
     input, exceeds the threshold for some input."""
 
     name = "nc"
-    _params = {"threshold": (0.25, Interval(0.0, 1.0)),
-               "include_input": (False, Bool()),
-               "curve_thresholds": (None, Thresholds())}
+    threshold_from_data = True
+    params = Params(threshold(0.25),
+                    Param("include_input", False, Bool(), "Count the input layer's elements "
+                                                          "as neurons too.", level="more"),
+                    CURVE_THRESHOLDS)
 
     def _layout(self) -> list[Segment]:
         segs, off = [], 0

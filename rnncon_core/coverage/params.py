@@ -1,58 +1,37 @@
-"""Parameter checks: each criterion declares its parameters once and they are checked here."""
+"""The criteria's parameters: the checks of ``rnncon_core.params`` and the declarations several
+criteria share (each criterion lists its own as ``params = Params(...)`` on the class)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
+from pathlib import Path
 
 from ..errors import InputError
+from ..params import Bool, Check, IntRange, Interval, OneOf, Param, Params, Text, Thresholds
+
+__all__ = ["Bool", "Check", "IntRange", "Interval", "OneOf", "Param", "Params", "Text",
+           "Thresholds", "ProfilePath", "threshold", "CURVE_THRESHOLDS", "PROFILE_PATH"]
 
 
-@dataclass(frozen=True)
-class Interval:
-    lo: float
-    hi: float
-
-    def check(self, name, v):
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) \
-                or not (self.lo <= float(v) <= self.hi):
-            raise InputError(f"{name} must be a number in [{self.lo}, {self.hi}], got {v!r}")
-        return float(v)
-
-
-@dataclass(frozen=True)
-class OneOf:
-    options: tuple
+class ProfilePath(Check):
+    """None (the model's own cached profile) or a path to a profile .npz."""
 
     def check(self, name, v):
-        if v not in self.options:
-            raise InputError(f"{name} must be one of {', '.join(map(repr, self.options))}, "
-                             f"got {v!r}")
-        return v
+        if not isinstance(v, (str, Path)):
+            raise InputError(f"{name} must be a path to a profile .npz (or None), got {v!r}")
+        return str(v)
+
+    def describe(self):
+        return "a profile .npz path"
 
 
-class Bool:
-    def check(self, name, v):
-        if not isinstance(v, (bool, np.bool_)):
-            raise InputError(f"{name} must be True or False, got {v!r}")
-        return bool(v)
+def threshold(default: float) -> Param:
+    return Param("threshold", default, Interval(0.0, 1.0),
+                 "Activation threshold: an item counts as covered once its normalized value "
+                 "exceeds it.")
 
 
-class Thresholds:
-    def check(self, name, v):
-        if v is None:
-            return None
-        try:
-            vals = tuple(sorted({Interval(0, 1).check(name, float(t)) for t in v}))
-        except TypeError:
-            raise InputError(f"{name} must be a list of thresholds in [0, 1], got {v!r}") from None
-        return vals
-
-
-class PositiveIntOrNone:
-    def check(self, name, v):
-        if v is None:
-            return None
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise InputError(f"{name} must be a positive integer (or None), got {v!r}")
-        return int(v)
+CURVE_THRESHOLDS = Param("curve_thresholds", None, Thresholds(),
+                         "More thresholds to keep the coverage curve for (the report's grid).",
+                         level="cli")
+PROFILE_PATH = Param("profile_path", None, ProfilePath(),
+                     "The training profile (.npz); default: the model's own, built once by "
+                     "`rnncon profile`.", level="cli")

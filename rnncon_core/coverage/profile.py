@@ -228,17 +228,6 @@ def flow_views(lt):
     return xif, pos + neg, dxih
 
 
-class ProfilePath:
-    """Parameter check: None (the model's own cached profile) or a path to a profile .npz."""
-
-    def check(self, name, v):
-        if v is None:
-            return None
-        if not isinstance(v, (str, Path)):
-            raise InputError(f"{name} must be a path to a profile .npz (or None), got {v!r}")
-        return str(v)
-
-
 class ProfiledCriterion(Criterion):
     """A criterion that reads the model's training profile (``profile_path`` parameter: None
     for the model's own under CACHE_DIR/profiles, or a path). Subclasses give

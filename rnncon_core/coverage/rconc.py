@@ -9,7 +9,7 @@ import pandas as pd
 from ..errors import InputError, UnsupportedModelError
 from .base import Criterion, Segment, threshold_grid
 from .edge import EdgeState
-from .params import Interval, OneOf, Thresholds
+from .params import CURVE_THRESHOLDS, OneOf, Param, Params, threshold
 
 _UNIT_CHUNK_ELEMENTS = 2 ** 26     # unit RConC keeps only the trace's own parts (no copies)
 _SUB = 32                          # unit RConC: maxima kept per sub-batch of this many inputs
@@ -47,11 +47,19 @@ class ContributionCoverage(Criterion):
     """
 
     name = "rconc"
-    _params = {"threshold": (0.25, Interval(0.0, 1.0)),
-               "granularity": ("unit", OneOf(("unit", "edge"))),
-               "normalize": ("step", OneOf(("step", "layer", "model"))),
-               "values": ("abs", OneOf(("abs", "signed"))),
-               "curve_thresholds": (None, Thresholds())}
+    threshold_from_data = True
+    params = Params(
+        threshold(0.25),
+        Param("granularity", "unit", OneOf(("unit", "edge")),
+              "unit: one contribution per (step, gate unit, x|h), the paper's count; edge: one "
+              "per (step, source, gate unit) product (Definition 1)."),
+        Param("normalize", "step", OneOf(("step", "layer", "model")),
+              "The min-max scope per input: step (each matmul x^t·U, h^(t-1)·W, Dense), layer, "
+              "or model (Eq. 3 as written).", level="more"),
+        Param("values", "abs", OneOf(("abs", "signed")),
+              "Normalize |contributions| (abs) or signed values (signed + model: Eq. 3 as "
+              "written).", level="more"),
+        CURVE_THRESHOLDS)
 
     def _layout(self) -> list[Segment]:
         blocks: list[_Block] = []

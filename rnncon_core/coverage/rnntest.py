@@ -6,7 +6,7 @@ import pandas as pd
 
 from ..errors import UnsupportedModelError
 from .base import Criterion, Segment
-from .params import PositiveIntOrNone
+from .params import IntRange, Param, Params
 
 
 class HiddenStateCoverage(Criterion):
@@ -15,7 +15,8 @@ class HiddenStateCoverage(Criterion):
 
     name = "hsc"
     uses_threshold = False
-    _params = {"k": (None, PositiveIntOrNone())}
+    params = Params(Param("k", None, IntRange(1), "Units covered per hidden vector (its top "
+                                                  "k); default max(1, units // 100)."))
 
     def _layout(self) -> list[Segment]:
         segs, off = [], 0
@@ -79,7 +80,7 @@ class CellStateCoverage(Criterion):
 
     name = "csc"
     uses_threshold = False
-    _params = {}
+    params = Params()
 
     def _layout(self) -> list[Segment]:
         segs, off = [], 0

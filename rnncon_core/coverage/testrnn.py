@@ -30,9 +30,8 @@ import numpy as np
 
 from ..errors import InputError
 from .base import Segment, threshold_grid
-from .deepgauge import PositiveInt
-from .params import Interval, Thresholds
-from .profile import ProfiledCriterion, ProfilePath, flow_views
+from .params import CURVE_THRESHOLDS, PROFILE_PATH, IntRange, Param, Params, threshold
+from .profile import ProfiledCriterion, flow_views
 
 
 def paa_matrix(steps: int, length: int) -> np.ndarray:
@@ -85,8 +84,7 @@ class BoundaryCoverage(_FlowCriterion):
     part = "xi_f"
     kinds = ("lstm", "gru")
     what = "an LSTM or GRU layer (it reads the forget / update gate)"
-    _params = {"threshold": (0.8, Interval(0.0, 1.0)), "profile_path": (None, ProfilePath()),
-               "curve_thresholds": (None, Thresholds())}
+    params = Params(threshold(0.8), PROFILE_PATH, CURVE_THRESHOLDS)
 
     def _item_shape(self, s):
         return (s.steps, 2)
@@ -110,8 +108,7 @@ class StepwiseCoverage(_FlowCriterion):
 
     name = "sc"
     part = "dxi_h"
-    _params = {"threshold": (0.6, Interval(0.0, 1.0)), "profile_path": (None, ProfilePath()),
-               "curve_thresholds": (None, Thresholds())}
+    params = Params(threshold(0.6), PROFILE_PATH, CURVE_THRESHOLDS)
 
     def _item_shape(self, s):
         return (s.steps,)
@@ -134,8 +131,9 @@ class TemporalCoverage(_FlowCriterion):
     name = "tc"
     part = "xi_h"
     uses_threshold = False
-    _params = {"symbols": (3, PositiveInt(26)), "length": (5, PositiveInt()),
-               "profile_path": (None, ProfilePath())}
+    params = Params(Param("symbols", 3, IntRange(1, 26), "SAX letters per value."),
+                    Param("length", 5, IntRange(1), "Values per SAX word (PAA segments)."),
+                    PROFILE_PATH)
 
     def _item_shape(self, s):
         if self.symbols < 2:

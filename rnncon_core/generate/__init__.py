@@ -63,13 +63,17 @@ def generator_class(method: str) -> type:
     return _REGISTRY[method]
 
 
-def get_generator(method: str, model, **params) -> Generator:
-    """An instance of the strategy ``method`` for ``model`` (bad parameters: InputError)."""
+def get_generator(method: str, model, /, **params) -> Generator:
+    """An instance of the strategy ``method`` for ``model`` (bad parameters: InputError).
+    ``params`` may be a generator's ``get_config()``: the same method gives an equal one."""
+    if params.pop("method", method) != method:
+        raise InputError(f"a configuration of another method given to {method!r}")
     cls = generator_class(method)
     try:
         return cls(model, **params)
     except TypeError as e:
-        raise InputError(f"bad parameters for method {method!r}: {e}") from None
+        raise InputError(f"bad parameters for method {method!r}: {e}; it takes "
+                         f"{', '.join(cls.params.names) or 'none'}") from None
 
 
 def list_generators() -> dict[str, str]:

@@ -16,13 +16,15 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from abc import ABC, abstractmethod
+from abc import ABCMeta, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
 import numpy as np
 
 from ..errors import InputError
+from ..params import IntRange, Interval, OneOf, Param, Params
+from .constraints import CONSTRAINTS
 
 ProgressFn = Callable[[int, int], None]
 StopFn = Callable[[], bool]
@@ -202,12 +204,34 @@ def compiled_forward(model):
         lambda x: head.probabilities(model(x, training=False)), reduce_retracing=True))
 
 
-class Generator(ABC):
-    """Base class of every strategy. Subclasses set ``method`` and ``input_kind`` and
-    implement ``_generate_batch`` (and, if they need the whole seed set, ``_prepare``)."""
+class _Declared(ABCMeta):
+    """Constructing a strategy checks its declared ``params`` first: every declared parameter
+    reaches ``__init__`` (its default where not given), checked (an InputError naming the
+    parameter, what it allows and the value); the keywords a class ``accepts`` besides (run
+    settings, objects such as ``others`` or ``lexicon``) pass as given."""
+
+    def __call__(cls, model, /, **kw):
+        values = cls.params.check(f"method {cls.method!r}", kw, extra=cls.accepted())
+        obj = super().__call__(model, **values)
+        obj._declared = {name: values[name] for name in cls.params.names}
+        return obj
+
+
+class Generator(metaclass=_Declared):
+    """Base class of every strategy. Subclasses set ``method`` and ``input_kind``, declare
+    their parameters (``params``: rnncon_core.params) and implement ``_generate_batch`` (and,
+    if they need the whole seed set, ``_prepare``)."""
 
     method: ClassVar[str] = ""
     input_kind: ClassVar[str] = "image"     # "image": float in [0, 1]; "text": int word ids
+    params: ClassVar[Params] = Params()
+    accepts: ClassVar[tuple] = ("batch_size", "seed")     # keywords that are no parameters
+
+    @classmethod
+    def accepted(cls) -> tuple:
+        """The keywords besides the declared parameters (``accepts`` of the class and its
+        bases)."""
+        return tuple(a for c in cls.__mro__ for a in vars(c).get("accepts", ()))
 
     def __init__(self, model, *, batch_size: int = 128, seed: int = 0):
         if batch_size < 1:
@@ -326,12 +350,24 @@ class Generator(ABC):
             extras=dict(out.extras))
 
     def get_config(self) -> dict:
-        return {"method": self.method, "batch_size": self.batch_size, "seed": self.seed}
+        """The method, its declared parameters and the run settings: ``get_generator(method,
+        model, **config)`` makes an equal generator."""
+        return {"method": self.method, **self._declared, "batch_size": self.batch_size,
+                "seed": self.seed}
 
 
 class GradientGenerator(Generator):
     # True: _objective uses TF ops only and runs inside one compiled gradient step
     graph_objective: ClassVar[bool] = True
+    params = Params(
+        Param("step", 0.02, Interval(0, 1, lo_open=True), "Per-pixel RMS change per iteration.",
+              label="Step size"),
+        Param("iterations", 50, IntRange(1, 100_000), "Iteration budget per seed."),
+        Param("constraint", "none", OneOf(CONSTRAINTS),
+              "DeepXplore's image constraint: none, light (one brightness shift), occlusion "
+              "(one rectangle), blackout (dark squares)."),
+        Param("window", 128, IntRange(1), "Seeds worked on at once (memory).", level="more"))
+    accepts = ("size", "position", "patches", "scale")    # the constraint's (constraints.py)
 
     """Gradient ascent on a per-seed objective, shaped by a constraint, images kept in [0, 1].
 
@@ -341,17 +377,10 @@ class GradientGenerator(Generator):
     seeds are worked on at once; a batch (``batch_size``) streams through that window.
     """
 
-    def __init__(self, model, *, step: float = 0.02, iterations: int = 50,
-                 constraint="none", window: int = 128, batch_size: int = 256, seed: int = 0,
-                 **constraint_params):
+    def __init__(self, model, *, step: float, iterations: int, constraint: str, window: int,
+                 batch_size: int = 256, seed: int = 0, **constraint_params):
         from .constraints import get_constraint
         super().__init__(model, batch_size=batch_size, seed=seed)
-        if not step > 0:
-            raise InputError(f"step must be positive, got {step}")
-        if iterations < 1:
-            raise InputError(f"iterations must be at least 1, got {iterations}")
-        if window < 1:
-            raise InputError(f"window must be at least 1, got {window}")
         self.step = float(step)
         self.iterations = int(iterations)
         self.window = int(window)
@@ -465,9 +494,9 @@ class GradientGenerator(Generator):
         return self._finish_batch(x_gen, ctx, out)
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "step": self.step, "iterations": self.iterations,
-                "window": self.window,
-                "constraint": self.constraint.get_config()}
+        """... plus the constraint's own parameters (e.g. an occlusion's size), if any."""
+        return {**super().get_config(), **{k: v for k, v in self.constraint.get_config().items()
+                                           if k != "name"}}
 
 
 def _subset(ctx: dict, idx: np.ndarray) -> dict:

@@ -1,10 +1,16 @@
 """Reference points: FGSM, PGD (both on the prediction loss) and random noise of a given L2."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..errors import InputError
+from ..params import Bool, IntRange, Interval, Param, Params
 from .base import BatchOutput, Generator, GradientGenerator
+
+EPS = Param("eps", 0.3, Interval(0.0, 1.0, lo_open=True), "L-infinity radius of the change.",
+            label="ε (L∞ radius)")
 
 
 def prediction_loss(model, x, y):
@@ -29,12 +35,12 @@ class PGD(GradientGenerator):
     """Projected gradient ascent on the prediction loss inside an L-infinity ball of radius
     ``eps`` (Madry et al.); signed steps of ``step`` unless a constraint shapes them."""
     method = "pgd"
+    params = Params(EPS, *GradientGenerator.params.replace("step", default=0.01),
+                    Param("random_start", False, Bool(), "Start from a random point of the "
+                                                         "ball.", level="more"))
 
-    def __init__(self, model, *, eps: float = 0.3, step: float = 0.01, iterations: int = 50,
-                 random_start: bool = False, **kw):
-        super().__init__(model, step=step, iterations=iterations, **kw)
-        if not eps > 0:
-            raise InputError(f"eps must be positive, got {eps}")
+    def __init__(self, model, *, eps: float, random_start: bool, **kw):
+        super().__init__(model, **kw)
         self.eps = float(eps)
         self.random_start = bool(random_start)
 
@@ -55,18 +61,17 @@ class PGD(GradientGenerator):
                                  x0)
         return np.zeros_like(x0)
 
-    def get_config(self):
-        return {**super().get_config(), "eps": self.eps, "random_start": self.random_start}
 
 
 class FGSM(PGD):
     """One signed step of size ``eps`` on the prediction loss (Goodfellow et al.)."""
     method = "fgsm"
+    params = Params(replace(EPS, default=0.1),
+                    GradientGenerator.params["constraint"])
 
-    def __init__(self, model, *, eps: float = 0.1, **kw):
-        kw.pop("iterations", None)
-        kw.pop("step", None)
-        super().__init__(model, eps=eps, step=eps, iterations=1, **kw)
+    def __init__(self, model, *, eps: float, **kw):
+        super().__init__(model, eps=eps, step=eps, iterations=1, window=128, random_start=False,
+                         **kw)
 
 
 class Noise(Generator):
@@ -74,15 +79,16 @@ class Noise(Generator):
     L2 norm asked for: one number, or one per seed (to match another strategy's perturbations
     on the same seeds). ``tries`` draws per seed; the first adversarial one is kept."""
     method = "noise"
+    params = Params(Param("l2", 1.0, Interval(0.0, 1e6, many=True), "L2 norm of the noise "
+                                                                     "(Python: one per seed).",
+                          label="L2 norm of the noise"),
+                    Param("tries", 1, IntRange(1, 1000), "Draws per seed; the first adversarial "
+                                                         "one is kept.", level="more"))
 
-    def __init__(self, model, *, l2=1.0, tries: int = 1, batch_size: int = 128, seed: int = 0):
+    def __init__(self, model, *, l2, tries: int, batch_size: int = 128, seed: int = 0):
         super().__init__(model, batch_size=batch_size, seed=seed)
         self.l2 = np.asarray(l2, np.float32).reshape(-1)
-        if (self.l2 < 0).any() or not np.isfinite(self.l2).all():
-            raise InputError("noise l2 must be finite and non-negative")
         self.tries = int(tries)
-        if self.tries < 1:
-            raise InputError("noise tries must be at least 1")
         self._offset = 0
 
     def _prepare(self, x, y):
@@ -114,7 +120,7 @@ class Noise(Generator):
 
     def get_config(self):
         return {**super().get_config(), "l2": self.l2.tolist() if len(self.l2) <= 8
-                else f"{len(self.l2)} per-seed values", "tries": self.tries}
+                else f"{len(self.l2)} per-seed values"}
 
 
 def clipped_to_l2(x0: np.ndarray, direction: np.ndarray, l2: np.ndarray,

@@ -14,15 +14,25 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
+from ..params import Interval, Param
 from .base import GradientGenerator, compiled_forward, labels_of, predict_proba
 
 
 class Differential(GradientGenerator):
+    """DeepXplore's differential testing against other models (see the module docstring)."""
     method = "differential"
+    params = GradientGenerator.params.add(
+        Param("lambda1", 1.0, Interval(0.0, 1e3), "DeepXplore's lambda1: weight of model j's "
+                                                  "own class probability.", level="more"),
+        Param("lambda2", 0.1, Interval(0.0, 1e3), "DeepXplore's lambda2: weight of the neuron "
+                                                  "coverage term (0: none).", level="more"),
+        Param("threshold", 0.0, Interval(0.0, 1.0), "Neuron activation threshold of the "
+                                                    "coverage term.", level="more"))
+    accepts = ("others",)                   # the other models (Keras models)
 
-    def __init__(self, model, *, others=(), lambda1: float = 1.0, lambda2: float = 0.1,
-                 threshold: float = 0.0, step: float = 0.02, iterations: int = 50, **kw):
-        super().__init__(model, step=step, iterations=iterations, **kw)
+    def __init__(self, model, *, others=(), lambda1: float, lambda2: float, threshold: float,
+                 **kw):
+        super().__init__(model, **kw)
         self.models = [model, *others]
         if len(self.models) < 2:
             raise InputError("differential testing needs at least two models: give the others "
@@ -114,7 +124,3 @@ class Differential(GradientGenerator):
     def _oracle(self, y, pred_seed, pred_gen, x_gen):
         votes = self._votes(x_gen)
         return self._agree & ~(votes == votes[0]).all(0)
-
-    def get_config(self):
-        return {**super().get_config(), "models": [m.name for m in self.models],
-                "lambda1": self.lambda1, "lambda2": self.lambda2, "threshold": self.threshold}

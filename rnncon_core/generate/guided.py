@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
+from ..coverage.rconc import ContributionCoverage
+from ..params import Bool, IntRange, Interval, OneOf, Param, Params, Text
 from .base import BatchOutput, GradientGenerator, shared
 from .baselines import loss_from_output
 
@@ -25,24 +27,32 @@ class CoverageGuided(GradientGenerator):
     """Gradient ascent on the normalized values of k not-yet-activated items per seed."""
 
     criterion_name = ""
+    params = Params(
+        Param("target", "random", Text(("random", "dense"), layers="all", what="LAYER"),
+              "The items targeted: random (any layer), dense (the Dense layers) or one layer's.",
+              label="Target layer"),
+        Param("k", 1, IntRange(1, 1000), "Items activated at once (per seed).",
+              label="k (targets at once)"),
+        *GradientGenerator.params,
+        Param("threshold", None, Interval(0.0, 1.0), "Activation threshold (default: the data "
+                                                     "set's, 0.25 images, 0.5 IMDB).",
+              label="Threshold"),
+        Param("pool", "auto", OneOf(("auto", "set", "seed")),
+              "auto: set where the seed set leaves k items uncovered, else seed; set: items no "
+              "seed activates (the paper's Algorithm 2); seed: items the seed itself leaves "
+              "inactive.", level="more"),
+        Param("short", "error", OneOf(("error", "lowest")),
+              "When a seed leaves fewer than k items inactive: an error, or take the lowest.",
+              level="more"),
+        Param("stop_on_target", False, Bool(), "Also stop a seed once its targets are active.",
+              level="more"))
+    accepts = ("criterion_params",)
 
-    def __init__(self, model, *, target: str = "random", k: int = 1,
-                 threshold: float | None = None, pool: str = "auto", short: str = "error", stop_on_target: bool = False, step: float = 0.02, iterations: int = 50,
-                 constraint="none", window: int = 128, batch_size: int = 256, seed: int = 0,
-                 criterion_params: dict | None = None, **constraint_params):
-        super().__init__(model, step=step, iterations=iterations, constraint=constraint,
-                         window=window, batch_size=batch_size, seed=seed, **constraint_params)
-        if int(k) < 1:
-            raise InputError(f"k (contributions activated at once) must be at least 1, got {k}")
-        if pool not in ("auto", "set", "seed"):
-            raise InputError(f"pool must be 'auto' ('set' where the seed set leaves k items "
-                             f"uncovered, else 'seed'), 'set' (items no seed activates: the "
-                             f"paper's Algorithm 2) or 'seed' (items the seed itself leaves "
-                             f"inactive), got {pool!r}")
+    def __init__(self, model, *, target: str, k: int, threshold: float | None, pool: str,
+                 short: str, stop_on_target: bool, criterion_params: dict | None = None, **kw):
+        super().__init__(model, **kw)
         self.pool_mode = pool
         self.pool_used = None          # "set" or "seed", decided by _prepare
-        if short not in ("error", "lowest"):
-            raise InputError(f"short must be 'error' or 'lowest', got {short!r}")
         self.short = short
         self._short = None
         self.k = int(k)
@@ -212,9 +222,12 @@ class CoverageGuided(GradientGenerator):
         return [[desc(int(i)) for i in row if i >= 0] for row in targets]
 
     def get_config(self):
-        return {**super().get_config(), "target": self.target, "k": self.k, "pool": self.pool_mode, "short": self.short,
-                "threshold": self.threshold, "stop_on_target": self.stop_on_target,
-                "criterion": self.criterion_name, "criterion_params": self.criterion_params}
+        """... with the threshold in use (the data set's where none was given)."""
+        config = super().get_config()
+        if "threshold" in self.params:
+            config["threshold"] = self.threshold
+        return config | ({"criterion_params": self.criterion_params} if self.criterion_params
+                         else {})
 
 
 class ContributionGuided(CoverageGuided):
@@ -223,13 +236,17 @@ class ContributionGuided(CoverageGuided):
     ``normalize`` and ``values`` as in ContributionCoverage (defaults: "step", "abs")."""
     method = "rconc"
     criterion_name = "rconc"
+    params = CoverageGuided.params.add(
+        *(p for p in ContributionCoverage.params if p.name in ("granularity", "normalize",
+                                                               "values")))
 
-    def __init__(self, model, *, granularity: str = "unit", normalize: str = "step",
-                 values: str = "abs", **kw):
-        params = dict(kw.pop("criterion_params", None) or {})
-        params.update(granularity=granularity, normalize=normalize, values=values)
-        self.granularity = granularity
-        super().__init__(model, criterion_params=params, **kw)
+    def __init__(self, model, *, granularity: str, normalize: str, values: str, **kw):
+        self.granularity, self.normalize, self.values = granularity, normalize, values
+        super().__init__(model, **kw)
+
+    def _criterion_params(self) -> dict:
+        return {**super()._criterion_params(), "granularity": self.granularity,
+                "normalize": self.normalize, "values": self.values}
 
 
 class NeuronGuided(CoverageGuided):
@@ -243,10 +260,13 @@ class StateGuided(CoverageGuided):
     hidden-state units outside the seed set's top-k coverage."""
     method = "rnntest"
     criterion_name = "hsc"
+    params = CoverageGuided.params.without("threshold").add(
+        Param("lambda_state", 1.0, Interval(0.0, 1e3), "RNN-Test's weight of the state term.",
+              level="more"))
 
-    def __init__(self, model, *, lambda_state: float = 1.0, threshold: float = 0.25, **kw):
+    def __init__(self, model, *, lambda_state: float, **kw):
         self.lambda_state = float(lambda_state)
-        super().__init__(model, threshold=threshold, **kw)
+        super().__init__(model, threshold=0.25, **kw)      # HS_C has none: messages only
 
     def _criterion_params(self) -> dict:
         return dict(self.criterion_params)        # HS_C has no threshold
@@ -264,8 +284,6 @@ class StateGuided(CoverageGuided):
         scores = self.criterion.profile(x)                       # (B, total) 0/1
         return np.take_along_axis(scores, ctx["targets"], axis=1) > 0.5
 
-    def get_config(self):
-        return {**super().get_config(), "lambda_state": self.lambda_state}
 
 
 def _key(params: dict) -> str:

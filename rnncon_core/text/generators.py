@@ -15,6 +15,7 @@ edit passed (``valid``) and how many edits passed each check (``pass_<check>`` o
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,11 +24,15 @@ from ..coverage.threshold import DEFAULT_THRESHOLDS
 from ..data import INDEX_FROM, VOCAB_FILE, Vocabulary
 from ..errors import DataMissingError, InputError, UnsupportedModelError
 from ..generate.base import BatchOutput, Generator
+from ..params import Bool, FilePath, IntRange, Interval, OneOf, Param, Params, Text
 from .diff import words_changed
-from .eda import EDA, Lexicon, check_constraints
+from .eda import CONSTRAINTS, EDA, Lexicon
 from .lexical import CHECKS, check_edits
 
 IMDB_THRESHOLD = DEFAULT_THRESHOLDS["text"]     # the paper's for the IMDB models
+# what steers the search towards uncovered contributions (synonym-gradient: only with the
+# contribution objective)
+COVERAGE_PARAMS = ("layer", "n_targets", "threshold", "criterion")
 
 
 def load_vocabulary(vocab=None) -> Vocabulary:
@@ -52,12 +57,41 @@ class TextGenerator(Generator):
     of the seed set and one random set of uncovered contributions per seed."""
 
     input_kind = "text"
+    params = Params(
+        Param("constraints", "reader", OneOf(CONSTRAINTS),
+              "reader: only substitutes a reader would accept (tagged part of speech, "
+              "re-inflected, same sentiment, no antonym, number, negation or name); none: any "
+              "WordNet synonym (the EDA paper's). Every run reports the checks either way.",
+              kinds=("text",), aliases=("constraint",), label="Substitutions"),
+        Param("max_fraction", 0.1, Interval(0.0, 1.0, lo_open=True),
+              "Most words changed, as a share of the review.", kinds=("text",),
+              label="Most words changed (share of the review)"),
+        Param("max_changes", None, IntRange(1, 10_000), "Most words changed (default: only the "
+                                                        "share).", kinds=("text",),
+              level="more"),
+        Param("layer", None, Text(layers="recurrent", what="LAYER"),
+              "Uncovered contributions of this layer (default: all layers).", kinds=("text",),
+              label="Uncovered contributions of"),
+        Param("n_targets", 8, IntRange(1, 1000), "Uncovered target contributions per seed.",
+              kinds=("text",), label="Target contributions per seed"),
+        Param("threshold", IMDB_THRESHOLD, Interval(0.0, 1.0), "Activation threshold of the "
+                                                               "contributions.",
+              kinds=("text",), label="Threshold"),
+        Param("criterion", "rconc", Text(what="CRITERION"), "The coverage criterion whose "
+                                                             "uncovered items are targeted.",
+              kinds=("text",), level="more"),
+        Param("min_similarity", None, Interval(0.0, 1.0), "Least WordNet similarity of a "
+                                                          "substitute (default: the lexicon's).",
+              kinds=("text",), level="more"),
+        Param("vocab", None, FilePath(), "The vocabulary of the text model (a JSON saved by "
+                                         "data.Vocabulary.save; default: the IMDB models').",
+              kinds=("text",), level="cli"))
+    accepts = ("lexicon",)
 
-    def __init__(self, model, *, vocab=None, max_changes: int | None = None,
-                 max_fraction: float = 0.1, criterion: str = "rconc",
-                 threshold: float = IMDB_THRESHOLD, layer: str | None = None, n_targets: int = 8,
-                 lexicon: Lexicon | None = None, constraints: str = "reader",
-                 min_similarity: float | None = None, batch_size: int = 64, seed: int = 0):
+    def __init__(self, model, *, vocab, max_changes: int | None, max_fraction: float,
+                 criterion: str, threshold: float, layer: str | None, n_targets: int,
+                 constraints: str, min_similarity: float | None,
+                 lexicon: Lexicon | None = None, batch_size: int = 64, seed: int = 0):
         from ..coverage import get_criterion
         from ..trace import Tracer
         super().__init__(model, batch_size=batch_size, seed=seed)
@@ -65,20 +99,12 @@ class TextGenerator(Generator):
         if self.tracer.embedding is None:
             raise UnsupportedModelError(f"method {self.method!r} needs a text model that starts "
                                         f"with an Embedding of word ids; this one reads vectors")
-        if max_changes is not None and int(max_changes) < 1:
-            raise InputError(f"max_changes must be at least 1, got {max_changes}")
-        if not 0 < float(max_fraction) <= 1:
-            raise InputError(f"max_fraction must lie in (0, 1], got {max_fraction}")
-        if int(n_targets) < 1:
-            raise InputError(f"n_targets must be at least 1, got {n_targets}")
-        self.constraints = check_constraints(constraints)
+        self.constraints = constraints
         if lexicon is None:
             from .lexical import imdb_names
             v = load_vocabulary(vocab)
             lexicon = Lexicon(v, names=imdb_names(v.words))
         self.lexicon = lexicon
-        if min_similarity is not None and not 0 <= float(min_similarity) <= 1:
-            raise InputError(f"min_similarity must lie in [0, 1], got {min_similarity}")
         self.lexicon.set_min_similarity(min_similarity)
         from .lexical import MIN_SIMILARITY
         self.min_similarity = MIN_SIMILARITY if min_similarity is None else float(min_similarity)
@@ -169,12 +195,8 @@ class TextGenerator(Generator):
                 **{f"checked_{c}": v for c, v in checked.items()}}
 
     def get_config(self) -> dict:
-        return {**super().get_config(), "constraints": self.constraints,
-                "min_similarity": self.min_similarity,
-                "max_changes": self.max_changes,
-                "max_fraction": self.max_fraction, "criterion": self.criterion_name,
-                "threshold": self.threshold, "layer": self.layer, "n_targets": self.n_targets,
-                "vocab_size": self.lexicon.vocab.num_words}
+        """... with the lexicon's similarity floor where none was given."""
+        return {**super().get_config(), "min_similarity": self.min_similarity}
 
 
 def _edit_bound(a: list[str], b: list[str]) -> int:
@@ -198,13 +220,23 @@ class CoverageEDA(TextGenerator):
     """
 
     method = "eda"
+    params = TextGenerator.params.add(
+        *(Param(name, 0.02, Interval(0.0, 1.0), f"EDA's {what}: share of the words per "
+                                                 f"variant.", kinds=("text",), level="more")
+          for name, what in (("alpha_sr", "synonym replacement"), ("alpha_ri", "random "
+                             "insertion"), ("alpha_rs", "random swap"), ("p_rd", "random "
+                             "deletion"))),
+        Param("n_aug", 8, IntRange(1, 1000), "EDA variants per round.", kinds=("text",),
+              level="more"),
+        Param("max_rounds", 30, IntRange(1, 10_000), "Rounds per seed.", kinds=("text",),
+              level="more"),
+        Param("stop_at_coverage", False, Bool(), "Stop a seed as soon as it activates a target "
+                                                 "(Algorithm 2's line 18).", kinds=("text",),
+              level="more"))
 
-    def __init__(self, model, *, alpha_sr: float = 0.02, alpha_ri: float = 0.02,
-                 alpha_rs: float = 0.02, p_rd: float = 0.02, n_aug: int = 8,
-                 max_rounds: int = 30, stop_at_coverage: bool = False, **kw):
+    def __init__(self, model, *, alpha_sr: float, alpha_ri: float, alpha_rs: float, p_rd: float,
+                 n_aug: int, max_rounds: int, stop_at_coverage: bool, **kw):
         super().__init__(model, **kw)
-        if int(max_rounds) < 1:
-            raise InputError(f"max_rounds must be at least 1, got {max_rounds}")
         self.eda = EDA(self.lexicon, alpha_sr, alpha_ri, alpha_rs, p_rd, n_aug, seed=self.seed,
                        constraints=self.constraints)
         self.max_rounds = int(max_rounds)
@@ -266,12 +298,6 @@ class CoverageEDA(TextGenerator):
         return BatchOutput(x_gen=rows.astype(np.int32), iterations=rounds, targets=targets,
                            n_activated=activated, extras=extras)
 
-    def get_config(self) -> dict:
-        e = self.eda
-        return {**super().get_config(), "alpha_sr": e.alpha_sr, "alpha_ri": e.alpha_ri,
-                "alpha_rs": e.alpha_rs, "p_rd": e.p_rd, "n_aug": e.n_aug,
-                "max_rounds": self.max_rounds, "stop_at_coverage": self.stop_at_coverage}
-
 
 class SynonymGradient(TextGenerator):
     """Gradient-guided synonym substitution (beyond the paper).
@@ -292,13 +318,17 @@ class SynonymGradient(TextGenerator):
     """
 
     method = "synonym-gradient"
+    params = Params(
+        Param("objective", "loss", OneOf(("loss", "contribution")),
+              "loss: flip the prediction (cross-entropy); contribution: activate uncovered "
+              "contributions (Algorithm 2).", kinds=("text",), label="Objective"),
+        *(replace(p, when=("objective", "contribution")) if p.name in COVERAGE_PARAMS else p
+          for p in TextGenerator.params),
+        Param("rescore", 4, IntRange(1, 1000), "Best first-order pairs tried for real per step.",
+              kinds=("text",), level="more"))
 
-    def __init__(self, model, *, objective: str = "loss", rescore: int = 4, **kw):
+    def __init__(self, model, *, objective: str, rescore: int, **kw):
         super().__init__(model, **kw)
-        if objective not in ("loss", "contribution"):
-            raise InputError(f"objective {objective!r}: choose 'loss' or 'contribution'")
-        if int(rescore) < 1:
-            raise InputError(f"rescore must be at least 1, got {rescore}")
         self.objective = objective
         self.rescore = int(rescore)
         self.E = np.asarray(self.tracer.embedding[1])
@@ -461,6 +491,3 @@ class SynonymGradient(TextGenerator):
                                         "budget": budgets})
         return BatchOutput(x_gen=ids.astype(np.int32), iterations=steps, targets=targets,
                            n_activated=act, extras=extras)
-
-    def get_config(self) -> dict:
-        return {**super().get_config(), "objective": self.objective, "rescore": self.rescore}
