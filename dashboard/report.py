@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import argparse
 import html
+import platform
 import sys
 import time
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Sequence
 
@@ -24,7 +26,8 @@ import pandas as pd
 
 from dashboard import charts, results, tables
 
-PACKAGES = ("pandas", "plotly", "streamlit", "scikit-learn")   # beside the core's versions
+PACKAGES = ("rnncon-test", "tensorflow-cpu", "keras", "numpy", "pandas", "plotly", "streamlit",
+            "scikit-learn")
 
 
 @dataclass
@@ -36,8 +39,13 @@ class Section:
 
 
 def versions() -> dict[str, str]:
-    from rnncon_core.reports.writer import versions as core_versions
-    return core_versions(extra=PACKAGES)
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
 
 
 _STYLE = """
