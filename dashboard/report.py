@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import argparse
 import html
-import platform
 import sys
 import time
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Sequence
 
@@ -26,8 +24,7 @@ import pandas as pd
 
 from dashboard import charts, results, tables
 
-PACKAGES = ("rnncon-test", "tensorflow-cpu", "keras", "numpy", "pandas", "plotly", "streamlit",
-            "scikit-learn")
+PACKAGES = ("pandas", "plotly", "streamlit", "scikit-learn")   # beside the core's versions
 
 
 @dataclass
@@ -39,13 +36,8 @@ class Section:
 
 
 def versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
+    from rnncon_core.reports.writer import versions as core_versions
+    return core_versions(extra=PACKAGES)
 
 
 _STYLE = """

@@ -28,7 +28,6 @@ import os
 import secrets
 import socket
 import sqlite3
-import sys
 import time
 import traceback
 from contextlib import closing
@@ -40,6 +39,7 @@ import numpy as np
 
 from .errors import InputError, JobCancelled, RunStoreError
 from .paths import RUNS_DIR
+from .reports.writer import to_json, versions
 
 STATUSES = ("running", "finished", "failed", "cancelled")
 _SCHEMA = """
@@ -88,36 +88,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, json.dumps(obj, indent=2, default=_json_default).encode())
+    atomic_write_bytes(path, to_json(obj, indent=2).encode())
 
 
 def atomic_write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     _atomic_write(path, lambda f: np.savez_compressed(f, **arrays))
-
-
-def _json_default(o):
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"not JSON serializable: {type(o).__name__}")
-
-
-def _versions() -> dict:
-    """Package versions, read from the installed metadata (no TensorFlow import)."""
-    from importlib import metadata
-    out = {"python": sys.version.split()[0]}
-    for key, dists in {"tensorflow": ("tensorflow-cpu", "tensorflow"), "keras": ("keras",),
-                       "numpy": ("numpy",), "rnncon": ("rnncon-test",)}.items():
-        for dist in dists:
-            try:
-                out[key] = metadata.version(dist)
-                break
-            except metadata.PackageNotFoundError:
-                continue
-    return out
 
 
 def _model_record(model: str | None) -> dict | None:
@@ -362,7 +337,7 @@ class RunStore:
         path = self.root / run_id
         path.mkdir(parents=True)
         atomic_write_json(path / "config.json", config or {})
-        atomic_write_json(path / "versions.json", _versions())
+        atomic_write_json(path / "versions.json", versions())
         rec = _model_record(model)
         if rec is not None:
             atomic_write_json(path / "model.json", rec)
@@ -412,11 +387,11 @@ class RunStore:
         self._execute("UPDATE runs SET status = ?, updated = ?, summary = ?, error = ? "
                       "WHERE run_id = ?",
                       (status, _now(), None if summary is None else
-                       json.dumps(summary, default=_json_default), error, run_id))
+                       to_json(summary), error, run_id))
 
     def _set_summary(self, run_id: str, summary) -> None:
         self._execute("UPDATE runs SET summary = ?, updated = ? WHERE run_id = ?",
-                      (json.dumps(summary, default=_json_default), _now(), run_id))
+                      (to_json(summary), _now(), run_id))
 
     def _cancel_flag(self, run_id: str) -> bool:
         rows = self._execute("SELECT cancel_requested FROM runs WHERE run_id = ?", (run_id,))
@@ -542,7 +517,7 @@ def _row_from_folder(folder: Path) -> dict | None:
     return {"run_id": folder.name, "kind": "-".join(parts[2:-1]), "status": status,
             "model": None if model is None else str(model), "method": config.get("method"),
             "created": created, "updated": updated,
-            "summary": None if summary is None else json.dumps(summary, default=_json_default),
+            "summary": None if summary is None else to_json(summary),
             "error": error}
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from .errors import InputError, ModelLoadError, UnsupportedModelError
 from .paths import MODELS_DIR, ensure_dir
+from .reports.writer import versions
 
 
 @dataclass(frozen=True)
@@ -487,20 +488,13 @@ def train_model(name: str, epochs: int | None = None, batch_size: int = 128, see
         "history": {k: (previous["history"].get(k, []) if previous else [])
                     + [float(x) if k == "learning_rate" else round(float(x), 4) for x in v]
                     for k, v in history.history.items()},
-        "versions": _versions(),
+        "versions": versions(),
         "trained_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     (out_dir / f"{name}.card.json").write_text(json.dumps(card, indent=2))
     (out_dir / f"{name}.md").write_text(_card_markdown(card))
     progress({"event": "done", "model": name, "test_accuracy": card["test_accuracy"]})
     return card
-
-
-def _versions() -> dict:
-    import keras
-    import tensorflow as tf
-    return {"python": sys.version.split()[0], "tensorflow": tf.__version__,
-            "keras": keras.__version__, "numpy": np.__version__}
 
 
 def _card_markdown(card: dict) -> str:

@@ -149,16 +149,16 @@ def test_selection_rule_on_hand_made_candidates():
 
 
 def _ssim_brute(a, b, sigma=1.5, truncate=3.5):
-    """SSIM by explicit windows: mirrored borders, Gaussian weights, one pixel at a time."""
+    """SSIM by explicit windows (Wang et al. 2004): an 11 x 11 Gaussian window at every pixel
+    whose window lies inside the image, population statistics, one pixel at a time."""
     r = int(truncate * sigma + 0.5)
     g = np.exp(-0.5 * (np.arange(-r, r + 1) / sigma) ** 2)
     w = np.outer(g, g) / g.sum() ** 2
-    pa, pb = np.pad(a, r, mode="symmetric"), np.pad(b, r, mode="symmetric")
     c1, c2 = 0.01 ** 2, 0.03 ** 2
     vals = []
-    for i in range(a.shape[0]):
-        for j in range(a.shape[1]):
-            wa, wb = pa[i:i + 2 * r + 1, j:j + 2 * r + 1], pb[i:i + 2 * r + 1, j:j + 2 * r + 1]
+    for i in range(r, a.shape[0] - r):
+        for j in range(r, a.shape[1] - r):
+            wa, wb = a[i - r:i + r + 1, j - r:j + r + 1], b[i - r:i + r + 1, j - r:j + r + 1]
             ma, mb = (w * wa).sum(), (w * wb).sum()
             va, vb = (w * wa * wa).sum() - ma ** 2, (w * wb * wb).sum() - mb ** 2
             cv = (w * wa * wb).sum() - ma * mb
@@ -167,21 +167,36 @@ def _ssim_brute(a, b, sigma=1.5, truncate=3.5):
     return float(np.mean(vals))
 
 
-def test_ssim_against_brute_force_and_search():
+def test_ssim_known_values_brute_force_and_search():
     from rnncon_core.experiments.pollution import nearest_by_ssim, ssim, ssim_matrix
+    # two flat images: only the luminance term is left, (2 m_a m_b + C1) / (m_a^2 + m_b^2 + C1)
+    flat = np.full((1, 14, 14), 0.2), np.full((1, 14, 14), 0.4)
+    assert ssim(*flat)[0] == pytest.approx((2 * 0.08 + 1e-4) / (0.2 + 1e-4), abs=1e-12)
+    assert ssim(flat[0][0] * 255, flat[1][0] * 255, data_range=255)[0] == \
+        pytest.approx(0.80009995, abs=1e-8)
     rng = np.random.default_rng(4)
-    a, b = rng.random((3, 12, 12)), rng.random((3, 12, 12))
+    a, b = rng.random((3, 14, 14)), rng.random((3, 14, 14))
     b[0] = np.clip(a[0] + rng.normal(0, 0.05, a[0].shape), 0, 1)
     ours = ssim(a, b)
     for i in range(3):
         assert ours[i] == pytest.approx(_ssim_brute(a[i], b[i]), abs=1e-10)
+    # the stacked pairs give scikit-image's value of each pair alone, across chunk borders too
+    from skimage.metrics import structural_similarity
+    from rnncon_core.experiments.pollution import _ssim_pairs
+    one_by_one = [structural_similarity(x, y, data_range=1.0, gaussian_weights=True, sigma=1.5,
+                                        use_sample_covariance=False) for x, y in zip(a, b)]
+    assert ours == pytest.approx(one_by_one, abs=1e-12)
+    assert _ssim_pairs(a, b, 1.0, chunk=2) == pytest.approx(one_by_one, abs=1e-12)
     assert ssim(a, a) == pytest.approx(np.ones(3))
+    assert ssim(a, 1 - a) == pytest.approx(ssim(1 - a, a))      # symmetric
     assert ours[0] > ours[1] and ours[0] > ours[2]       # the noisy copy is the most similar
-    m = ssim_matrix(a, b, chunk=300)
+    m = ssim_matrix(a, b)
     assert m.shape == (3, 3) and m[1, 2] == pytest.approx(ssim(a[1], b[2])[0])
     # each query finds its own lightly perturbed copy in a shuffled pool
-    pool = rng.random((20, 12, 12))
+    pool = rng.random((20, 14, 14))
     pool[[5, 11, 17]] = np.clip(a + rng.normal(0, 0.03, a.shape), 0, 1)
     assert nearest_by_ssim(a, pool, k=1).ravel().tolist() == [5, 11, 17]
     with pytest.raises(InputError, match="shape"):
-        ssim(a, b[:, :10])
+        ssim(a, b[:, :12])
+    with pytest.raises(InputError, match="at least 11 x 11"):
+        ssim(a[:, :10, :10], b[:, :10, :10])

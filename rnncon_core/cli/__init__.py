@@ -5,7 +5,6 @@ Figures go to stdout (one JSON object with ``--json``); logs and progress go to 
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import sys
 
@@ -26,16 +25,8 @@ COMMAND_MODULES = ["models", "coverage", "generate", "runs", "retrain", "text"]
 
 def emit(obj: dict) -> None:
     """Print one JSON object on stdout."""
-    print(json.dumps(obj, default=_json_default))
-
-
-def _json_default(o):
-    import numpy as np
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    return str(o)
+    from ..reports.writer import to_json
+    print(to_json(obj))
 
 
 def log(msg: str) -> None:

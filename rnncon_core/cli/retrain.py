@@ -141,4 +141,4 @@ def report_retraining_cmd(
     if json_out:
         emit(report)
     else:
-        log(f"wrote {report['files']['markdown']} and {report['files']['json']}")
+        log(f"wrote {', '.join(report['files'])}")

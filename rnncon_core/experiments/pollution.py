@@ -12,15 +12,13 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from scipy.ndimage import gaussian_filter
 
 from ..errors import InputError
 
 
 # ---------------------------------------------------------------- SSIM
 
-def _blur(x: np.ndarray, sigma: float, truncate: float) -> np.ndarray:
-    return gaussian_filter(x, sigma=(0, sigma, sigma), truncate=truncate, mode="reflect")
+WINDOW = 11        # scikit-image's Gaussian window at sigma 1.5 (truncated at 3.5 sigma)
 
 
 def _images(x, what: str) -> np.ndarray:
@@ -29,40 +27,53 @@ def _images(x, what: str) -> np.ndarray:
         x = x[None]
     if x.ndim != 3 or x.shape[0] == 0:
         raise InputError(f"{what}: expected images (N, H, W) or one (H, W), got {x.shape}")
+    if min(x.shape[1:]) < WINDOW:
+        raise InputError(f"{what}: SSIM needs images of at least {WINDOW} x {WINDOW} pixels "
+                         f"(its window), got {x.shape[1]} x {x.shape[2]}")
     if not np.isfinite(x).all():
         raise InputError(f"{what} contain NaN or inf")
     return x
 
 
-def ssim(a, b, data_range: float = 1.0, sigma: float = 1.5, truncate: float = 3.5) -> np.ndarray:
-    """Mean structural similarity (Wang et al. 2004) of each pair (a[i], b[i]): Gaussian
-    window (sigma 1.5, 11 x 11), C1 = (0.01 L)^2, C2 = (0.03 L)^2, borders mirrored.
-    ``a`` and ``b``: (N, H, W) (or one image each); returns (N,)."""
+def _ssim_pairs(a: np.ndarray, b: np.ndarray, data_range: float,
+                chunk: int = 2048) -> np.ndarray:
+    """scikit-image's mean SSIM of each pair (a[i], b[i]), ``chunk`` pairs per call: the pairs
+    are stacked into one tall image each side and the per-pixel SSIM map (``full=True``) is
+    averaged per pair over the pixels scikit-image averages (those whose window lies inside the
+    image). A window there never reaches the next image, so each value is that of the pair
+    alone (tests/test_quality.py checks it against one call per pair)."""
+    from skimage.metrics import structural_similarity
+    n, h, w = a.shape
+    r = WINDOW // 2
+    out = np.empty(n)
+    for i in range(0, n, chunk):
+        m = len(a[i:i + chunk])
+        _, full = structural_similarity(a[i:i + chunk].reshape(m * h, w),
+                                        b[i:i + chunk].reshape(m * h, w),
+                                        data_range=data_range, gaussian_weights=True,
+                                        sigma=1.5, use_sample_covariance=False, full=True)
+        out[i:i + m] = full.reshape(m, h, w)[:, r:h - r, r:w - r].mean(axis=(1, 2))
+    return out
+
+
+def ssim(a, b, data_range: float = 1.0) -> np.ndarray:
+    """Mean structural similarity (Wang et al. 2004) of each pair (a[i], b[i]), by
+    scikit-image's ``structural_similarity`` with the paper's settings: Gaussian window (sigma
+    1.5, 11 x 11), population statistics, C1 = (0.01 L)^2, C2 = (0.03 L)^2, averaged over the
+    pixels whose window lies inside the image. ``a``, ``b``: (N, H, W) or one image each;
+    returns (N,)."""
     a, b = _images(a, "first images"), _images(b, "second images")
     if a.shape != b.shape:
         raise InputError(f"SSIM compares images of one shape: {a.shape} vs {b.shape}")
-    c1, c2 = (0.01 * data_range) ** 2, (0.03 * data_range) ** 2
-    mu_a, mu_b = _blur(a, sigma, truncate), _blur(b, sigma, truncate)
-    var_a = _blur(a * a, sigma, truncate) - mu_a ** 2
-    var_b = _blur(b * b, sigma, truncate) - mu_b ** 2
-    cov = _blur(a * b, sigma, truncate) - mu_a * mu_b
-    s = ((2 * mu_a * mu_b + c1) * (2 * cov + c2)) / \
-        ((mu_a ** 2 + mu_b ** 2 + c1) * (var_a + var_b + c2))
-    return s.mean(axis=(1, 2))
+    return _ssim_pairs(a, b, data_range)
 
 
-def ssim_matrix(queries, pool, chunk: int = 4_000_000, **kw) -> np.ndarray:
-    """SSIM of every query against every pool image: (Q, M); about ``chunk`` pixels of
-    image pairs at a time, to bound the memory."""
+def ssim_matrix(queries, pool, data_range: float = 1.0) -> np.ndarray:
+    """SSIM of every query against every pool image: (Q, M)."""
     q, p = _images(queries, "queries"), _images(pool, "pool images")
-    out = np.empty((len(q), len(p)))
-    per = max(1, chunk // p.size)
-    for i in range(0, len(q), per):
-        block = q[i:i + per]
-        a = np.repeat(block, len(p), axis=0)
-        b = np.tile(p, (len(block), 1, 1))
-        out[i:i + len(block)] = ssim(a, b, **kw).reshape(len(block), len(p))
-    return out
+    if q.shape[1:] != p.shape[1:]:
+        raise InputError(f"SSIM compares images of one shape: {q.shape[1:]} vs {p.shape[1:]}")
+    return np.stack([_ssim_pairs(np.broadcast_to(x, p.shape), p, data_range) for x in q])
 
 
 def nearest_by_ssim(queries, pool, k: int = 1) -> np.ndarray:

@@ -15,6 +15,7 @@ import pandas as pd
 from ..coverage import REPORT_THRESHOLDS, ContributionCoverage, NeuronCoverage
 from ..paths import ensure_dir
 from ..coverage.threshold import default_threshold, select_threshold
+from .writer import write_files
 
 EQ3 = {"normalize": "model", "values": "signed"}      # Eq. 3 taken literally
 SELECTION_CANDIDATES = (0.0, 0.25, 0.5, 0.75)
@@ -141,22 +142,17 @@ def build_coverage(out: Path, names: list[str] | None = None, n_mnist: int = 0, 
         notes.append({"model": name, "inputs": len(x), "source": ds.source, "threshold": t,
                       "seconds": round(seconds, 1)})
         done.append(name)
-    files = []
-    if done:
-        for fname, frames in (("layers.csv", layers), ("curves.csv", curves),
-                              ("gates.csv", gates), ("threshold_selection.csv", selections),
-                              ("discrimination.csv", disc)):
-            if not frames:
-                continue
-            pd.concat(frames, ignore_index=True).to_csv(out / fname, index=False,
-                                                        float_format="%.4f")
-            files.append(str(out / fname))
+    tables = {fname: pd.concat(frames, ignore_index=True)
+              for fname, frames in (("layers.csv", layers), ("curves.csv", curves),
+                                    ("gates.csv", gates),
+                                    ("threshold_selection.csv", selections),
+                                    ("discrimination.csv", disc)) if done and frames}
     summary = _markdown(pd.concat(layers) if layers else None, notes, skipped,
                         pd.concat(curves) if curves else None,
                         pd.concat(selections) if selections else None,
                         pd.concat(disc) if disc else None)
-    (out / "summary.md").write_text(summary)
-    files.append(str(out / "summary.md"))
+    files = write_files(out, {**tables, "summary.md": summary}, report="coverage",
+                        float_format="%.4f")
     return {"models": done, "skipped": [{"model": m, "why": w} for m, w in skipped],
             "files": files, "runs": notes}
 

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..paths import ensure_dir
+from .writer import write_files
 
 MNIST_MODELS = ("mnist-lstm", "stacked-mnist-lstm", "mnist-gru", "stacked-mnist-gru")
 METHODS = ("pgd", "fgsm", "rconc", "nc", "noise")
@@ -262,16 +263,17 @@ def build_criteria(out: Path, names=MNIST_MODELS, progress: Callable[[str], None
         tables.append(t)
         pools.append(p)
         timings[name] = tm
-        pd.concat(tables, ignore_index=True).round(6).to_csv(out / "suites.csv", index=False)
-        pd.concat(pools, ignore_index=True).to_csv(out / "pool.csv", index=False)
         config = {"models": list(timings), **{k: (list(v) if isinstance(v, tuple)
                                                                  else v)
                                                             for k, v in sizes.items()},
                   "timings": timings}
-        (out / "config.json").write_text(json.dumps(config, indent=1) + "\n")
+        write_files(out, {"suites.csv": pd.concat(tables, ignore_index=True).round(6),
+                          "pool.csv": pd.concat(pools, ignore_index=True),
+                          "config.json": config}, report="criteria")
         summarize(out)
     return {"files": [str(out / f) for f in ("summary.md", "tau.csv", "suites.csv", "pool.csv",
-                                             "config.json")], "timings": timings}
+                                             "config.json", "provenance.json")],
+            "timings": timings}
 
 
 def summarize(out: Path) -> pd.DataFrame:
@@ -281,9 +283,10 @@ def summarize(out: Path) -> pd.DataFrame:
     crit = [c for c in table.columns if c not in ("model", "suite", "size", "faults",
                                                   "fault_pairs") and not c.startswith("n_")]
     corr = correlations(table, crit)
-    corr.round(4).to_csv(out / "tau.csv", index=False)
     config = json.loads((out / "config.json").read_text())
-    (out / "summary.md").write_text(_markdown(corr, pd.read_csv(out / "pool.csv"), config))
+    write_files(out, {"tau.csv": corr.round(4),
+                      "summary.md": _markdown(corr, pd.read_csv(out / "pool.csv"), config)},
+                report="criteria")
     return corr
 
 

@@ -5,8 +5,6 @@ each model predicts right), stored in the run store; the paper's values stand be
 """
 from __future__ import annotations
 
-import csv
-import json
 import time
 from pathlib import Path
 from typing import Callable
@@ -14,6 +12,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InputError
+from .writer import write_files
 
 MNIST_MODELS = ("stacked-mnist-lstm", "mnist-lstm", "stacked-mnist-gru", "mnist-gru")
 
@@ -142,7 +141,10 @@ def build_generation(n_seeds: int = 500, models=None, out_dir="reports/generatio
               "table4": table4, "paper_table4": PAPER_TABLE4, "targets": targets,
               "tsne_model": tm, "reused_runs": len(reused), "run_ids": {f"{m}/{lab}": s["run_id"]
                                             for (m, lab), s in runs.items()}}
-    files = _write(out, report, tsne_rows)
+    files = write_files(out, {"table2.csv": table2, "table3.csv": table3,
+                              "table4.csv": table4, "figure10_tsne.csv": tsne_rows,
+                              "generation.json": report, "README.md": _markdown(report)},
+                        report="generation")
     report["files"] = files
     return report
 
@@ -229,32 +231,6 @@ def _tsne(tsne_runs: dict) -> list[dict]:
     return [{"seed_index": int(s), "k": int(k), "tsne_x": float(e[0]), "tsne_y": float(e[1]),
              "adversarial": bool(a), "l2": float(np.linalg.norm(p))}
             for s, k, e, a, p in zip(np.tile(seeds, len(zs)), ks, emb, adv, pert)]
-
-
-def _write(out: Path, report: dict, tsne_rows: list[dict]) -> list[str]:
-    files = []
-
-    def csv_out(name, rows):
-        if not rows:
-            return
-        p = out / name
-        with open(p, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
-        files.append(str(p))
-
-    csv_out("table2.csv", report["table2"])
-    csv_out("table3.csv", report["table3"])
-    csv_out("table4.csv", report["table4"])
-    csv_out("figure10_tsne.csv", tsne_rows)
-    p = out / "generation.json"
-    p.write_text(json.dumps(report, indent=2, default=str))
-    files.append(str(p))
-    p = out / "README.md"
-    p.write_text(_markdown(report))
-    files.append(str(p))
-    return files
 
 
 def _f(v, nd=3, pct=False):

@@ -411,13 +411,12 @@ def build_retraining(models=None, seeds: int = 500, epochs: int = 10, repeats: i
 
 
 def _write(report: dict, out_dir, started: float) -> dict:
-    from ..runs import atomic_write_bytes, atomic_write_json
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    from .writer import write_files
+    report.pop("files", None)                  # the paths of the previous partial write
     report["seconds"] = round(time.time() - started, 1)
-    report["files"] = {"json": str(out / "report.json"), "markdown": str(out / "report.md")}
-    atomic_write_json(out / "report.json", report)
-    atomic_write_bytes(out / "report.md", render_markdown(report).encode())
+    report["files"] = write_files(out_dir, {"report.json": report,
+                                            "report.md": render_markdown(report)},
+                                  report="retraining")
     return report
 
 

@@ -14,16 +14,15 @@ checks it failed.
 """
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 
 import numpy as np
 
 from ..errors import InputError
-from ..paths import REPO_ROOT, ensure_dir
+from ..paths import REPO_ROOT
 from ..text.generators import IMDB_THRESHOLD
 from ..text.lexical import MIN_SIMILARITY
+from .writer import write_files
 
 VARIANTS = (("eda", "none"), ("eda", "reader"), ("synonym-gradient", "none"),
             ("synonym-gradient", "reader"))
@@ -150,10 +149,8 @@ def build_text(models=None, n_seeds: int = 100, max_fraction: float = 0.1,
     report = {"n_seeds": n_seeds, "max_fraction": max_fraction, "max_changes": max_changes,
               "threshold": IMDB_THRESHOLD, "rows": rows, "targets": _targets(rows),
               "examples": examples, "seconds": round(time.time() - started, 1)}
-    out_dir = ensure_dir(Path(out_dir))
-    (out_dir / "text_report.json").write_text(json.dumps(report, indent=2))
-    (out_dir / "text_report.md").write_text(_markdown(report))
-    report["files"] = [str(out_dir / "text_report.json"), str(out_dir / "text_report.md")]
+    report["files"] = write_files(out_dir, {"text_report.json": report,
+                                            "text_report.md": _markdown(report)}, report="text")
     return report
 
 
