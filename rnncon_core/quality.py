@@ -212,45 +212,19 @@ def set_quality(x_gen, x_seed, x_reference, feature_net=None) -> dict:
 
 # ---------------------------------------------------------------- text
 
-def _tokens(seq) -> list:
-    """Word lists stay as they are; id arrays lose padding (0) and the start mark (1)."""
-    if isinstance(seq, np.ndarray):
-        from .data import PAD, START
-        return [int(t) for t in seq.ravel() if t not in (PAD, START)]
-    return list(seq)
-
-
-def edit_distance(a: Sequence, b: Sequence) -> int:
-    """Levenshtein distance between two word lists (or id arrays): the fewest insertions,
-    deletions and substitutions of whole words that turn ``a`` into ``b``."""
-    a, b = _tokens(a), _tokens(b)
-    if len(a) < len(b):
-        a, b = b, a
-    prev = list(range(len(b) + 1))
-    for i, wa in enumerate(a, 1):
-        cur = [i]
-        for j, wb in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (wa != wb)))
-        prev = cur
-    return prev[-1]
-
-
-def words_changed(a: Sequence, b: Sequence) -> float:
-    """Share of words changed: edit distance / length of the longer text, in [0, 1]."""
-    a, b = _tokens(a), _tokens(b)
-    longest = max(len(a), len(b))
-    return edit_distance(a, b) / longest if longest else 0.0
-
-
 def text_quality(seeds: Sequence[Sequence], generated: Sequence[Sequence]) -> dict:
-    """Mean share of words changed and mean edit distance over pairs (seed, generated)."""
+    """Mean words changed (:func:`rnncon_core.text.diff.words_changed`: word positions that
+    differ after alignment) and its mean share of the seed's words, over (seed, generated)
+    pairs of word lists or id arrays."""
+    from .text.diff import tokens, words_changed
     if len(seeds) != len(generated) or len(seeds) == 0:
         raise InputError(f"give one generated text per seed (got {len(seeds)} seeds and "
                          f"{len(generated)} generated texts, at least one of each)")
-    dist = [edit_distance(s, g) for s, g in zip(seeds, generated)]
-    share = [words_changed(s, g) for s, g in zip(seeds, generated)]
-    return {"n": len(dist), "edit_distance_mean": float(np.mean(dist)),
-            "words_changed_mean": float(np.mean(share))}
+    changed = np.array([words_changed(s, g) for s, g in zip(seeds, generated)], float)
+    n_words = np.array([len(tokens(s)) for s in seeds])
+    share = np.where(n_words > 0, changed / np.maximum(n_words, 1), 0.0)
+    return {"n": len(changed), "words_changed_mean": float(changed.mean()),
+            "share_changed_mean": float(share.mean())}
 
 
 # ---------------------------------------------------------------- selection (Table 5)

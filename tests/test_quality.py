@@ -96,29 +96,16 @@ def test_set_quality_names_the_feature_net(mnist, feature_net):
     assert "not with the paper" in q["note"]
 
 
-def test_text_metrics_against_brute_force():
-    def brute(a, b):     # recursive Levenshtein, fine for short lists
-        if not a or not b:
-            return len(a) + len(b)
-        return min(brute(a[1:], b) + 1, brute(a, b[1:]) + 1,
-                   brute(a[1:], b[1:]) + (a[0] != b[0]))
-
-    rng = np.random.default_rng(3)
-    vocab = ["a", "good", "bad", "film", "very", "not"]
-    for _ in range(30):
-        a = list(rng.choice(vocab, rng.integers(0, 6)))
-        b = list(rng.choice(vocab, rng.integers(0, 6)))
-        assert quality.edit_distance(a, b) == brute(a, b)
+def test_text_quality_reads_the_one_words_changed():
     seed = "this film is very good".split()
-    assert quality.edit_distance(seed, "this movie is very good".split()) == 1
-    assert quality.words_changed(seed, "this movie is very good".split()) == pytest.approx(0.2)
-    assert quality.words_changed(seed, seed) == 0.0
-    # id arrays: padding and the start mark are not words
-    ids_a, ids_b = np.array([0, 0, 1, 5, 6, 7]), np.array([0, 1, 5, 9, 7])
-    assert quality.edit_distance(ids_a, ids_b) == 1
     t = quality.text_quality([seed, seed], [seed, "this movie is good".split()])
-    assert t["edit_distance_mean"] == pytest.approx(1.0)
-    assert t["words_changed_mean"] == pytest.approx(0.2)
+    assert t == {"n": 2, "words_changed_mean": pytest.approx(1.0),    # (0 + 2) / 2
+                 "share_changed_mean": pytest.approx(0.2)}             # (0 + 2/5) / 2
+    # id arrays: padding and the start mark are not words
+    t = quality.text_quality([np.array([0, 0, 1, 5, 6, 7])], [np.array([0, 1, 5, 9, 7])])
+    assert t["words_changed_mean"] == 1.0 and t["share_changed_mean"] == pytest.approx(1 / 3)
+    with pytest.raises(InputError, match="one generated text per seed"):
+        quality.text_quality([seed], [])
 
 
 def test_selection_rule_on_hand_made_candidates():

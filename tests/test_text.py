@@ -203,6 +203,8 @@ def test_words_changed_counts_each_edit():
     assert words_changed(a, "a b c d e f g".split()) == 1
     assert words_changed(a, "a c d e f".split()) == 1
     assert words_changed(a, "e b c d a f".split()) == 2          # one swap
+    # id arrays: padding (0) and the start mark (1) are not words
+    assert words_changed(np.array([0, 0, 1, 5, 6, 7]), np.array([0, 1, 5, 9, 7])) == 1
     rng = np.random.default_rng(0)
     for _ in range(300):             # the edit distance, against a plain-Python oracle
         x = rng.choice(list("abcd"), size=rng.integers(0, 9)).tolist()
@@ -276,3 +278,16 @@ def test_text_report_markdown_leads_with_the_valid_rate():
     assert "**1/4 (25.0 %)**" in table_row.split("|")[3]        # the valid rate comes first
     assert "0 of 7 rejected" in table_row
     assert "[good → bad] movie … ✗ antonym, polarity" in md and "INVALID" in md
+
+
+def test_a_text_result_without_the_generators_count_uses_the_one_words_changed():
+    """GenerationResult's fallback (a text generator that gives no ``words_changed``) counts
+    as text.diff does: an inserted word shifting the rest counts 1, not every shifted id."""
+    from rnncon_core.generate.base import GenerationResult
+    seed = np.array([[0, 1, 5, 6, 7, 8], [0, 1, 5, 6, 7, 8]])
+    gen = np.array([[1, 9, 5, 6, 7, 8], [0, 1, 5, 6, 7, 9]])       # one insertion, one substitution
+    z = np.zeros(2, int)
+    res = GenerationResult("x", "text", seed, z, gen, z.astype(bool), z, z, z.astype(float),
+                           z, np.full((2, 1), -1), z - 1, 1.0)
+    assert res.words_changed().tolist() == [1, 1]
+    assert res.summary()["avg_words_changed_all"] == 1.0

@@ -75,10 +75,11 @@ class GenerationResult:
                 "linf": np.abs(p).max(axis=1, initial=0.0)}
 
     def words_changed(self) -> np.ndarray:
+        """Per seed, text.diff's words changed (the generator's, else from the id rows)."""
         if "words_changed" in self.extras:
             return np.asarray(self.extras["words_changed"])
-        return (self.x_gen != self.x_seed).reshape(self.n, int(np.prod(self.x_seed.shape[1:]))
-                                                   ).sum(axis=1)
+        from ..text.diff import words_changed
+        return np.array([words_changed(s, g) for s, g in zip(self.x_seed, self.x_gen)], np.int64)
 
     def summary(self, model: str = "") -> dict:
         """The run's figures. Norms are the means over the adversarial inputs (the paper's

@@ -234,7 +234,11 @@ def _markdown(rep: dict) -> str:
              "word's inflection; inserted or deleted words: neutral and no number). "
              "\"Adv., 3 checks\": adversarial with no edit failing the antonym, polarity or number "
              "check (the automatic check of issue 17's measurement). \"Subst. safe\": share of "
-             "substitutions passing those three checks together.", "",
+             "substitutions passing those three checks together. **Words changed** = the word "
+             "positions that differ after an optimal alignment of the seed and the generated "
+             "review (the word-level Levenshtein distance: each substituted, inserted or "
+             "deleted word counts 1; `rnncon_core.text.diff.words_changed`); share changed = "
+             "that count over the seed's words.", "",
              "| model | method | valid adversarial | adversarial | adv., 3 checks | "
              "subst. safe | antonym | polarity | number | POS | inflection | words changed | "
              "share changed | RConC before → after | NC before → after | s / input |",

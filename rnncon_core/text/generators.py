@@ -178,19 +178,24 @@ class TextGenerator(Generator):
         return list(words), list(starts)
 
     def _checked(self, x, x_gen, extras: dict) -> dict:
-        """``extras`` plus every edit checked (see the module doc) and the seed's confidence."""
+        """``extras`` plus every edit checked (see the module doc), the seed's confidence and
+        the words changed (text.diff's one definition, whatever the generator counted for its
+        budget)."""
         n = len(x)
         valid = np.zeros(n, bool)
+        changed = np.zeros(n, np.int64)
         passed = {c: np.zeros(n, np.int64) for c in CHECKS}
         checked = {c: np.zeros(n, np.int64) for c in CHECKS}
         for i in range(n):
             a, b = self.lexicon.words_of(x[i])[0], self.lexicon.words_of(x_gen[i])[0]
+            changed[i] = words_changed(a, b)
             res = check_edits(a, b, self.lexicon.tags(a))
             valid[i] = res["valid"]
             for c, (ok, total) in res["passed"].items():
                 passed[c][i], checked[c][i] = ok, total
         p = self.predict(x)
-        return {**extras, "valid": valid, "conf_seed": p.max(axis=1).astype(np.float32),
+        return {**extras, "words_changed": changed, "valid": valid,
+                "conf_seed": p.max(axis=1).astype(np.float32),
                 **{f"pass_{c}": v for c, v in passed.items()},
                 **{f"checked_{c}": v for c, v in checked.items()}}
 
