@@ -147,6 +147,54 @@ def test_same_seed_same_run(tiny, seeds):
     assert not np.array_equal(a.targets, c.targets)
 
 
+# ---------------------------------------------------------------- the joint objective
+
+def test_prediction_term_is_the_logit_margin():
+    """Mean of the top-4 other classes' logits minus the seed class's logit, read from the
+    softmax's probabilities (the normalizer cancels); a sigmoid counts as two classes."""
+    import tensorflow as tf
+    from rnncon_core.generate.guided import prediction_term
+    z = np.array([[3.0, 1.0, -2.0, 0.5, 0.0, -1.0], [-1.0, 2.0, 0.0, 4.0, 1.5, -3.0]], np.float32)
+    y = np.array([0, 3])
+    got = np.asarray(prediction_term(tf.nn.softmax(z), tf.constant(y)))
+    expect = [np.mean(sorted(np.delete(row, c))[-4:]) - row[c] for row, c in zip(z, y)]
+    np.testing.assert_allclose(got, expect, rtol=1e-5)
+    p = tf.constant([[0.9], [0.2]])                     # sigmoid: class 1's probability
+    got = np.asarray(prediction_term(p, tf.constant([1, 1])))
+    np.testing.assert_allclose(got, [np.log(0.1 / 0.9), np.log(0.8 / 0.2)], rtol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["rconc", "nc", "rnntest"])
+def test_objective_is_prediction_plus_coverage(method, tiny, seeds):
+    """The three coverage-guided strategies ascend lambda_pred * prediction term + coverage
+    weight * their targets' values; lambda_pred=0 leaves the coverage term alone."""
+    import tensorflow as tf
+    from rnncon_core.generate.guided import prediction_term
+    x, y = seeds
+    params = {k: v for k, v in STRATEGIES[method].items() if k != "method"}
+    xs, ys = tf.constant(x[:4]), tf.constant(y[:4])
+    values = {}
+    for lam in (0.0, 0.5):
+        gen = get_generator(method, tiny, lambda_pred=lam, **params)
+        gen._prepare(x, y)
+        ctx = {k: tf.constant(v) for k, v in gen._context(x[:4], y[:4],
+                                                          np.random.default_rng(0)).items()}
+        values[lam] = np.asarray(gen._objective(xs, ys, ctx))
+        cov = np.asarray(tf.reduce_sum(gen._target_values(xs, ctx), axis=1)) * gen.lambda_cov
+        pred = np.asarray(prediction_term(gen.forward(xs), ys))
+        np.testing.assert_allclose(values[lam], cov + lam * pred, rtol=1e-5, atol=1e-6)
+    assert get_generator(method, tiny).lambda_pred == (1.0 if method == "rnntest" else 0.03)
+
+
+def test_prediction_term_makes_rconc_adversarial(tiny, seeds):
+    """On the same seeds and budget, adding the prediction term turns at least as many seeds
+    adversarial as the coverage term alone, and more with a large weight."""
+    x, y = seeds
+    rate = {lam: _gen("rconc", tiny, lambda_pred=lam).generate(x, y).adversarial.mean()
+            for lam in (0.0, 10.0)}
+    assert rate[10.0] > rate[0.0]
+
+
 # ---------------------------------------------------------------- constraints
 
 def _image(a):

@@ -1,8 +1,15 @@
 """Coverage-guided generation: RNNCon-Test (Algorithm 2), DeepXplore's NC objective, RNN-Test.
 
 All three pick, per seed, k items (contributions, neurons, hidden-state units) that are not
-activated yet, and make their normalized values (``criterion.graph_values``) the loss of a
-gradient ascent on the input. RNN-Test adds the prediction loss to its state-coverage term.
+activated yet and ascend one joint objective: DeepXplore's obj_joint in the one-model form of
+DLFuzz and RNN-Test (Guo et al.; RNNCon-Test's generation is "similar to" theirs, §7):
+
+    obj(x) = lambda_pred * prediction_term(x) + lambda_cov * (sum of the k items' values)
+
+``prediction_term``: the mean logit of the ``TOP_K_OTHERS`` most likely other classes minus the
+seed class's logit (DLFuzz's objective on the "before_softmax" layer); the items' values are
+their normalized values (``criterion.graph_objective``). ``lambda_pred=0`` is Algorithm 2 as its
+text reads (the contribution alone as the loss). RNN-Test's coverage weight is ``lambda_state``.
 
 "Not activated yet" (Algorithm 2's C_all minus C(X)): with ``pool="set"`` X is the whole seed
 set (``criterion.uncovered(layer)`` after ``update``: the paper's meaning); with
@@ -20,7 +27,29 @@ from ..errors import InputError
 from ..coverage.rconc import ContributionCoverage
 from ..params import Bool, IntRange, Interval, OneOf, Param, Params, Text
 from .base import BatchOutput, GradientGenerator, shared
-from .baselines import loss_from_output
+
+# the prediction term's weight for rconc and nc, chosen on seeds no report uses
+# (reports/generation/NOTES.md: mnist-lstm, 64 held-out seeds, every weight tried)
+DEFAULT_LAMBDA_PRED = 0.03
+TOP_K_OTHERS = 4            # DLFuzz: the seed's class against the next four (its top 5)
+LAMBDA_PRED = Param("lambda_pred", DEFAULT_LAMBDA_PRED, Interval(0.0, 1e3),
+                    "Weight of the prediction term (other classes' logits minus the seed "
+                    "class's) beside the coverage term; 0: the coverage term alone.",
+                    level="more")
+
+
+def prediction_term(out, y, top_k: int = TOP_K_OTHERS):
+    """tf (B,): the mean logit of the ``top_k`` most likely classes other than y minus y's
+    logit, from class probabilities (B, C) or a sigmoid (B, 1): log p_j - log p_y = z_j - z_y
+    (the softmax's normalizer cancels). Positive once the input is predicted wrong."""
+    import tensorflow as tf
+    if out.shape[-1] == 1:
+        out = tf.concat([1.0 - out, out], axis=1)
+    logp = tf.math.log(tf.clip_by_value(out, 1e-30, 1.0))
+    own = tf.gather(logp, y, axis=1, batch_dims=1)
+    others = logp - 1e9 * tf.one_hot(y, tf.shape(logp)[1], dtype=logp.dtype)
+    k = min(int(top_k), int(out.shape[-1]) - 1)
+    return tf.reduce_mean(tf.math.top_k(others, k).values, axis=1) - own
 
 
 class CoverageGuided(GradientGenerator):
@@ -45,12 +74,16 @@ class CoverageGuided(GradientGenerator):
               "When a seed leaves fewer than k items inactive: an error, or take the lowest.",
               level="more"),
         Param("stop_on_target", False, Bool(), "Also stop a seed once its targets are active.",
-              level="more"))
+              level="more"),
+        LAMBDA_PRED)
     accepts = ("criterion_params",)
+    lambda_cov = 1.0            # the coverage term's weight (RNN-Test: lambda_state)
 
     def __init__(self, model, *, target: str, k: int, threshold: float | None, pool: str,
-                 short: str, stop_on_target: bool, criterion_params: dict | None = None, **kw):
+                 short: str, stop_on_target: bool, lambda_pred: float,
+                 criterion_params: dict | None = None, **kw):
         super().__init__(model, **kw)
+        self.lambda_pred = float(lambda_pred)
         self.pool_mode = pool
         self.pool_used = None          # "set" or "seed", decided by _prepare
         self.short = short
@@ -192,8 +225,12 @@ class CoverageGuided(GradientGenerator):
         return tf.gather(v, ctx["pos"], axis=1, batch_dims=1)          # (B, k)
 
     def _objective(self, x, y, ctx):
+        """The joint objective (module docstring): prediction term plus coverage term."""
         import tensorflow as tf
-        return tf.reduce_sum(self._target_values(x, ctx), axis=1)
+        obj = self.lambda_cov * tf.reduce_sum(self._target_values(x, ctx), axis=1)
+        if self.lambda_pred > 0:
+            obj = obj + self.lambda_pred * prediction_term(self.forward(x), y)
+        return obj
 
     def _activated(self, x: np.ndarray, ctx: dict) -> np.ndarray:
         """(B, k) bool: each target's value above the threshold (covered)."""
@@ -256,25 +293,21 @@ class NeuronGuided(CoverageGuided):
 
 
 class StateGuided(CoverageGuided):
-    """RNN-Test (Guo et al.): the prediction loss plus ``lambda_state`` times the values of k
-    hidden-state units outside the seed set's top-k coverage."""
+    """RNN-Test (Guo et al.): the prediction term (weight ``lambda_pred``, 1 as theirs) plus
+    ``lambda_state`` times the values of k hidden-state units outside the seed set's top-k
+    coverage."""
     method = "rnntest"
     criterion_name = "hsc"
-    params = CoverageGuided.params.without("threshold").add(
+    params = CoverageGuided.params.without("threshold").replace("lambda_pred", default=1.0).add(
         Param("lambda_state", 1.0, Interval(0.0, 1e3), "RNN-Test's weight of the state term.",
               level="more"))
 
     def __init__(self, model, *, lambda_state: float, **kw):
-        self.lambda_state = float(lambda_state)
+        self.lambda_state = self.lambda_cov = float(lambda_state)
         super().__init__(model, threshold=0.25, **kw)      # HS_C has none: messages only
 
     def _criterion_params(self) -> dict:
         return dict(self.criterion_params)        # HS_C has no threshold
-
-    def _objective(self, x, y, ctx):
-        import tensorflow as tf
-        state = tf.reduce_sum(self._target_values(x, ctx), axis=1)
-        return loss_from_output(self.forward(x), y) + self.lambda_state * state
 
     def _inactive(self, x, candidates):
         return np.asarray(self.criterion.profile(x))[:, candidates] < 0.5
