@@ -123,17 +123,7 @@ def require_model() -> Selection:
 
 def datasets_for(model_ref: str) -> list[str]:
     """The data sets whose inputs fit the model (its own first for a shipped model)."""
-    if model_ref in zoo.ARCHITECTURES:
-        return ["mnist", "fashion-mnist"] if zoo.ARCHITECTURES[model_ref].dataset == "mnist" \
-            else ["imdb"]
-    shape = tuple(model(model_ref).input_shape[1:])
-    if len(shape) == 1:
-        return ["imdb"]
-    if shape == (28, 28):
-        return ["mnist", "fashion-mnist"]
-    if shape == (8, 8):
-        return ["digits"]
-    return []
+    return zoo.model_datasets(model_ref, load=model)
 
 
 def save_upload(name: str, content: bytes) -> Path:

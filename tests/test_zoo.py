@@ -209,3 +209,25 @@ def test_with_steps_fixes_an_open_number_of_steps():
     ids = np.random.default_rng(0).integers(0, 9, (2, 7))
     np.testing.assert_allclose(fixed(ids), model(ids), atol=1e-6)
     assert zoo.with_steps(fixed, 5) is fixed
+
+
+def test_model_datasets_own_first_then_what_fits_the_input():
+    """One data-set guess (zoo.model_datasets) for generation and the dashboard."""
+    from types import SimpleNamespace
+
+    from rnncon_core.errors import InputError
+    from rnncon_core.generate.runner import model_dataset
+
+    def never(_):
+        raise AssertionError("a shipped architecture's data sets need no model")
+    assert zoo.model_datasets("mnist-lstm", load=never) == ["mnist", "fashion-mnist"]
+    assert zoo.model_datasets("some/dir/imdb-gru.keras", load=never) == ["imdb"]
+    shaped = lambda *s: SimpleNamespace(input_shape=(None, *s))    # noqa: E731
+    assert zoo.model_datasets("/tmp/mine.keras", shaped(28, 28)) == ["mnist", "fashion-mnist"]
+    assert zoo.model_datasets(None, shaped(8, 8)) == ["digits"]
+    assert zoo.model_datasets(None, load=lambda _: shaped(200)) == ["imdb"]
+    assert zoo.model_datasets(None, shaped(5, 5)) == []
+    assert model_dataset(shaped(28, 28), "/tmp/mine.keras") == "mnist"
+    assert model_dataset(shaped(5, 5), "mnist-gru.keras") == "mnist"      # its architecture's
+    with pytest.raises(InputError, match="cannot tell which data set"):
+        model_dataset(shaped(5, 5))

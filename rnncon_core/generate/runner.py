@@ -9,7 +9,6 @@ returns the summary.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -20,22 +19,13 @@ from .base import GenerationResult, predict_proba
 
 
 def model_dataset(model, name_or_path: str | os.PathLike | None = None) -> str:
-    """The data set a model was trained on: its model card, else guessed from its input."""
-    from ..zoo import ARCHITECTURES, read_card
-    name = None if name_or_path is None else Path(str(name_or_path)).name.removesuffix(".keras")
-    if name in ARCHITECTURES:
-        return ARCHITECTURES[name].dataset
-    if name is not None:
-        card = read_card(name)
-        if card and card.get("dataset"):
-            return card["dataset"]
+    """The data set a model was trained on: its architecture's or model card's, else the first
+    that fits its input (:func:`rnncon_core.zoo.model_datasets`)."""
+    from ..zoo import model_datasets
+    fits = model_datasets(name_or_path, model)
+    if fits:
+        return fits[0]
     shape = tuple(model.input_shape[1:])
-    if len(shape) == 1:
-        return "imdb"
-    if shape == (28, 28):
-        return "mnist"
-    if shape == (8, 8):
-        return "digits"
     raise InputError(f"cannot tell which data set fits a model with input {shape}: give "
                      f"your own seeds (CLI: --inputs X.npy --labels Y.npy; Python: inputs=, "
                      f"labels=) or a data set (--dataset NAME / dataset=: mnist, "
