@@ -5,7 +5,9 @@ session and waits for its per-layer chart (the server is then warm: the default 
 coverage profile are computed), then for each count of sessions: opens that many new sessions
 on the Coverage page at the same moment and prints when each shows its per-layer chart, moves
 the threshold in all of them and prints when the last one shows the new value, and the
-server's memory. Bounded: a fixed list of session counts, each round stops after --timeout s.
+server's memory. Before each browser round the same number of clients that speak Streamlit's
+websocket protocol but draw nothing open the page and move the threshold: the server's own
+share (time to the chart's delta), apart from the tabs' drawing on the same cores. Bounded: a fixed list of session counts, each round stops after --timeout s.
 
     .venv/bin/python benchmarks/bench_dashboard_load.py [--sessions 6 8 12] [--timeout 120]
 
@@ -16,6 +18,7 @@ printed beside them.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -25,16 +28,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "browser"))
 from harness import (Server, chart_drawn, chart_title_has, chromium, close_sessions,  # noqa: E402
-                     exceptions, move_threshold, open_sessions, wait_all)
+                     cpu_seconds, exceptions, move_threshold, open_sessions, protocol_round,
+                     wait_all)
 
 TARGETS = {8: 10.0, 12: 15.0}
 SETTLE_TARGET = 1.0
 
 
 def one_round(browser, server: Server, n: int, timeout: float) -> dict:
+    cpu = (cpu_seconds(server.proc.pid), cpu_seconds(os.getpid(), "chrom"))
     sessions = open_sessions(browser, server.url, "coverage", n)
     try:
         shown = wait_all(sessions, chart_drawn("cov_by_layer"), timeout)
+        # CPU seconds spent until every chart was drawn: the server's, the tabs' (Chromium)
+        cpu = (cpu_seconds(server.proc.pid) - cpu[0],
+               cpu_seconds(os.getpid(), "chrom") - cpu[1])
         # let every session finish its first run (sweep, CS_C table) before the slider moves
         wait_all(sessions, "!document.querySelector('[data-testid=\"stStatusWidget\"]')",
                  timeout)
@@ -44,7 +52,8 @@ def one_round(browser, server: Server, n: int, timeout: float) -> dict:
         errors = sum(exceptions(p) for _, p, _ in sessions)
     finally:
         close_sessions(sessions)
-    return {"shown": shown, "settled": settled, "exceptions": errors, "rss": server.rss_mb()}
+    return {"shown": shown, "settled": settled, "exceptions": errors, "rss": server.rss_mb(),
+            "cpu": cpu}
 
 
 def main() -> None:
@@ -53,7 +62,8 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per round at most")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp, chromium() as browser:
-        server = Server(Path(tmp) / "runs", Path(tmp) / "streamlit.log")
+        server = Server(Path(tmp) / "runs", Path(tmp) / "streamlit.log",
+                        env={"RNNCON_DASHBOARD_DEBUG": "1"})     # per-run timings in its log
         try:
             print(f"server healthy after {server.wait_healthy():.1f} s "
                   f"(memory {server.rss_mb():.0f} MB)")
@@ -63,14 +73,29 @@ def main() -> None:
             wait_all(warm, "!document.querySelector('[data-testid=\"stStatusWidget\"]')",
                      args.timeout)
             close_sessions(warm)
+            deadline = time.perf_counter() + args.timeout
+            while "warm-up of" not in server.log() and time.perf_counter() < deadline:
+                time.sleep(0.5)                  # the rest of the warm-up (edge profile, ...)
+            time.sleep(2)                        # the closed tabs' processes have ended
             print(f"one session, first Coverage chart on a fresh server: {first:.1f} s "
-                  f"(server warm after {time.perf_counter() - t0:.1f} s, memory "
-                  f"{server.rss_mb():.0f} MB)")
+                  f"(warm-up done after {time.perf_counter() - t0:.1f} s, memory "
+                  f"{server.rss_mb():.0f} MB; machine load {os.getloadavg()[0]:.1f})")
             for n in args.sessions:
+                # the server alone: n clients that speak Streamlit's protocol, draw nothing
+                alone = protocol_round(server.url, "coverage", "cov_by_layer", n, threshold=0.3,
+                                       timeout=args.timeout)
+                shown = [o["shown"] for o in alone]
+                settled = [o["settled"] for o in alone]
+                print(f"{n:2d} protocol clients at once (the server alone, nothing drawn): "
+                      f"per-layer chart's data sent after {min(shown):.2f}–{max(shown):.2f} s, "
+                      f"{statistics.median([o['bytes'] for o in alone]) / 1024:.0f} KB each; "
+                      f"threshold → 0.3 in all: new chart sent after "
+                      f"{min(settled):.2f}–{max(settled):.2f} s")
+                load = os.getloadavg()[0]
                 r = one_round(browser, server, n, args.timeout)
                 shown, settled = r["shown"], r["settled"]
                 target = TARGETS.get(n)
-                print(f"{n:2d} sessions at once: per-layer chart after "
+                print(f"{n:2d} Chromium sessions at once (same 2 cores): per-layer chart drawn after "
                       f"{min(shown):.1f}–{max(shown):.1f} s (median "
                       f"{statistics.median(shown):.1f})"
                       + (f" [target ≤ {target:g} s: {'met' if max(shown) <= target else 'NOT met'}]"
@@ -79,6 +104,10 @@ def main() -> None:
                       f"{min(settled):.2f}–{max(settled):.2f} s [target ≤ {SETTLE_TARGET:g} s: "
                       f"{'met' if max(settled) <= SETTLE_TARGET else 'NOT met'}]; "
                       f"exceptions {r['exceptions']}; server memory {r['rss']:.0f} MB")
+                print(f"    CPU until every chart was drawn: server {r['cpu'][0]:.1f} s "
+                      f"({r['cpu'][0] / n:.2f} per session), Chromium {r['cpu'][1]:.1f} s "
+                      f"({r['cpu'][1] / n:.2f} per tab); machine load {load:.1f} → "
+                      f"{os.getloadavg()[0]:.1f}")
             log = server.log()
             print(f"server log: {log.count('Traceback')} tracebacks, "
                   f"{log.count('ArrowTypeError')} Arrow errors")

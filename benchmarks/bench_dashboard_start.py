@@ -2,7 +2,7 @@
 
 Starts `streamlit run dashboard/app.py` (fresh process, empty run store), opens the Models page
 as soon as the health endpoint answers and prints, in seconds from the start of the process:
-the health endpoint, the Models heading, the first chart (the data sample), then the Coverage
+the health endpoint, the Models heading, the first view (the data sample: 16 images, no chart library), then the Coverage
 page's first per-layer chart (clicked in the sidebar, same session), the switch to edge
 granularity, and a later switch back to Models and to Coverage (profile cached).
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "browser"))
-from harness import Server, chromium, exceptions, settle, wait_chart  # noqa: E402
+from harness import Server, chromium, exceptions, settle, wait_chart, wait_images  # noqa: E402
 
 
 def one_start(browser, tmp: Path, root: Path) -> dict:
@@ -41,8 +41,8 @@ def one_start(browser, tmp: Path, root: Path) -> dict:
         page.goto(server.url)
         page.get_by_role("heading", name="Models", exact=True).wait_for()
         mark("models heading")
-        wait_chart(page, "models_sample")
-        mark("first chart (sample)")
+        wait_images(page, "models_sample")
+        mark("first view (sample images)")
         settle(page, "Models", timeout=180)
         mark("models settled")          # includes settle's 1.5 s of quiet
 
@@ -61,7 +61,7 @@ def one_start(browser, tmp: Path, root: Path) -> dict:
 
         t0 = time.perf_counter()
         page.get_by_role("link", name="Models").click()
-        wait_chart(page, "models_sample")
+        wait_images(page, "models_sample")
         t["back to Models"] = time.perf_counter() - t0
         settle(page, "Models")
         t0 = time.perf_counter()
@@ -91,7 +91,7 @@ def main() -> None:
         for i in range(args.repeat):
             with tempfile.TemporaryDirectory() as tmp:
                 t = one_start(browser, Path(tmp), args.root.resolve())
-            print(f"cold start {i + 1}:")
+            print(f"cold start {i + 1} (machine load {os.getloadavg()[0]:.1f} after it):")
             for k, v in t.items():
                 print(f"  {k:28s} {v:7.1f}" if isinstance(v, float) else f"  {k:28s} {v:>7}")
 

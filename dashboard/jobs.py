@@ -10,14 +10,17 @@ and a restarted server still lists every run.
 from __future__ import annotations
 
 import calendar
+import functools
 import secrets
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import streamlit as st
 
+from rnncon_core import runs
 from rnncon_core.errors import InputError, RNNConError
 from rnncon_core.runs import RunStore
 
@@ -45,22 +48,24 @@ _JOBS: dict[str, Job] = {}
 _LOCK = threading.Lock()
 
 
-class _TrackingStore(RunStore):
-    """A RunStore that tells its job the id of the first run the engine starts with it."""
-
-    def __init__(self, job: Job, root=None):
-        super().__init__(root)
-        self._job = job
-
-    def start(self, *args, **kwargs):
-        run = super().start(*args, **kwargs)
-        if self._job.run_id is None:
-            self._job.run_id = run.run_id
-        return run
-
-
 def store() -> RunStore:
-    return RunStore()
+    """The server's run store (one per root, shared by every session: opening one checks the
+    folder and the index, not something to do on every poll of a card)."""
+    return _store(Path(runs.RUNS_DIR))
+
+
+@functools.lru_cache(maxsize=4)
+def _store(root: Path) -> RunStore:
+    return RunStore(root)
+
+
+def _job_store(job: Job) -> RunStore:
+    """The store a job's engine call writes to: the server's root, and a callback that hands
+    the job the id of the first run it starts."""
+    def started(run) -> None:
+        if job.run_id is None:
+            job.run_id = run.run_id
+    return RunStore(store().root, on_start=started)
 
 
 def start(kind: str, label: str, fn: Callable[..., Any], /, **kwargs) -> Job:
@@ -69,7 +74,7 @@ def start(kind: str, label: str, fn: Callable[..., Any], /, **kwargs) -> Job:
 
     def work():
         try:
-            fn(**kwargs, store=_TrackingStore(job))
+            fn(**kwargs, store=_job_store(job))
         except RNNConError as e:          # bad input, cancelled, missing part: its message
             job.error = str(e)
         except Exception as e:            # a crash: the run (if any) holds the traceback

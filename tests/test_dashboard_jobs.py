@@ -189,3 +189,26 @@ def test_a_multi_line_error_becomes_one_line():
     card = jobs.card_for_job(job)
     assert card.error == "TypeError: bad thing"
     assert "File" not in card.error and "\n" not in card.error
+
+
+def test_one_store_per_root_shared_and_the_run_id_comes_back_by_callback(runs_dir):
+    assert jobs.store() is jobs.store() and jobs.store().root == runs_dir
+    seen = []
+
+    def two_runs(store):
+        assert type(store) is RunStore                 # the engine gets a plain store
+        for _ in range(2):
+            with store.start("generate", model="tiny", method="count") as run:
+                seen.append(run.run_id)
+                run.finish()
+    job = jobs.start("generate", "two", two_runs)
+    wait(job)
+    assert job.run_id == seen[0] and len(set(seen)) == 2   # the first run is the job's
+
+
+def test_a_store_calls_on_start_with_each_run_it_starts(tmp_path):
+    started = []
+    store = RunStore(tmp_path, on_start=started.append)
+    run = store.start("generate", model="tiny")
+    assert [r.run_id for r in started] == [run.run_id]
+    assert RunStore(tmp_path).start("generate").run_id not in [r.run_id for r in started]

@@ -11,7 +11,6 @@ st.caption("RConC counts the contributions (a neuron's output times a weight) th
            "input activates above the threshold; NC counts neurons. Moving the threshold reads "
            "the kept maxima: no new forward pass.")
 
-state.need("coverage", "Coverage")
 sel = state.require_model()
 
 c = st.columns([1.6, 1.1, 1.6, 1.1, 1.1])
@@ -54,6 +53,7 @@ def at_threshold():
     t = st.slider("Threshold", 0.0, 0.95, step=0.05, key="cov_threshold",
                   help="A contribution (or neuron) counts as covered when its normalized "
                        "value exceeds this for some input.")
+    t = round(t, 2)             # the cache key of the warm-up's figures at each stop
     with perf.rerun("Coverage · threshold", perf.session_id()):
         view = state.coverage_at(*profile, by, t)
         by_layer_fig, growth_fig = state.coverage_figures(*profile, by, t)
@@ -138,8 +138,13 @@ with right:
     if crits["CS_C"] is None:
         st.info("CS_C reads the LSTM cell state; this model has no LSTM layer.")
     else:
-        st.dataframe(state.coverage_at(*profile, by, st.session_state["cov_threshold"])
-                     ["sections"], hide_index=True, width="stretch")
+        # five rows: a static table (no data-grid script to load for it in each new tab)
+        sections = state.coverage_at(*profile, by, st.session_state["cov_threshold"])["sections"]
+        st.table(sections.assign(covered=sections["covered"].map("{:,}".format),
+                                 cells=sections["cells"].map("{:,}".format),
+                                 rate=sections["rate"].map("{:.1%}".format),
+                                 boundary=sections["boundary"].map({True: "yes", False: ""}))
+                 .set_index("section"))
 
 st.subheader("Every criterion on the same inputs")
 st.caption("testRNN's, DeepStellar's and DeepGauge's criteria (docs/criteria.md) beside RConC, "

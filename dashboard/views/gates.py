@@ -11,7 +11,6 @@ st.caption("Each row is one gate's input part (x·U) or recurrent part (h·W); e
            "time step; each cell the share of that gate's contributions activated above the "
            "threshold. Hover for the values.")
 
-state.need("coverage", "The gate view")
 sel = state.require_model()
 try:
     layers = [layer for layer in state.traced_layers(sel.model) if layer["kind"] != "dense"]

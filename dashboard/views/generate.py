@@ -3,13 +3,13 @@ import streamlit as st
 
 from dashboard import charts, forms, jobs, report, results, state, tables, text_views
 from rnncon_core import data, zoo
+from rnncon_core import generate as gen
 from rnncon_core.errors import RNNConError
 
 st.title("Generate")
 st.caption("Start from seeds the model predicts right, perturb them (guided by the criterion "
            "of the method) and keep what the model now gets wrong: adversarial inputs.")
 
-gen = state.need("generate", "Test generation")
 sel = state.require_model()
 kind = state.kind_of(sel.dataset)
 try:

@@ -1,7 +1,7 @@
 """Models: Table 1, the model under test (shipped or uploaded), its data set and provenance."""
 import streamlit as st
 
-from dashboard import charts, state, tables, warmup
+from dashboard import images, state, warmup
 from rnncon_core import data, zoo
 from rnncon_core.errors import RNNConError
 
@@ -182,9 +182,12 @@ def sample_and_table1(current, polling: bool) -> None:
             if ds.kind == "image":
                 caps = [f"{t} → …" for t in s["y"]] if pred is None else \
                     [f"{t} → {p} ({c:.0%})" for t, p, c in zip(s["y"], pred, conf)]
-                st.plotly_chart(charts.image_grid(data.to_images(s["x"]), caps,
-                                                  title="label → prediction (confidence)"),
-                                width="stretch", key="models_sample")
+                # plain HTML with the images inline, not a Plotly figure: the first page a
+                # visitor sees loads no chart library (Plotly's script is 4.7 MB to parse in
+                # every new tab) and fetches nothing more
+                with st.container(key="models_sample"):
+                    st.caption("label → prediction (confidence)")
+                    st.html(images.image_strip(data.to_images(s["x"]), caps))
             else:
                 st.dataframe([{"label": int(t),
                                "prediction": None if pred is None else int(pred[i]),
@@ -206,6 +209,7 @@ def sample_and_table1(current, polling: bool) -> None:
         st.caption(":material/hourglass_top: Table 1 builds the eight architectures: it appears "
                    "as soon as TensorFlow has loaded.")
     else:
+        from dashboard import tables           # pandas: not needed before Table 1 is ready
         st.table(tables.table1_text(tables.table1(state.table1())))
         st.caption("cons per step: contributions per time step; cons (paper's count): "
                    "counted as the paper's Table 1 does (its steps × per step); cons (all "

@@ -10,7 +10,6 @@ st.caption("Each point is one perturbation (generated input minus its seed), pla
            "click a point, or draw a box or a lasso (the chart's toolbar), to see the seeds "
            "and generated inputs.")
 
-state.need("generate", "The perturbation map")
 sel = state.require_model()
 store = jobs.store()
 runs = results.generation_runs(store, sel.model)

@@ -2,6 +2,7 @@
 import streamlit as st
 
 from dashboard import charts, jobs, report, results, state
+from rnncon_core import retrain
 
 st.title("Retrain")
 st.caption("From the trained weights, the adversarial inputs of a generation run (labelled "
@@ -9,7 +10,6 @@ st.caption("From the trained weights, the adversarial inputs of a generation run
            "epochs, several times over; a control arm trains on as many clean inputs "
            "(Table 6, Figures 13 and 14).")
 
-retrain = state.need("retrain", "Retraining")
 sel = state.require_model()
 store = jobs.store()
 

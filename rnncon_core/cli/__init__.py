@@ -20,7 +20,7 @@ report_app = typer.Typer(no_args_is_help=True, help="Write the paper's tables an
 app.add_typer(report_app, name="report")
 
 # Sub-command modules register themselves on `app` / `report_app` when imported.
-COMMAND_MODULES = ["models", "coverage", "generate", "runs", "retrain", "text"]
+COMMAND_MODULES = ["models", "coverage", "generate", "report_html", "runs", "retrain", "text"]
 
 
 def emit(obj: dict) -> None:

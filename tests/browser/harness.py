@@ -89,6 +89,39 @@ class Server:
         self._log.close()
 
 
+def _procs() -> dict[int, tuple[int, str, float]]:
+    """pid -> (parent pid, name, CPU seconds so far) of every process (Linux /proc)."""
+    tick, out = os.sysconf("SC_CLK_TCK"), {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                text = (d / "stat").read_text()
+            except OSError:
+                continue
+            name = text[text.index("(") + 1:text.rindex(")")]
+            f = text[text.rindex(")") + 2:].split()
+            out[int(d.name)] = (int(f[1]), name, (int(f[11]) + int(f[12])) / tick)
+    return out
+
+
+def cpu_seconds(root: int, name: str | None = None) -> float:
+    """CPU seconds used so far by ``root`` and the live processes under it (only those whose
+    name contains ``name``, when given): the server's share, or the browser's."""
+    procs, total, seen = _procs(), 0.0, set()
+    for pid in procs:
+        chain, p = [], pid
+        while p in procs and p not in seen and p != root and p > 1:
+            chain.append(p)
+            p = procs[p][0]
+        if p == root or p in seen:
+            seen.update(chain)
+    seen.add(root)
+    for pid in seen:
+        if pid in procs and (name is None or name in procs[pid][1]):
+            total += procs[pid][2]
+    return total
+
+
 @contextmanager
 def chromium():
     """Debian's Chromium driven by Playwright (no browser is downloaded)."""
@@ -131,6 +164,16 @@ def chart_drawn(key: str) -> str:
 
 def wait_chart(page, key: str, timeout: float = 120) -> None:
     page.wait_for_function(chart_drawn(key), timeout=timeout * 1000, polling=100)
+
+
+def images_drawn(key: str) -> str:
+    """A JS predicate: the images inside the element with this Streamlit key are loaded."""
+    return (f"(() => {{ const im = [...document.querySelectorAll('.st-key-{key} img')]; "
+            f"return im.length > 0 && im.every(i => i.complete && i.naturalWidth > 0); }})()")
+
+
+def wait_images(page, key: str, timeout: float = 120) -> None:
+    page.wait_for_function(images_drawn(key), timeout=timeout * 1000, polling=100)
 
 
 def no_traceback(page, where: str) -> None:
@@ -202,3 +245,83 @@ def move_threshold(sessions: list, key: str = "cov_threshold", presses: int = 1)
 def close_sessions(sessions: list) -> None:
     for ctx, _, _ in sessions:
         ctx.close()
+
+
+# ---------------------------------------------------------------- the server alone
+
+def protocol_round(url: str, path: str, key: str, n: int, threshold: float | None = None,
+                   slider: str = "cov_threshold", timeout: float = 120) -> list[dict]:
+    """n sessions that speak Streamlit's websocket protocol as a browser tab does (open the
+    page, move the slider) but draw nothing: what the server alone costs. For each session, in
+    seconds: ``shown`` (from its connection to the delta that carries the Plotly chart ``key``),
+    ``finished`` (the script run's end), ``bytes`` received, and with ``threshold`` ``settled``
+    (from sending the slider's new value, all sessions at once, to the chart's new delta)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+    work = lambda: asyncio.run(asyncio.wait_for(                        # noqa: E731
+        _protocol_round(url, path, key, n, threshold, slider), timeout))
+    with ThreadPoolExecutor(1) as pool:         # its own event loop (Playwright runs one here)
+        return pool.submit(work).result()
+
+
+async def _protocol_round(url, path, key, n, threshold, slider_key) -> list[dict]:
+    import asyncio
+
+    import websockets
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    stream = url.replace("http://", "ws://") + "/_stcore/stream"
+    moved = asyncio.Event()
+
+    async def until_finished(ws, out: dict, since: float, name: str) -> None:
+        """Read messages until the script (or fragment) run ends; note the chart's delta."""
+        while True:
+            raw = await ws.recv()
+            out["bytes"] = out.get("bytes", 0) + len(raw)
+            msg = ForwardMsg()
+            msg.ParseFromString(raw)
+            kind = msg.WhichOneof("type")
+            if kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
+                el = msg.delta.new_element
+                which = el.WhichOneof("type")
+                if which == "plotly_chart" and key in el.plotly_chart.id and name not in out:
+                    out[name] = time.perf_counter() - since
+                if which == "slider" and slider_key in el.slider.id:
+                    out["_slider"] = (el.slider.id, msg.delta.fragment_id)
+            elif kind == "script_finished":
+                return
+
+    async def one(out: dict) -> None:
+        started = time.perf_counter()
+        async with websockets.connect(stream, subprotocols=["streamlit"], max_size=None) as ws:
+            msg = BackMsg()
+            msg.rerun_script.page_name = path
+            await ws.send(msg.SerializeToString())
+            await until_finished(ws, out, started, "shown")
+            out["finished"] = time.perf_counter() - started
+            if threshold is None or "_slider" not in out:
+                return
+            await moved.wait()                       # every session moves at the same moment
+            widget, fragment = out["_slider"]
+            msg = BackMsg()
+            msg.rerun_script.page_name = path
+            msg.rerun_script.fragment_id = fragment
+            state = msg.rerun_script.widget_states.widgets.add()
+            state.id = widget
+            state.double_array_value.data.append(threshold)
+            sent = time.perf_counter()
+            await ws.send(msg.SerializeToString())
+            await until_finished(ws, out, sent, "settled")
+
+    outs = [{} for _ in range(n)]
+    tasks = [asyncio.create_task(one(o)) for o in outs]
+    while threshold is not None and sum("finished" in o for o in outs) < n:
+        if any(t.done() and t.exception() for t in tasks):
+            break
+        await asyncio.sleep(0.02)
+    moved.set()
+    await asyncio.gather(*tasks)
+    for o in outs:
+        o.pop("_slider", None)
+    return outs

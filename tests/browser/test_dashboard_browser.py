@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
-from harness import CHROMIUM, Server, no_traceback, settle, wait_chart  # noqa: E402
+from harness import CHROMIUM, Server, no_traceback, settle, wait_chart, wait_images  # noqa: E402
 from rnncon_core import zoo  # noqa: E402
 from rnncon_core.runs import RunStore  # noqa: E402
 
@@ -130,7 +130,7 @@ def every_page_jobs_reload_cancel_tsne_and_report(server, browser, tmp_path):
     page.goto(url)
     page.get_by_role("heading", name="Models", exact=True).wait_for()
     heading = time.perf_counter() - t0
-    wait_chart(page, "models_sample")
+    wait_images(page, "models_sample")
     chart = time.perf_counter() - t0
     print(f"\ncold start: server up after {srv.healthy_after:.1f} s; from then, Models heading "
           f"{heading:.1f} s, first chart {chart:.1f} s")

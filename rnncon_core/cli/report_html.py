@@ -1,0 +1,78 @@
+"""`rnncon report html`: the dashboard's shareable report (one self-contained HTML file with
+interactive figures, tables, model, data, settings and versions) for a run or for the coverage
+of a model, without starting the dashboard."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import emit, log, report_app
+from ..errors import InputError
+from ..paths import REPO_ROOT
+
+
+def _dashboard_report():
+    """``dashboard.report`` of this checkout (the HTML writer draws with the dashboard's
+    charts; the dashboard is not part of the installed package)."""
+    if (REPO_ROOT / "dashboard").is_dir() and str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    try:
+        from dashboard import report
+    except ImportError as e:
+        raise InputError(f"rnncon report html needs the dashboard of a checkout ({e}); run it "
+                         f"from a clone of the repository with the dashboard's requirements "
+                         f"installed") from None
+    return report
+
+
+@report_app.command("html")
+def report_html_cmd(
+    run: Optional[str] = typer.Option(None, "--run", help="A generation or retraining run "
+                                                          "of the run store (its id)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Or the coverage of this model "
+                                                              "(a shipped name or a .keras "
+                                                              "file)."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="With --model: the data set "
+                                                                  "(default: the model's own)."),
+    n: int = typer.Option(200, "--n", min=1, help="With --model: the first N test inputs."),
+    threshold: Optional[float] = typer.Option(None, "--threshold", min=0.0, max=1.0,
+                                              help="With --model: RConC's and NC's threshold "
+                                                   "(default: the data set's)."),
+    granularity: str = typer.Option("unit", "--granularity", help="unit or edge."),
+    normalize: str = typer.Option("step", "--normalize", help="step, layer or model."),
+    values: str = typer.Option("abs", "--values", help="abs or signed."),
+    out_dir: Optional[str] = typer.Option(None, "--out-dir", help="Output folder (default: the "
+                                                                  "current one)."),
+    runs_dir: Optional[str] = typer.Option(None, "--runs-dir", help="Run store (default: "
+                                                                    "RNNCON_RUNS or ./runs)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+):
+    """One self-contained HTML report (opens offline in a browser): of a run (--run ID) or of
+    the coverage of a model (--model M), the same file as the dashboard's "Download report"."""
+    if (run is None) == (model is None):
+        raise InputError("give --run RUN_ID (a generation or retraining run) or --model MODEL "
+                         "(its coverage), one of the two")
+    for name, value, choices in (("--granularity", granularity, ("unit", "edge")),
+                                 ("--normalize", normalize, ("step", "layer", "model")),
+                                 ("--values", values, ("abs", "signed"))):
+        if value not in choices:
+            raise InputError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    report = _dashboard_report()
+    if run is not None:
+        from ..runs import RunStore
+        doc, name = report.for_run(RunStore(runs_dir).get(run)), f"report-{run}.html"
+    else:
+        doc = report.coverage_of_model(model, dataset, n, threshold, granularity, normalize,
+                                       values)
+        name = f"report-coverage-{Path(model).stem}.html"
+    folder = Path(out_dir or ".")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(doc, encoding="utf-8")
+    if json_out:
+        emit({"report": str(path), "bytes": path.stat().st_size})
+    else:
+        log(f"wrote {path} ({path.stat().st_size / 2**20:.1f} MB)")
