@@ -409,13 +409,11 @@ def threshold_choice(model_ref: str, dataset_name: str, n_inputs: int, granulari
 @st.cache_data(show_spinner="Running t-SNE on the perturbations…", max_entries=16)
 def tsne(run_id: str, mtime: float, rows: tuple, perplexity: float = 30.0,
          seed: int = 0) -> np.ndarray:
-    """2-D t-SNE of the perturbations (x_gen − x_seed, flattened) of some rows of a run."""
-    from sklearn.manifold import TSNE
+    """2-D t-SNE of the perturbations (x_gen − x_seed) of some rows of a run (the core's
+    ``quality.tsne_embedding``, fewer iterations than the report's)."""
     from dashboard.jobs import store
+    from rnncon_core.quality import tsne_embedding
     out = run_outputs(store().get(run_id))
     idx = np.asarray(rows, dtype=np.int64)
-    p = (out["x_gen"][idx].astype(np.float32) - out["x_seed"][idx].astype(np.float32))
-    p = p.reshape(len(idx), -1)
-    perplexity = float(min(perplexity, max(1.0, (len(idx) - 1) / 3)))
-    return TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed,
-                max_iter=500).fit_transform(p)
+    p = out["x_gen"][idx].astype(np.float32) - out["x_seed"][idx].astype(np.float32)
+    return tsne_embedding(p, seed=seed, perplexity=perplexity, max_iter=500)

@@ -240,9 +240,9 @@ def hidden_change_tsne(model_ref: str, run_id: str, mtime: float, _outputs: dict
     """2-D t-SNE of h_T(generated) - h_T(seed): the change an edit makes to the output of the
     model's last recurrent layer (its final hidden state)."""
     import keras
-    from sklearn.manifold import TSNE
 
     from dashboard import state
+    from rnncon_core.quality import tsne_embedding
     m = state.model(model_ref)
     rec = [l for l in m.layers if type(l).__name__ in ("LSTM", "GRU", "SimpleRNN")]
     if not rec:
@@ -250,11 +250,7 @@ def hidden_change_tsne(model_ref: str, run_id: str, mtime: float, _outputs: dict
     sub = keras.Model(m.inputs, rec[-1].output)
     h0 = np.asarray(sub.predict(_outputs["x_seed"], verbose=0)).reshape(len(_outputs["x_seed"]), -1)
     h1 = np.asarray(sub.predict(_outputs["x_gen"], verbose=0)).reshape(len(_outputs["x_gen"]), -1)
-    d = h1 - h0
-    n = len(d)
-    perplexity = float(min(30.0, max(1.0, (n - 1) / 3)))
-    return TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed,
-                max_iter=500).fit_transform(d)
+    return tsne_embedding(h1 - h0, seed=seed, max_iter=500)
 
 
 def perturbations_view(sel, info, outputs: dict) -> None:

@@ -1,4 +1,5 @@
-"""Quality of generated inputs: L1/L2 distances, FID and IS, text edit metrics, and the
+"""Quality of generated inputs: L1/L2 distances, FID and IS, text edit metrics, the t-SNE map
+of Figure 10 (``tsne_embedding``, for the generation report and the dashboard), and the
 paper's choice of the retraining set (Table 5: smallest L1, then smallest FID, then largest IS).
 
 FID and IS are computed with this project's MNIST feature CNN (``zoo.FEATURE_NET``: layer
@@ -225,6 +226,23 @@ def text_quality(seeds: Sequence[Sequence], generated: Sequence[Sequence]) -> di
     share = np.where(n_words > 0, changed / np.maximum(n_words, 1), 0.0)
     return {"n": len(changed), "words_changed_mean": float(changed.mean()),
             "share_changed_mean": float(share.mean())}
+
+
+# ---------------------------------------------------------------- t-SNE (Figure 10)
+
+def tsne_embedding(points, seed: int = 0, perplexity: float = 30.0,
+                   max_iter: int = 1000) -> np.ndarray:
+    """2-D t-SNE (scikit-learn, PCA init) of ``points`` (N, ...), each flattened, e.g. the
+    perturbations x_gen - x_seed of Figure 10: (N, 2). The perplexity is capped at (N - 1) / 3
+    (at least 1) so that small sets work; the same seed gives the same map."""
+    from sklearn.manifold import TSNE
+    x = np.asarray(points, dtype=np.float32)
+    x = x.reshape(len(x), -1)
+    if len(x) < 3:
+        raise InputError(f"t-SNE needs at least 3 points, got {len(x)}")
+    perplexity = float(min(perplexity, max(1.0, (len(x) - 1) / 3)))
+    return TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed,
+                max_iter=max_iter).fit_transform(x)
 
 
 # ---------------------------------------------------------------- selection (Table 5)

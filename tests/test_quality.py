@@ -187,3 +187,23 @@ def test_ssim_known_values_brute_force_and_search():
         ssim(a, b[:, :12])
     with pytest.raises(InputError, match="at least 11 x 11"):
         ssim(a[:, :10, :10], b[:, :10, :10])
+
+
+def test_tsne_embedding_for_the_report_and_the_dashboard():
+    from sklearn.manifold import TSNE
+    rng = np.random.default_rng(0)
+    # two far-apart clusters of 15 "perturbations" (5 x 2 images) each
+    pts = np.concatenate([rng.normal(0, 0.1, (15, 5, 2)), rng.normal(5, 0.1, (15, 5, 2))])
+    emb = quality.tsne_embedding(pts, seed=3, max_iter=250)
+    assert emb.shape == (30, 2)
+    # the same seed, the same map: the perplexity is capped at (N - 1) / 3 = 9.67; otherwise scikit-learn's t-SNE, PCA init
+    ref = TSNE(n_components=2, perplexity=29 / 3, init="pca", random_state=3, max_iter=250) \
+        .fit_transform(pts.reshape(30, -1).astype(np.float32))
+    np.testing.assert_allclose(emb, ref, rtol=1e-5, atol=1e-5)
+    a, b = emb[:15].mean(0), emb[15:].mean(0)
+    spread = max(np.linalg.norm(emb[:15] - a, axis=1).max(),
+                 np.linalg.norm(emb[15:] - b, axis=1).max())
+    assert np.linalg.norm(a - b) > 2 * spread                 # the clusters stay apart
+    assert quality.tsne_embedding(pts[:3], max_iter=250).shape == (3, 2)    # tiny sets work
+    with pytest.raises(InputError, match="at least 3 points"):
+        quality.tsne_embedding(pts[:2])

@@ -215,7 +215,7 @@ def _targets(models, runs) -> list[dict]:
 
 
 def _tsne(tsne_runs: dict) -> list[dict]:
-    from sklearn.manifold import TSNE
+    from ..quality import tsne_embedding
     zs = {k: np.load(s["outputs"]) for k, s in tsne_runs.items()}
     seeds = zs[1]["seed_index"]
     for k, z in zs.items():
@@ -224,9 +224,7 @@ def _tsne(tsne_runs: dict) -> list[dict]:
     pert = np.concatenate([(z["x_gen"] - z["x_seed"]).reshape(len(seeds), -1)
                            for z in zs.values()])
     ks = np.concatenate([np.full(len(seeds), k) for k in zs])
-    perplexity = float(min(30, max(2, (len(pert) - 1) // 3)))
-    emb = TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=0) \
-        .fit_transform(pert)
+    emb = tsne_embedding(pert, seed=0)
     adv = np.concatenate([z["adversarial"] for z in zs.values()])
     return [{"seed_index": int(s), "k": int(k), "tsne_x": float(e[0]), "tsne_y": float(e[1]),
              "adversarial": bool(a), "l2": float(np.linalg.norm(p))}
