@@ -8,5 +8,7 @@ the report as a dict.
     text         build_text         the text (IMDB) generators
     retraining   build_retraining   Tables 5-6, Figures 11, 13, 14, §7, pollution detection
 
-The modules load nothing heavy until a report is built.
+Every file goes through ``writer.write_files`` (one JSON encoder, atomic writes, and the
+report's ``provenance.json``: when, which commit, which package versions). The modules load
+nothing heavy until a report is built.
 """
