@@ -450,7 +450,7 @@ class Tracer:
         import tensorflow as tf
         return tf.reduce_any(tf.not_equal(x, self.embedding[1][0]), axis=-1)
 
-    def forward_steps(self, x, record=_DEFAULT_RECORD, mask=None):
+    def forward_steps(self, x, record=_DEFAULT_RECORD, mask=None, step_fn=None):
         """The lean core of forward: per traced layer a dict of raw tensors, recurrent ones
         time-major (T, N, .) in the layer's own step order: "x" the sources, "h" (the state
         after each step), "mask" (T, N) where a mask reaches the layer, and those of record:
@@ -460,6 +460,10 @@ class Tracer:
         Bidirectional's merged output): {"out": batch-major tensor}. Only what is asked for is
         written per step, so coverage pays for no more than it reads. ``mask`` (N, T): real
         steps of the inputs (default: from the vectors for an Embedding(mask_zero=True)).
+        ``step_fn(spec, xU_t, hW_t, mask_t)``, called inside each recurrent layer's step loop
+        with the step's x^t·U and h^(t-1)·W ((N, gates*units) each, no bias; mask_t (N,) or
+        None), returns a dict of tensors (keys ``step_fn.keys``), written per step like the
+        record (T, ...): reductions of a step's contributions made while they are in cache.
         Returns (dict, model output)."""
         import tensorflow as tf
         record = set(record)
@@ -492,7 +496,7 @@ class Tracer:
             elif kind == "rnn":
                 spec = op[1]
                 x_tm = tf_batch_major(x) if seq == "batch" else x
-                r, y = self._direction(spec, x_tm, mask, record)
+                r, y = self._direction(spec, x_tm, mask, record, step_fn)
                 raw[spec.name] = r
                 if spec.return_sequences:
                     x, seq = y, "time"
@@ -501,8 +505,8 @@ class Tracer:
             else:   # "bidi"
                 layer, fs, bs = op[1:]
                 x_tm = tf_batch_major(x) if seq == "batch" else x
-                rf, yf = self._direction(fs, x_tm, mask, record)
-                rb, yb = self._direction(bs, x_tm, mask, record)
+                rf, yf = self._direction(fs, x_tm, mask, record, step_fn)
+                rb, yb = self._direction(bs, x_tm, mask, record, step_fn)
                 raw[fs.name], raw[bs.name] = rf, rb
                 if fs.return_sequences:
                     # Keras flips the backward outputs back into the inputs' order
@@ -514,7 +518,7 @@ class Tracer:
                 x = y
         return raw, (tf_batch_major(x) if seq == "time" else x)
 
-    def _direction(self, spec: LayerSpec, x_tm, mask, record: set):
+    def _direction(self, spec: LayerSpec, x_tm, mask, record: set, step_fn=None):
         """One recurrent layer (direction) on time-major inputs: (raw dict, outputs (T, N, u)
         in its own step order, zeros at masked steps where Keras gives zeros)."""
         import tensorflow as tf
@@ -522,7 +526,7 @@ class Tracer:
         if spec.go_backwards:
             x_tm = tf.reverse(x_tm, [0])
             m_tm = None if m_tm is None else tf.reverse(m_tm, [0])
-        r = self._recurrent(spec, x_tm, record, m_tm)
+        r = self._recurrent(spec, x_tm, record, m_tm, step_fn)
         y = r["h"]
         if m_tm is not None:
             r["mask"] = m_tm
@@ -538,9 +542,10 @@ class Tracer:
         z = pre + w["bias"] if w["bias"] is not None else pre
         return {"x": x, "pre": pre, "out": self._activation[spec.name][0](z)}
 
-    def _recurrent(self, spec: LayerSpec, x, record: set, mask=None) -> dict:
-        """x time-major (T, N, F); the loop writes h and only the fields in record. With a
-        mask (T, N), masked steps keep the previous h and c (Keras' masked step)."""
+    def _recurrent(self, spec: LayerSpec, x, record: set, mask=None, step_fn=None) -> dict:
+        """x time-major (T, N, F); the loop writes h, only the fields in record and what
+        step_fn returns. With a mask (T, N), masked steps keep the previous h and c (Keras'
+        masked step)."""
         import tensorflow as tf
         w = self._weights[spec.name]
         act, rec_act = self._activation[spec.name]
@@ -557,7 +562,8 @@ class Tracer:
         keep = ["h"] + [k for k in ("hW", "gates", "c", "hsrc") if k in record
                         and (k != "c" or kind == "lstm")
                         and (k != "hsrc" or (kind == "gru" and not spec.reset_after))]
-        ta0 = {k: tf.TensorArray(x.dtype, size=T) for k in keep}
+        step_keys = tuple(step_fn.keys) if step_fn is not None else ()
+        ta0 = {k: tf.TensorArray(x.dtype, size=T) for k in keep + list(step_keys)}
 
         def step(t, h, c, ta):
             xz = xz_t[t]
@@ -586,7 +592,8 @@ class Tracer:
                     hsrc = rg * h
                     hW_h = tf.matmul(hsrc, rk[:, 2 * u:])
                     hh = act(x_h + hW_h)
-                    hW = tf.concat([hW_zr, hW_h], axis=1) if "hW" in ta else None
+                    hW = tf.concat([hW_zr, hW_h], axis=1) \
+                        if "hW" in ta or step_fn is not None else None
                 h_new = zg * h + (1 - zg) * hh
                 c_new = c
                 gates = (zg, rg, hh)
@@ -601,6 +608,8 @@ class Tracer:
                 h_new = tf.where(m, h_new, h)
                 c_new = tf.where(m, c_new, c)
             vals = {"h": h_new, "c": c_new, "hW": hW, "hsrc": hsrc}
+            if step_fn is not None:
+                vals.update(step_fn(spec, xU_all[t], hW, None if mask is None else mask[t]))
             new = {}
             for k, arr in ta.items():
                 v = tf.concat(gates, axis=1) if k == "gates" and len(gates) > 1 else \

@@ -432,12 +432,14 @@ class Criterion:
         return f"{type(self).__name__}({params}; {self.n_inputs} inputs, rate {self.rate():.4f})"
 
     # -- TF helpers
-    def _compile(self, fn, extra_sig=(), record=None):
+    def _compile(self, fn, extra_sig=(), record=None, step_fn=None):
         """fn(trace, *extra) -> tensors, compiled once for float inputs and for word ids.
-        With record, fn gets the lean time-major dict of Tracer.forward_steps instead."""
+        With record, fn gets the lean time-major dict of Tracer.forward_steps instead (with
+        what step_fn reduces inside the step loops)."""
         import tensorflow as tf
         tr = self.tracer
-        run = tr.forward if record is None else (lambda x: tr.forward_steps(x, record)[0])
+        run = tr.forward if record is None else \
+            (lambda x: tr.forward_steps(x, record, step_fn=step_fn)[0])
         fsig = [tf.TensorSpec((None,) + tr.embedded_shape, tf.float32), *extra_sig]
         f_float = tf.function(lambda x, *a: fn(run(x), *a), input_signature=fsig)
         f_ids = None

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, UnsupportedModelError
-from .base import Criterion, Segment, threshold_grid
+from .base import Criterion, Segment
 from .edge import EdgeState
 from .params import CURVE_THRESHOLDS, OneOf, Param, Params, threshold
 
@@ -30,6 +30,54 @@ class _Block:
     steps: int           # 1 for dense
     k: int               # source neurons
     j: int               # target columns (gates x units)
+
+
+def _inverse_range(r, soft: bool = False):
+    """1/range, 0 where the range is 0 (all values of such a scope normalize to 0); ``soft``:
+    1/max(range, 1e-6), the same values with a gradient where a scope is flat."""
+    import tensorflow as tf
+    if soft:
+        return 1.0 / tf.maximum(r, 1e-6)
+    return tf.where(r > 0, 1.0 / tf.where(r > 0, r, tf.ones_like(r)), tf.zeros_like(r))
+
+
+def _sub_maxima(v, mask=None):
+    """v (T, N, J), one scope per (t, n): per (t, n) the min and 1/range (0 where masked),
+    and per (t, sub-batch of _SUB inputs, j) the largest normalized value, (T, N/_SUB, J)."""
+    import tensorflow as tf
+    lo = tf.reduce_min(v, axis=2)
+    inv = _inverse_range(tf.reduce_max(v, axis=2) - lo)
+    if mask is not None:
+        inv = tf.where(mask, inv, tf.zeros_like(inv))
+    return lo, inv, _sub_max((v - lo[:, :, None]) * inv[:, :, None])
+
+
+def _sub_max(normed):
+    """(T, N, J) normalized values -> their maxima over sub-batches of _SUB inputs, at most 1
+    (x * (1/x) can round to 1 + 2^-23)."""
+    import tensorflow as tf
+    shape = (normed.shape[0], -1, _SUB, normed.shape[2])
+    return tf.minimum(tf.reduce_max(tf.reshape(normed, shape), 2), 1.0)
+
+
+class _StepReduce:
+    """normalize="step", inside the trace's step loop: a recurrent layer's x^t·U and
+    h^(t-1)·W at step t (one scope each) reduced while they are in cache to per-input min and
+    1/range and per-sub-batch maxima of the normalized values (see _sub_maxima)."""
+    keys = ("rc_lo_x", "rc_inv_x", "rc_sub_x", "rc_lo_h", "rc_inv_h", "rc_sub_h")
+
+    def __init__(self, absolute: bool):
+        self.absolute = absolute
+
+    def __call__(self, spec, xu, hw, mask):
+        import tensorflow as tf
+        out = {}
+        for part, v in (("x", xu), ("h", hw)):
+            v = tf.abs(v) if self.absolute else v
+            lo, inv, sub = _sub_maxima(v[None], None if mask is None else mask[None])
+            out.update({f"rc_lo_{part}": lo[0], f"rc_inv_{part}": inv[0],
+                        f"rc_sub_{part}": sub[0]})
+        return out
 
 
 class ContributionCoverage(Criterion):
@@ -119,9 +167,9 @@ class ContributionCoverage(Criterion):
         return out
 
     def _curve_grid(self) -> tuple:
-        if self.granularity == "edge":
-            return tuple(sorted(set(self.curve_thresholds or ()) | {self.threshold}))
-        return threshold_grid(self.threshold, self.curve_thresholds)
+        """The growth curve is kept where it is asked for: at the threshold and at
+        curve_thresholds (each one costs a search for first inputs on every update)."""
+        return tuple(sorted(set(self.curve_thresholds or ()) | {self.threshold}))
 
     # -- TF parts
     def _weight(self, b: _Block):
@@ -223,12 +271,7 @@ class ContributionCoverage(Criterion):
         out = [None] * len(parts)
         los, invs = [], []
         for group, (lo, hi) in zip(self._scope_groups, groups):
-            r = hi - lo
-            if soft:
-                inv = 1.0 / tf.maximum(r, 1e-6)
-            else:
-                inv = tf.where(r > 0, 1.0 / tf.where(r > 0, r, tf.ones_like(r)),
-                               tf.zeros_like(r))
+            inv = _inverse_range(hi - lo, soft)
             for b in group:
                 out[b] = (parts[b] - lo[:, :, None]) * inv[:, :, None]
             los.append(lo)
@@ -248,19 +291,40 @@ class ContributionCoverage(Criterion):
         return tf.concat([tf.reshape(tf.transpose(v, [1, 0, 2]), (n, -1)) for v in normed], 1)
 
     def _unit_chunk_graph(self, raw):
-        """The update's graph: the parts, per input and scope min and 1/range, and per block the
-        maxima of the normalized values over each sub-batch of _SUB inputs, (T, N/_SUB, J)."""
+        """The update's graph: the parts, per input and scope min and 1/range, (N, S) each,
+        and per block the maxima of the normalized values over each sub-batch of _SUB inputs,
+        (T, N/_SUB, J). Plain TF ops, not XLA: on CPU they run on every core."""
         parts = self._unit_parts(raw)
-        return (parts,) + tuple(self._unit_reduce(parts))
-
-    def _unit_reduce_graph(self, parts):
-        """XLA-fused: min-max per input and scope over the parts (no concatenation), then one
-        pass of normalization and sub-batch maxima."""
-        import tensorflow as tf
         lo, inv, normed = self._unit_normalized(parts)
-        subs = [tf.reduce_max(tf.reshape(v, (v.shape[0], -1, _SUB, v.shape[2])), 2)
-                for v in normed]
-        return lo, inv, subs
+        return parts, lo, inv, [_sub_max(v) for v in normed]
+
+    def _unit_step_chunk_graph(self, raw):
+        """_unit_chunk_graph for normalize="step" from the reductions _StepReduce made inside
+        the step loop (Dense blocks are reduced here). The parts come back as the trace wrote
+        them: signed, unmasked (the host takes |.| of the few it reads; masked steps have
+        1/range 0)."""
+        import tensorflow as tf
+        parts, subs = [None] * len(self.blocks), [None] * len(self.blocks)
+        los, invs = [], []
+        for group in self._scope_groups:          # in the order the scopes are numbered
+            b = self.blocks[group[0]]
+            r = raw[b.layer]
+            if b.kind == "dense":
+                v = r["pre"] if self.tracer.spec[b.layer].steps else r["pre"][None]
+                mask = r.get("mask")
+                lo, inv, sub = _sub_maxima(tf.abs(v) if self.values == "abs" else v, mask)
+                whole = v
+            else:
+                lo, inv, sub = (r[f"rc_{k}_{b.part}"] for k in ("lo", "inv", "sub"))
+                whole = r["xU"] if b.part == "x" else r["hW"]
+            for bi in group:
+                col = self.blocks[bi].col
+                full = col.stop - col.start == whole.shape[-1]
+                parts[bi] = whole if full else whole[:, :, col]
+                subs[bi] = sub if full else sub[:, :, col]
+            los.append(lo)
+            invs.append(inv)
+        return parts, tf.transpose(tf.concat(los, 0)), tf.transpose(tf.concat(invs, 0)), subs
 
     def _edge_sources_graph(self, raw):
         """Per block the sources (N, T*K); per input and scope the min and range of all edge
@@ -299,8 +363,12 @@ class ContributionCoverage(Criterion):
             self._objective_fn = self._compile(
                 lambda tr, idx: tf.gather(self._unit_scores_graph(tr, objective=True), idx,
                                           axis=1), idx_sig, record=_UNIT_RECORD)
-            self._unit_reduce = tf.function(self._unit_reduce_graph, jit_compile=True)
-            self._unit_chunk = self._compile(self._unit_chunk_graph, record=_UNIT_RECORD)
+            # normalize="step": the scopes are reduced inside the trace's step loop
+            step = self.normalize == "step"
+            self._host_abs = step and self.values == "abs"    # parts come back signed
+            self._unit_chunk = self._compile(
+                self._unit_step_chunk_graph if step else self._unit_chunk_graph,
+                record=_UNIT_RECORD, step_fn=_StepReduce(self.values == "abs") if step else None)
             return
         self._edge_sources = self._compile(self._edge_sources_graph, record=_EDGE_RECORD)
         # where each block's sources and weights start in the flat source / weight vectors
@@ -363,6 +431,29 @@ class ContributionCoverage(Criterion):
         lo, inv, subs = lo.numpy(), inv.numpy(), [v.numpy() for v in subs]
         batch_max = np.concatenate([v.max(axis=1).ravel() for v in subs])
         host = [None] * len(parts)    # the parts as NumPy views (no copy), made when needed
+        dense: dict = {}              # (block, sub-batch) -> its normalized values (T, _SUB, J)
+
+        def normalized(bi, rows, ti=None, j=None):
+            """Block bi's normalized values of inputs rows at (step ti, column j), or of a
+            slice of rows at every step and column, (T, rows, J): the graph's arithmetic in
+            float32, so they agree with the sub-batch maxima."""
+            if host[bi] is None:
+                host[bi] = np.asarray(parts[bi])
+            if ti is None:
+                v, sc = host[bi][:, rows], self._scope_cols[bi]
+                m, r = lo[rows][:, sc].T[:, :, None], inv[rows][:, sc].T[:, :, None]
+            else:       # flat takes: much faster than fancy indexing on three axes
+                _, nn, jj = host[bi].shape
+                sc = self._scope_cols[bi][ti]
+                v = host[bi].reshape(-1).take((ti * nn + rows) * jj + j)
+                at = rows * lo.shape[1] + sc
+                m, r = lo.reshape(-1).take(at), inv.reshape(-1).take(at)
+            return ((np.abs(v) if self._host_abs else v) - m) * r
+
+        def first_above(v, t, axis):
+            # (the sub-batch maximum is > t; a tie within rounding falls back to the max)
+            above = v > t
+            return np.where(above.any(axis=axis), above.argmax(axis=axis), v.argmax(axis=axis))
 
         def first_in_batch(t, cols):
             out = np.empty(cols.size, np.int64)
@@ -370,18 +461,25 @@ class ContributionCoverage(Criterion):
             for bi, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
                 if a == b:
                     continue
-                sub = subs[bi]
+                sub = subs[bi]                                          # (T, N/_SUB, J)
                 ti, j = np.divmod(cols[a:b] - self._offsets[bi], sub.shape[2])
-                sc = self._scope_cols[bi][ti][:, None]
-                sb = np.argmax(sub[ti[:, None], np.arange(sub.shape[1]), j[:, None]] > t, axis=1)
-                rows = sb[:, None] * _SUB + np.arange(_SUB)                   # (m, _SUB)
-                if host[bi] is None:
-                    host[bi] = np.asarray(parts[bi])
-                v = (host[bi][ti[:, None], rows, j[:, None]] - lo[rows, sc]) * inv[rows, sc]
-                above = v > t
-                # (the sub-batch maximum is > t; a tie within rounding falls back to the max)
-                pick = np.where(above.any(axis=1), above.argmax(axis=1), v.argmax(axis=1))
-                out[a:b] = sb * _SUB + pick
+                sb = np.argmax(sub > t, axis=1)[ti, j]        # the first sub-batch above t
+                res = out[a:b]
+                # a sub-batch that first lifts many items: all its values at once ...
+                counts = np.bincount(sb, minlength=sub.shape[1])
+                few = np.ones(sb.size, bool)
+                for s in np.flatnonzero(counts * 8 >= sub.shape[0] * sub.shape[2]):
+                    if (bi, s) not in dense:
+                        dense[bi, s] = normalized(bi, slice(s * _SUB, (s + 1) * _SUB))
+                    sel = np.flatnonzero(sb == s)
+                    res[sel] = s * _SUB + first_above(dense[bi, s], t, 1)[ti[sel], j[sel]]
+                    few[sel] = False
+                # ... and for the rest only the _SUB values of each item's sub-batch
+                sel = np.flatnonzero(few)
+                if sel.size:
+                    rows = sb[sel, None] * _SUB + np.arange(_SUB)
+                    res[sel] = sb[sel] * _SUB + first_above(
+                        normalized(bi, rows, ti[sel, None], j[sel, None]), t, 1)
             return out
         self._state.add(batch_max, n, first_in_batch)
 
