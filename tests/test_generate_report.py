@@ -49,16 +49,34 @@ def test_reuse_only_a_run_of_the_same_request(tmp_path):
     """A stored run with another pool (here "seed") is not the answer to a default request,
     and is to a request that names that pool."""
     from rnncon_core.reports.generation import _reusable
+    from rnncon_core.generate.guided import DEFAULT_LAMBDA_PRED
     from rnncon_core.runs import RunStore
     store = RunStore(tmp_path / "runs")
     generator = {"method": "rconc", "target": "random", "k": 1, "pool": "seed",
-                 "short": "error", "iterations": 50, "window": 128,
-                 "constraint": {"name": "none"}}
-    with store.start("generate", model="mnist-lstm", method="rconc",
-                     config={"method": "rconc", "n_seeds": 4, "seed": 0,
-                             "generator": generator}) as run:
-        run.save_npz("outputs", adversarial=np.ones(4, dtype=bool))
-        run.finish({"n_seeds": 4, "n_adversarial": 4})
+                 "short": "error", "iterations": 50, "window": 128, "constraint": "none",
+                 "lambda_pred": DEFAULT_LAMBDA_PRED}
+
+    def stored(**changes):
+        with store.start("generate", model="mnist-lstm", method="rconc",
+                         config={"method": "rconc", "n_seeds": 4, "seed": 0,
+                                 "generator": {**generator, **changes}}) as run:
+            run.save_npz("outputs", adversarial=np.ones(4, dtype=bool))
+            run.finish({"n_seeds": 4, "n_adversarial": 4})
+        return run.run_id
+
+    run_id = stored()
     assert _reusable(store, "mnist-lstm", "rconc", 4, {"target": "random"}) is None
     got = _reusable(store, "mnist-lstm", "rconc", 4, {"target": "random", "pool": "seed"})
-    assert got is not None and got["run_id"] == run.run_id
+    assert got is not None and got["run_id"] == run_id
+    # a run made before the joint objective (no lambda_pred, the coverage term alone), with
+    # its constraint stored the older way, is not the answer to a default request
+    old = {k: v for k, v in generator.items() if k != "lambda_pred"}
+    with store.start("generate", model="mnist-lstm", method="rconc",
+                     config={"method": "rconc", "n_seeds": 5, "seed": 0,
+                             "generator": {**old, "pool": "auto",
+                                           "constraint": {"name": "none"}}}) as run:
+        run.save_npz("outputs", adversarial=np.ones(5, dtype=bool))
+        run.finish({"n_seeds": 5, "n_adversarial": 5})
+    assert _reusable(store, "mnist-lstm", "rconc", 5, {"target": "random"}) is None
+    new = stored(pool="auto", lambda_pred=DEFAULT_LAMBDA_PRED)
+    assert _reusable(store, "mnist-lstm", "rconc", 4, {"target": "random"})["run_id"] == new

@@ -145,6 +145,8 @@ def generate_cmd(
 @report_app.command("generation")
 def report_generation_cmd(
     seeds: int = typer.Option(500, "--seeds", help="Seeds per model (the paper: 500)."),
+    other_seeds: int = typer.Option(None, "--other-seeds", help="Seeds for the rows other than "
+                                    "RNNCon-Test (Random) and RNN-Test (default: --seeds)."),
     models: str = typer.Option("", "--models", help="Comma separated (default: the four MNIST "
                                                     "models that are shipped)."),
     out_dir: str = typer.Option("reports/generation", "--out-dir"),
@@ -158,7 +160,8 @@ def report_generation_cmd(
     rep = build_generation(n_seeds=seeds,
                            models=[m.strip() for m in models.split(",") if m.strip()] or None,
                            out_dir=out_dir, iterations=iterations,
-                           store=RunStore(runs_dir or None), log=log)
+                           store=RunStore(runs_dir or None), log=log,
+                           other_seeds=other_seeds)
     if json_out:
         emit(rep)
     else:

@@ -12,6 +12,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InputError
+from ..generate.guided import DEFAULT_LAMBDA_PRED
 from .writer import write_files
 
 MNIST_MODELS = ("stacked-mnist-lstm", "mnist-lstm", "stacked-mnist-gru", "mnist-gru")
@@ -33,6 +34,12 @@ PAPER_TABLE3 = {"rnntest": (500, 348, 1.740, 69.6), "rconc": (500, 422, 0.139, 8
 PAPER_TABLE4 = {"model": "mnist-gru", "original": 98.53, "rnntest": 20.00, "rconc": 10.80,
                 "adv_rate_rnntest": 79.31, "adv_rate_rconc": 89.20}
 CONSTRAINTS = ("light", "occlusion", "blackout")
+# DeepXplore's own constraint settings (its MNIST gen_diff.py: step s = 10 on a gradient scaled
+# to unit RMS, one 10 x 10 occlusion at (0, 0), one 6 x 6 blackout patch per iteration set to
+# -1 x s): ours cap the step at 1 per iteration, which saturates a pixel the same way
+DEEPXPLORE = {"occlusion": {"size": [10, 10], "position": [0, 0], "step": 1.0},
+              "blackout": {"size": 6, "patches": 1, "scale": 500.0}}
+FULL_ROWS = ("random", "rnntest")       # the paper's Table 3 rows: always n_seeds seeds
 TARGET_RATE, TARGET_SPEED = 0.85, 20.0
 
 
@@ -45,6 +52,8 @@ def _rows_for(model_name: str, layers: list[str]) -> list[tuple[str, str, dict]]
     rows.append(("dense", "rconc", {"target": "dense", "short": "lowest"}))
     rows += [(f"constraint:{c}", "rconc", {"target": "random", "constraint": c})
              for c in CONSTRAINTS]
+    rows += [(f"deepxplore:{c}", "rconc", {"target": "random", "constraint": c, **p})
+             for c, p in DEEPXPLORE.items()]
     rows += [("nc", "nc", {"target": "random"}), ("rnntest", "rnntest", {"target": "random"}),
              ("differential", "differential", {}), ("fgsm", "fgsm", {}), ("pgd", "pgd", {})]
     return rows
@@ -52,8 +61,11 @@ def _rows_for(model_name: str, layers: list[str]) -> list[tuple[str, str, dict]]
 
 def build_generation(n_seeds: int = 500, models=None, out_dir="reports/generation",
                      iterations: int | None = None, store=None, tsne_model: str = "mnist-lstm",
-                     reuse: bool = True, log: Callable[[str], None] = print) -> dict:
+                     reuse: bool = True, log: Callable[[str], None] = print,
+                     other_seeds: int | None = None) -> dict:
     """Run every strategy on every model's seeds, write the tables, return them as a dict.
+    The RNNCon-Test (Random) and RNN-Test rows take ``n_seeds`` seeds, every other row
+    ``other_seeds`` (default: as many; the first ones of the same seed list).
     With ``reuse``, a finished run of the store with the same request (model, method, seeds,
     parameters) is read instead of being run again (so an interrupted report resumes)."""
     from ..runs import RunStore
@@ -73,6 +85,7 @@ def build_generation(n_seeds: int = 500, models=None, out_dir="reports/generatio
         if m not in shipped:
             raise InputError(f"model {m!r} is not trained yet: `rnncon train {m}`")
     extra = {} if iterations is None else {"iterations": int(iterations)}
+    other_seeds = n_seeds if other_seeds is None else min(int(other_seeds), n_seeds)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -80,16 +93,17 @@ def build_generation(n_seeds: int = 500, models=None, out_dir="reports/generatio
 
     def run(model, label, method, params):
         t0 = time.time()
+        seeds = n_seeds if label in FULL_ROWS else other_seeds
         p = dict(params)
-        if method not in ("fgsm", "noise"):
+        if method not in ("fgsm", "noise") and "iterations" not in p:
             p.update(extra)
         if method == "differential":
             p["others"] = [o for o in models if o != model] or \
                 [o for o in shipped if o in ARCHITECTURES and o != model
                  and ARCHITECTURES[o].dataset == "mnist"]
-        s = _reusable(store, model, method, n_seeds, p) if reuse else None
+        s = _reusable(store, model, method, seeds, p) if reuse else None
         if s is None:
-            s = run_generation(model, method, n_seeds, store=store, **p)
+            s = run_generation(model, method, seeds, store=store, **p)
         else:
             reused.append(s["run_id"])
             log(f"[{model}] {label}: reusing finished run {s['run_id']}")
@@ -107,7 +121,8 @@ def build_generation(n_seeds: int = 500, models=None, out_dir="reports/generatio
             table2.append(_row(model, label, method, s))
         # random noise with, per seed, the L2 norm of the RNNCon-Test (random) perturbation
         z = np.load(runs[(model, "random")]["outputs"])
-        l2 = np.linalg.norm((z["x_gen"] - z["x_seed"]).reshape(len(z["x_seed"]), -1), axis=1)
+        l2 = np.linalg.norm((z["x_gen"] - z["x_seed"]).reshape(len(z["x_seed"]), -1),
+                            axis=1)[:other_seeds]
         s = run(model, "noise (same L2)", "noise", {"l2": l2})
         table2.append(_row(model, "noise (same L2)", "noise", s))
         card = read_card(model) or {}
@@ -136,7 +151,8 @@ def build_generation(n_seeds: int = 500, models=None, out_dir="reports/generatio
     tsne_rows = _tsne(tsne_runs)
 
     targets = _targets(models, runs)
-    report = {"n_seeds": n_seeds, "models": models, "iterations": iterations,
+    report = {"n_seeds": n_seeds, "other_seeds": other_seeds, "models": models,
+              "iterations": iterations, "deepxplore_settings": DEEPXPLORE,
               "seconds": round(time.time() - started, 1), "table2": table2, "table3": table3,
               "table4": table4, "paper_table4": PAPER_TABLE4, "targets": targets,
               "tsne_model": tm, "reused_runs": len(reused), "run_ids": {f"{m}/{lab}": s["run_id"]
@@ -152,6 +168,9 @@ def build_generation(n_seeds: int = 500, models=None, out_dir="reports/generatio
 # every default a stored run may differ in: a run with another pool (e.g. "seed") is not this
 # request's answer
 _DEFAULTS = {"constraint": "none", "short": "error", "k": 1, "target": "random", "pool": "auto"}
+# the coverage-guided objective's prediction weight: a run without it predates the joint
+# objective and is never this request's answer
+_LAMBDA_PRED = {"rconc": DEFAULT_LAMBDA_PRED, "nc": DEFAULT_LAMBDA_PRED, "rnntest": 1.0}
 
 
 def _reusable(store, model: str, method: str, n_seeds: int, params: dict) -> dict | None:
@@ -168,10 +187,14 @@ def _reusable(store, model: str, method: str, n_seeds: int, params: dict) -> dic
         want = {k: v for k, v in _DEFAULTS.items() if k in g or k == "constraint"}
         if method not in ("fgsm", "noise"):
             want["iterations"] = 50                 # the generators' default budget
+        if method in _LAMBDA_PRED:
+            want["lambda_pred"] = _LAMBDA_PRED[method]
         want.update({k: v for k, v in params.items() if k != "others"})
         ok = sorted(cfg.get("others", [])) == sorted(map(str, params.get("others", [])))
         for k, v in want.items():
-            got = g.get("constraint", {}).get("name", "none") if k == "constraint" else g.get(k)
+            got = g.get(k)
+            if k == "constraint":       # a name, or (older runs) {"name": ..., params}
+                got = (got or {}).get("name", "none") if not isinstance(got, str) else got
             ok &= got == v
         if ok and (info.path / "outputs.npz").exists() and info.summary:
             return {**info.summary, "run_id": info.run_id,
@@ -187,6 +210,7 @@ def _row(model: str, label: str, method: str, s: dict) -> dict:
             "avg_l2": s["avg_l2"], "avg_l1": s["avg_l1"], "avg_linf": s["avg_linf"],
             "mean_iterations": s["mean_iterations"], "seconds": s["seconds"],
             "adv_per_second": s["adv_per_second"], "accuracy_gen": s["accuracy_gen"],
+            "mean_activated": s.get("mean_activated"),
             "run_id": s["run_id"], "short_pool_seeds": _short_count(s),
             "paper_adv": None if paper is None else paper[0],
             "paper_avg_l2": None if paper is None else paper[1],
@@ -217,6 +241,9 @@ def _targets(models, runs) -> list[dict]:
 def _tsne(tsne_runs: dict) -> list[dict]:
     from ..quality import tsne_embedding
     zs = {k: np.load(s["outputs"]) for k, s in tsne_runs.items()}
+    n = min(len(z["seed_index"]) for z in zs.values())     # k = 1 may have more seeds
+    zs = {k: {f: z[f][:n] for f in ("seed_index", "x_gen", "x_seed", "adversarial")}
+          for k, z in zs.items()}
     seeds = zs[1]["seed_index"]
     for k, z in zs.items():
         if not np.array_equal(z["seed_index"], seeds):
@@ -239,22 +266,30 @@ def _f(v, nd=3, pct=False):
 
 def _markdown(r: dict) -> str:
     L = ["# Test generation: Tables 2, 3, 4 and Figure 10 (measured)", "",
-         f"Generated by `rnncon report generation --seeds {r['n_seeds']}` in {r['seconds']:.0f} s "
+         f"Generated by `rnncon report generation --seeds {r['n_seeds']} --other-seeds "
+         f"{r.get('other_seeds', r['n_seeds'])}` in {r['seconds']:.0f} s "
          f"on this machine ({r.get('reused_runs', 0)} of the runs were finished runs of the same "
-         f"request, read back from the run store; each row's run_id is in table2.csv). Seeds: the first {r['n_seeds']} test inputs each model predicts "
-         f"right (the paper: 500). One generated input per seed. Avg. L2 is the mean L2 norm "
+         f"request, read back from the run store; each row's run_id is in table2.csv). Seeds: "
+         f"the first {r['n_seeds']} test inputs each model predicts right for the random and "
+         f"rnntest rows, the first {r.get('other_seeds', r['n_seeds'])} of them for every other "
+         f"row (the paper: 500). One generated input per seed. Avg. L2 is the mean L2 norm "
          f"of the perturbation over the adversarial inputs, on [0, 1] pixels (784 per image). "
+         f"Targets activated: the mean share of each seed's targeted items (contributions, "
+         f"neurons, hidden units) above the threshold on its generated input. The "
+         f"`deepxplore:` rows use DeepXplore's own constraint settings "
+         f"({', '.join(f'{c}: {p}' for c, p in (r.get('deepxplore_settings') or {}).items())}). "
          f"Paper values are in the `paper` columns (500 seeds; the paper does not say how its "
          f"L2 is scaled, nor which constraint its Constraint row used).", "",
          "## Table 2: adversarial inputs per model and strategy", "",
          "| model | row | method | #seeds | #adv | adv rate % | avg L2 | avg L∞ | mean iters "
-         "| adv/s | seeds w/o inactive target | paper #adv | paper L2 | paper rate % |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         "| targets activated | adv/s | seeds w/o inactive target | paper #adv | paper L2 "
+         "| paper rate % |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for x in r["table2"]:
         L.append(f"| {x['model']} | {x['row']} | {x['method']} | {x['seeds']} | "
                  f"{x['n_adversarial']} | {_f(x['adv_rate'], pct=True)} | {_f(x['avg_l2'])} | "
                  f"{_f(x['avg_linf'])} | {_f(x['mean_iterations'], 1)} | "
-                 f"{_f(x['adv_per_second'], 1)} | "
+                 f"{_f(x.get('mean_activated'), 2)} | {_f(x['adv_per_second'], 1)} | "
                  f"{'-' if x['short_pool_seeds'] is None else x['short_pool_seeds']} | "
                  f"{x['paper_adv'] or '-'} | "
                  f"{_f(x['paper_avg_l2'])} | {x['paper_adv_rate'] or '-'} |")
