@@ -19,6 +19,10 @@ VOCAB = set(("movie film picture flick story tale plot hoping trusting trust hop
              "prepared ready fixed disposed standards criteria touchstone obviously evidently "
              "plainly extremely highly exceedingly passing four foursome ten decade george "
              "not never really very quite the a and was is of it this").split())
+# for the context and related-synset tests only (a separate vocabulary: the fixture's lists
+# above stay as they are)
+VOCAB_CONTEXT = VOCAB | set("tract patch strategy scheme beautiful gorgeous splendid lovely "
+                            "tale".split())
 
 
 @pytest.fixture(scope="module")
@@ -126,6 +130,39 @@ def test_similarity_prefers_the_common_sense():
     s = L.Substitutes(VOCAB, stop_words())                 # the default threshold
     assert s.words("extremely", "RB")[:1] == ["highly"]
     assert "passing" not in s.words("extremely", "RB")   # an adverb only in a rare sense
+
+
+def test_context_weights_the_senses():
+    """Simplified Lesk: the words around a word move its substitutes towards the sense they
+    share a gloss with (plot of land -> tract; plot of a movie -> story)."""
+    from rnncon_core.text.eda import stop_words
+    s = L.Substitutes(VOCAB_CONTEXT, stop_words(), min_similarity=0.0, max_candidates=50)
+    land = "they bought a small plot of land to grow vegetables".split()
+    movie = "the plot of the movie was weak and the story dull".split()
+    none = dict(s("plot", "NN"))
+    by_land = dict(s("plot", "NN", s.context(land, 4)))
+    by_movie = dict(s("plot", "NN", s.context(movie, 1)))
+    assert "land" in s.context(land, 4) and "plot" not in s.context(land, 4)
+    assert by_land["tract"] > none["tract"] and by_land["story"] < none["story"]
+    assert by_movie["story"] > none["story"] and by_movie["tract"] < none["tract"]
+    assert max(by_land, key=by_land.get) == "tract"
+    assert s("plot", "NN", frozenset()) == s("plot", "NN")        # no context: the prior
+
+
+def test_similar_adjectives_and_hypernyms_are_candidates():
+    """WordNet's similar adjectives (beautiful -> gorgeous) and a noun's hypernym (tale ->
+    story) count at half their sense's weight; every one still passes the checks."""
+    from rnncon_core.text.eda import stop_words
+    s = L.Substitutes(VOCAB_CONTEXT, stop_words(), min_similarity=0.0, max_candidates=50)
+    wn = L._wn()
+    assert "gorgeous" not in wn.synset("beautiful.a.01").lemma_names()
+    assert "gorgeous" in s.words("beautiful", "JJ")
+    assert "story" in s.words("tale", "NN")
+    for w, t in (("beautiful", "JJ"), ("tale", "NN")):
+        for new in s.words(w, t):
+            assert L.polarity(new) == L.polarity(w) and not L.are_antonyms(w, new), (w, new)
+    strict = L.Substitutes(VOCAB_CONTEXT, stop_words())       # the default threshold
+    assert all(sc >= L.MIN_SIMILARITY for _, sc in strict("beautiful", "JJ"))
 
 
 def test_names_from_texts():

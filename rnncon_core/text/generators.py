@@ -312,10 +312,17 @@ class SynonymGradient(TextGenerator):
     ``constraints="reader"``: the substitutes of w with its tag in the seed review, see
     :class:`~rnncon_core.text.lexical.Substitutes`; with ``"none"``: every in-vocabulary WordNet
     synonym of a non-stop word), the first-order change g_t . (E[s] - E[w]); the ``rescore``
-    best pairs are tried for real (one forward pass) and the one with the largest objective is substituted;
-    with the reader constraints, a pair is tried only if the tagger still reads the substitute,
-    in the review, as the part of speech of the word it replaces. A position is changed at most
-    once, so the words changed never exceed the budget.
+    best pairs (by that estimate, whatever its sign) are tried for real (one forward pass) and
+    the one with the largest objective is substituted if it raises the objective; with the
+    reader constraints, a pair is tried only if the tagger still reads the substitute, in the
+    review, as the part of speech of the word it replaces. A position is changed at most once,
+    so the words changed never exceed the budget. A seed stops when it flips, when its budget
+    is spent or when no tried pair raises the objective. After a flip (objective ``"loss"``),
+    the substitutions the flip does not need are given back, one at a time.
+
+    The substitutes come from the review alone (WordNet, the tagger, VADER, the sense
+    similarity with the words around: :class:`~rnncon_core.text.lexical.Substitutes`); the
+    model under test only decides which of them to try and keep.
 
     ``objective``: ``"loss"`` (the prediction's cross-entropy on the seed's label, to flip it)
     or ``"contribution"`` (the sum of the seed's random uncovered target contributions,
@@ -329,7 +336,7 @@ class SynonymGradient(TextGenerator):
               "contributions (Algorithm 2).", kinds=("text",), label="Objective"),
         *(replace(p, when=("objective", "contribution")) if p.name in COVERAGE_PARAMS else p
           for p in TextGenerator.params),
-        Param("rescore", 4, IntRange(1, 1000), "Best first-order pairs tried for real per step.",
+        Param("rescore", 32, IntRange(1, 1000), "Best first-order pairs tried for real per step.",
               kinds=("text",), level="more"))
 
     def __init__(self, model, *, objective: str, rescore: int, **kw):
@@ -407,8 +414,9 @@ class SynonymGradient(TextGenerator):
         words, _ = lex.words_of(row)
         first = len(tok) - len(words)          # the words are the last ids of the row
         pos, syn = [], []
+        subs = lex.substitutes
         for k, (w, t) in enumerate(zip(words, lex.tags(words))):
-            for s in lex.substitutes.words(w, t):
+            for s in subs.words(w, t, subs.context(words, k)):
                 pos.append(first + k)
                 syn.append(lex.vocab.index[s])
         return np.array(pos, np.int64), np.array(syn, np.int64)
@@ -450,49 +458,73 @@ class SynonymGradient(TextGenerator):
         frozen = np.zeros(x.shape, bool)          # positions changed already
         changed = np.zeros(len(x), np.int64)
         steps = np.zeros(len(x), np.int64)
-        active = self.predict(x).argmax(1) == y
+        score, pred = self._exact(x, y, targets)
+        active = pred == y
         while active.any():
             idx = np.flatnonzero(active)
             grad = self._gradient(ids[idx], y[idx], targets[idx])
-            trials, owner = [], []
+            trials = []
             for b, i in enumerate(idx.tolist()):
-                if changed[i] >= budgets[i]:
-                    active[i] = False
-                    continue
-                pos, syn, gain = self._candidates(ids[i], grad[b], frozen[i], pairs[i])
-                keep = gain > 0
-                if not keep.any():
-                    active[i] = False          # no substitution is expected to help
-                    continue
                 n_tried = 0
-                for p, s in zip(pos[keep].tolist(), syn[keep].tolist()):
-                    if n_tried == self.rescore:
-                        break
-                    if self.constraints == "reader" and not self._reads_alike(ids[i], p, s):
-                        continue
-                    trials.append((i, p, s))
-                    n_tried += 1
+                if changed[i] < budgets[i]:
+                    pos, syn, _ = self._candidates(ids[i], grad[b], frozen[i], pairs[i])
+                    for p, s in zip(pos.tolist(), syn.tolist()):
+                        if n_tried == self.rescore:
+                            break
+                        if self.constraints == "reader" and not self._reads_alike(ids[i], p, s):
+                            continue
+                        trials.append((i, p, s))
+                        n_tried += 1
+                if n_tried == 0:
+                    active[i] = False          # budget spent, or nothing left to substitute
             if not trials:
                 break
             xt = ids[[i for i, _, _ in trials]].copy()
             for m, (_, p, s) in enumerate(trials):
                 xt[m, p] = s
             owner = np.array([i for i, _, _ in trials])
-            score, pred = self._exact(xt, y[owner], targets[owner])
+            t_score, t_pred = self._exact(xt, y[owner], targets[owner])
             best = {}
-            for m in np.argsort(-score, kind="stable").tolist():
+            for m in np.argsort(-t_score, kind="stable").tolist():
                 best.setdefault(int(owner[m]), m)
             for i, m in best.items():
+                if t_score[m] <= score[i]:
+                    active[i] = False          # no substitution raises the objective for real
+                    continue
                 _, p, s = trials[m]
                 ids[i, p] = s
                 frozen[i, p] = True
                 changed[i] += 1
                 steps[i] += 1
-                if pred[m] != y[i]:          # flipped: this seed is done
+                score[i] = t_score[m]
+                if t_pred[m] != y[i]:          # flipped: this seed is done
                     active[i] = False
+        if self.objective == "loss":
+            self._prune(x, ids, y, frozen)
         act = self._activated(ids, targets)
         n_words = np.array([len(w) for w in seeds])
         extras = self._checked(x, ids, {"words_changed": changed, "n_words": n_words,
                                         "budget": budgets})
         return BatchOutput(x_gen=ids.astype(np.int32), iterations=steps, targets=targets,
                            n_activated=act, extras=extras)
+
+    def _prune(self, x, ids, y, frozen) -> None:
+        """Give the seed's word back wherever the prediction stays flipped without the
+        substitution (in place; per round, per seed, the undoing that keeps the loss highest),
+        so a reader sees only the edits the flip needs."""
+        todo = np.flatnonzero((self.predict(ids).argmax(1) != y) & (frozen.sum(1) > 1))
+        while len(todo):
+            trials = [(i, p) for i in todo.tolist() for p in np.flatnonzero(frozen[i]).tolist()]
+            xt = ids[[i for i, _ in trials]].copy()
+            for m, (i, p) in enumerate(trials):
+                xt[m, p] = x[i, p]
+            owner = np.array([i for i, _ in trials])
+            t_score, t_pred = self._exact(xt, y[owner], None)
+            best = {}
+            for m in np.argsort(-t_score, kind="stable").tolist():
+                if t_pred[m] != y[owner[m]]:
+                    best.setdefault(int(owner[m]), m)
+            for i, m in best.items():
+                p = trials[m][1]
+                ids[i, p], frozen[i, p] = x[i, p], False
+            todo = np.array([i for i in best if frozen[i].sum() > 1], np.int64)

@@ -9,7 +9,10 @@ module decides which word may replace which, in context, and checks every edit a
   ``textblob/en/en-lexicon.txt`` and ``en-context.txt``). It reads the model's own tokens (lower
   case, punctuation dropped), so it is less accurate than on raw text.
 - **Candidates** for a word tagged ``t`` are the lemma names of its WordNet synsets of ``t``'s
-  part of speech (the word's lemma from WordNet's ``morphy``), single lower-case words only
+  part of speech (the word's lemma from WordNet's ``morphy``) and, at half their sense's weight
+  (``RELATED_WEIGHT``), of the synsets WordNet relates to them: similar adjectives
+  (beautiful -> gorgeous, interesting -> fascinating) and the hypernyms of nouns and verbs
+  (tale -> story, terror -> fear); single lower-case words only
   (capitalized lemmas are names), **re-inflected** to ``t`` with ``lemminflect==0.2.3`` (lookup
   tables from the NIH SPECIALIST lexicon: hoping/VBG -> wishing, not wish), kept only when that
   form is a word of the model's vocabulary.
@@ -19,8 +22,11 @@ module decides which word may replace which, in context, and checks every edit a
   SemCor tag count of ``w`` in ``s`` plus ``1 / (rank of s among w's senses + 1)`` (WordNet
   orders senses by frequency; the second term covers words SemCor never tagged), over the
   word's senses of its tagged part of speech but over all of the candidate's senses (a word
-  that is mostly an adjective makes an odd adverb: extremely -> passing). Candidates below
-  ``min_similarity`` are dropped.
+  that is mostly an adjective makes an odd adverb: extremely -> passing). In a review, the
+  word's sense weights are multiplied by ``exp(overlap)``, the overlap being the number of
+  lemmas its gloss, examples and related synsets' names share with the content words within
+  ``LESK_WINDOW`` words of it (simplified Lesk, Kilgarriff & Rosenzweig 2000): plot of land ->
+  tract, the movie's plot -> story. Candidates below ``min_similarity`` are dropped.
 - **Sentiment**: a candidate whose polarity in the VADER lexicon (``vaderSentiment==3.3.2``,
   MIT, Hutto & Gilbert 2014: 7,500 words rated -4..4 by people) differs from the word's is
   dropped (a rating of at least 0.5 in magnitude counts as polar, anything else or absent as
@@ -44,6 +50,7 @@ keeps it).
 from __future__ import annotations
 
 import hashlib
+import math
 import json
 import re
 from functools import lru_cache
@@ -67,6 +74,8 @@ CHECKS = ("antonym", "polarity", "number", "pos", "inflection")
 # below this WordNet sense similarity a substitute is dropped: on 129 substitutions of 10
 # imdb-lstm seeds read by hand, 36 % were acceptable at 0.05, 52 % at 0.2 (56 kept)
 MIN_SIMILARITY = 0.2
+LESK_WINDOW = 10             # words either side that weight a word's senses (simplified Lesk)
+RELATED_WEIGHT = 0.5         # share of a sense's weight for a similar adjective or a hypernym
 _DIGIT = re.compile(r"\d")
 
 
@@ -163,6 +172,25 @@ def _sense_weights(lemma: str, pos: str | None) -> dict[str, float]:
             w[s.name()] = count + 1.0 / (rank + 1)
     total = sum(w.values())
     return {k: v / total for k, v in w.items()} if total else {}
+
+
+@lru_cache(maxsize=200_000)
+def _lemma(word: str) -> str:
+    """The word's WordNet base form (any part of speech), or the word."""
+    return _wn().morphy(word) or word
+
+
+@lru_cache(maxsize=100_000)
+def _signature(sname: str) -> frozenset[str]:
+    """Lesk's signature of a synset: the lemmas of the content words of its gloss and
+    examples, and its own and its related synsets' lemma names."""
+    from .eda import stop_words
+    s = _wn().synset(sname)
+    text = " ".join([s.definition(), *s.examples(),
+                     *(n for r in [s, *s.hypernyms(), *s.similar_tos()]
+                       for n in r.lemma_names())])
+    stop = stop_words()
+    return frozenset(_lemma(t) for t in re.findall(r"[a-z]+", text.lower()) if t not in stop)
 
 
 @lru_cache(maxsize=200_000)
@@ -285,29 +313,46 @@ class Substitutes:
                 or word in self.names or is_number(word) or wordnet_name(word)
                 or word not in self.vocab)
 
-    def __call__(self, word: str, tag: str) -> list[tuple[str, float]]:
-        key = (word, tag)
-        if key not in self._cache:
-            self._cache[key] = self._compute(word, tag)
-        return self._cache[key]
-
-    def words(self, word: str, tag: str) -> list[str]:
-        return [w for w, _ in self(word, tag)]
-
-    def _compute(self, word: str, tag: str) -> list[tuple[str, float]]:
+    def __call__(self, word: str, tag: str,
+                 context: frozenset[str] = frozenset()) -> list[tuple[str, float]]:
+        """Ranked (substitute, similarity) pairs of ``word`` tagged ``tag``; ``context``: the
+        lemmas around it (:meth:`context`), which weight its senses (simplified Lesk)."""
         pos = PENN_TO_WN.get(tag)
         if pos is None or self.protected(word):
             return []
         base = _base(word, pos)
-        p_word = _sense_weights(base, pos)
+        overlaps = tuple(len(_signature(s) & context) for s in _sense_weights(base, pos))
+        key = (word, tag, overlaps)
+        if key not in self._cache:
+            self._cache[key] = self._compute(word, tag, overlaps)
+        return self._cache[key]
+
+    def words(self, word: str, tag: str, context: frozenset[str] = frozenset()) -> list[str]:
+        return [w for w, _ in self(word, tag, context)]
+
+    def context(self, words: Sequence[str], k: int) -> frozenset[str]:
+        """The lemmas of the content words within ``LESK_WINDOW`` words of position ``k``."""
+        lo, hi = max(0, k - LESK_WINDOW), k + LESK_WINDOW + 1
+        return frozenset(_lemma(w) for i, w in enumerate(words[lo:hi], lo)
+                         if i != k and w.isalpha() and w not in self.stop)
+
+    def _compute(self, word: str, tag: str, overlaps: tuple[int, ...]) -> list[tuple[str, float]]:
+        pos = PENN_TO_WN[tag]
+        base = _base(word, pos)
+        prior = _sense_weights(base, pos)
+        weights = {s: p * math.exp(o) for (s, p), o in zip(prior.items(), overlaps)}
+        total = sum(weights.values())
         scores: dict[str, float] = {}
         wn = _wn()
-        for sname, p in p_word.items():
-            for lemma in wn.synset(sname).lemma_names():
-                if lemma == base or not lemma.isalpha() or lemma != lemma.lower():
-                    continue                  # multi-word, hyphenated or capitalized (a name)
-                q = _sense_weights(lemma, None).get(sname, 0.0)
-                scores[lemma] = scores.get(lemma, 0.0) + p * q
+        for sname, w in weights.items():
+            synset = wn.synset(sname)
+            related = synset.similar_tos() if pos == "a" else synset.hypernyms()
+            for other, discount in [(synset, 1.0)] + [(r, RELATED_WEIGHT) for r in related]:
+                for lemma in other.lemma_names():
+                    if lemma == base or not lemma.isalpha() or lemma != lemma.lower():
+                        continue              # multi-word, hyphenated or capitalized (a name)
+                    q = _sense_weights(lemma, None).get(other.name(), 0.0)
+                    scores[lemma] = scores.get(lemma, 0.0) + discount * w / total * q
         bad = antonyms(word) | antonyms(base)
         pol = polarity(word)
         out = []
