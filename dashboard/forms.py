@@ -1,51 +1,109 @@
-"""What each generation method asks for in the form, and the parameters sent to the engine."""
+"""The Generate form, built from each method's declared parameters (rnncon_core.params): a
+number box per number (its range, its default), a choice per set of choices, a checkbox per
+flag, the help texts as tooltips; what a method marks "more" goes under More settings, and a
+parameter that only applies under another's value (``when``) shows only then."""
 from __future__ import annotations
 
 import math
 
-DESCRIPTIONS = {
-    "rconc": "RNNCon-Test (Algorithm 2): gradient ascent to activate k inactivated contributions",
-    "nc": "DeepXplore's objective: activate k inactivated neurons",
-    "rnntest": "RNN-Test: prediction loss plus a hidden-state coverage term",
-    "differential": "DeepXplore's differential testing against other models",
-    "fgsm": "FGSM: one signed gradient step of size ε",
-    "pgd": "PGD: projected signed steps inside an L∞ ball of radius ε",
-    "noise": "random Gaussian noise of a given L2 norm",
-    "eda": "EDA word operations guided by contribution coverage",
-    "synonym-gradient": "synonym swaps chosen by the gradient w.r.t. the embeddings",
-}
+import streamlit as st
 
-# the fields of the form per method (besides the number of seeds)
-FIELDS = {
-    "rconc": ("target", "k", "step", "iterations", "constraint", "threshold", "granularity"),
-    "nc": ("target", "k", "step", "iterations", "constraint", "threshold"),
-    "rnntest": ("target", "k", "step", "iterations", "constraint"),
-    "differential": ("others", "step", "iterations", "constraint"),
-    "fgsm": ("eps", "constraint"),
-    "pgd": ("eps", "step", "iterations", "constraint"),
-    "noise": ("l2",),
-    "eda": ("layer", "n_targets", "max_fraction", "threshold"),
-    "synonym-gradient": ("layer", "n_targets", "max_fraction", "threshold"),
-}
+from rnncon_core.params import Param, summary
 
 
-def generation_params(method: str, values: dict) -> dict:
-    """The keyword arguments of run_generation for ``method`` from the form's values
-    (fields the method does not take are dropped; "all layers" is None for text methods)."""
-    if method not in FIELDS:
-        raise ValueError(f"unknown method {method!r}")
-    params = {}
-    for name in FIELDS[method]:
-        if name not in values:
+def description(method: str) -> str:
+    from rnncon_core.generate import generator_class
+    return summary(generator_class(method))
+
+
+def controls(cls) -> list[Param]:
+    """The parameters that decide whether others apply (e.g. synonym-gradient's objective):
+    drawn outside the form, which only reruns the page on submit."""
+    deciding = {p.when[0] for p in cls.params if p.when}
+    return [p for p in cls.params if p.name in deciding]
+
+
+def fields(cls, kind: str, chosen: dict) -> list[Param]:
+    """What the form shows for the class: its parameters for the data kind, but those kept
+    for the command line, the controls (drawn outside) and those that do not apply under the
+    chosen controls."""
+    outside = {p.name for p in controls(cls)}
+    return [p for p in cls.params if kind in p.kinds and p.level != "cli"
+            and p.name not in outside
+            and (p.when is None or chosen.get(p.when[0]) == p.when[1])]
+
+
+def _increment(p: Param, value) -> float:
+    """A number box's step: about a quarter of the default's order of magnitude."""
+    base = value if value else (p.check.hi if math.isfinite(p.check.hi) else 1.0)
+    return 10 ** math.floor(math.log10(abs(base))) / 2
+
+
+def widget(where, p: Param, key: str, default=None, layers: dict | None = None):
+    """One parameter's widget in ``where`` (a column or the page); returns its value."""
+    label = p.label or p.name.replace("_", " ").capitalize()
+    value = p.default if default is None else default
+    kw = {"key": key, "help": p.help or None}
+    check, kind = p.check, p.type
+    if kind == "bool":
+        return where.checkbox(label, value=bool(value), **kw)
+    if hasattr(check, "options"):
+        options = list(check.options)
+        if len(options) <= 3:
+            return where.radio(label, options, index=options.index(value), horizontal=True,
+                               **kw)
+        return where.selectbox(label, options, index=options.index(value), **kw)
+    if kind == "int":
+        return where.number_input(label, min_value=check.lo, max_value=check.hi, value=value,
+                                  step=1, **kw)
+    if kind == "float":
+        step = _increment(p, value)
+        low = check.lo + step / 10 if check.lo_open else check.lo
+        return where.number_input(label, min_value=float(low),
+                                  max_value=float(check.hi) if math.isfinite(check.hi) else None,
+                                  value=None if value is None else float(value), step=step,
+                                  format="%.3f" if step < 0.01 else "%.2f", **kw)
+    if getattr(check, "layers", ""):
+        options = [*check.choices, *(layers or {}).get(check.layers, [])]
+        if p.default is None:
+            options = [None, *options]
+        return where.selectbox(label, options, index=options.index(value), **kw,
+                               format_func=lambda v: "all layers" if v is None else str(v))
+    return where.text_input(label, value=value or "", **kw) or None
+
+
+def draw(cls, kind: str, chosen: dict, defaults: dict, layers: dict, prefix: str = "gen_",
+         columns: int = 4) -> dict:
+    """The form's widgets for the class's parameters (inside an ``st.form``): the main ones in
+    rows of ``columns``, the rest under More settings. Returns name -> value."""
+    shown = fields(cls, kind, chosen)
+    values = {}
+    for group, where in ((([p for p in shown if p.level == "form"]), None),
+                         (([p for p in shown if p.level == "more"]), "More settings")):
+        if not group:
             continue
-        v = values[name]
-        if name == "layer" and v == "random":
-            v = None
-        if name == "others":
-            v = list(v)
-        if name in ("k", "iterations", "n_targets"):
-            v = int(v)
-        params[name] = v
+        box = st.expander(where) if where else st.container()
+        with box:
+            for start in range(0, len(group), columns):
+                cols = st.columns(columns)
+                for col, p in zip(cols, group[start:start + columns]):
+                    values[p.name] = widget(col, p, prefix + p.name, defaults.get(p.name),
+                                            layers)
+    return values
+
+
+def draw_controls(cls, kind: str, prefix: str = "gen_") -> dict:
+    """The controls' widgets, outside the form (see ``controls``)."""
+    return {p.name: widget(st, p, prefix + p.name) for p in controls(cls) if kind in p.kinds}
+
+
+def generation_params(cls, values: dict) -> dict:
+    """run_generation's keyword arguments from the form's values, each checked by its
+    declaration (an InputError naming the parameter, for the page to show)."""
+    params = {}
+    for name, v in values.items():
+        p = cls.params[name]
+        params[name] = p.validate(int(v) if p.type == "int" and v is not None else v)
     return params
 
 

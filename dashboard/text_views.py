@@ -1,5 +1,5 @@
 """The text (IMDB) parts of the dashboard pages, so the pages speak text: class names instead of
-0/1, both confidences, a form with the parameters a text method takes, Table 2 with words
+0/1, both confidences (the Generate form comes from the declarations: forms.py), Table 2 with words
 changed and the valid adversarial rate, pairs whose failed checks are marked, and a
 Perturbations view for text runs (substitutions per part of speech and per word; t-SNE of the
 change in the model's final hidden state).
@@ -17,88 +17,12 @@ import streamlit as st
 
 CLASS_NAMES = ("negative", "positive")        # IMDB: 0 = negative review, 1 = positive
 CHECKS = ("antonym", "polarity", "number", "pos", "inflection")
-TEXT_DESCRIPTIONS = {
-    "eda": "EDA's four word operations (synonym replacement, insertion, swap, deletion) "
-           "until the prediction flips, guided by uncovered contributions",
-    "synonym-gradient": "substitutions chosen by the gradient w.r.t. the embeddings",
-}
-CONSTRAINT_LABELS = {"reader": "reader: same part of speech, inflection and sentiment",
-                     "none": "none: any WordNet synonym (the EDA paper's)"}
 POS_NAMES = {"n": "noun", "v": "verb", "a": "adjective", "r": "adverb"}
 
 
 def class_name(c) -> str:
     c = int(c)
     return CLASS_NAMES[c] if 0 <= c < len(CLASS_NAMES) else str(c)
-
-
-# ---------------------------------------------------------------- the form
-
-def form_fields(method: str, objective: str = "loss") -> tuple[str, ...]:
-    """What the form asks for a text method: coverage targets only where they steer the
-    search (EDA ranks its variants by them; synonym-gradient only with the contribution
-    objective)."""
-    base = ("constraints", "max_fraction")
-    coverage = ("layer", "n_targets", "threshold")
-    if method == "synonym-gradient":
-        return base + ("objective",) + (coverage if objective == "contribution" else ())
-    return base + coverage
-
-
-def generation_form(method: str, recurrent: list[str], default_threshold: float) -> dict:
-    """The text method's fields, drawn inside the page's ``st.form``; returns their values.
-    The objective of synonym-gradient is chosen outside the form (it decides which fields
-    show): ``st.session_state["gen_objective"]``."""
-    objective = st.session_state.get("gen_objective", "loss")
-    fields = form_fields(method, objective)
-    values = {}
-    c = st.columns(3)
-    values["constraints"] = c[0].radio(
-        "Substitutions", ["reader", "none"], key="gen_constraints",
-        format_func=lambda v: CONSTRAINT_LABELS[v],
-        help="reader: only substitutes a reader would accept (tagged part of speech, "
-             "re-inflected, same VADER polarity, no antonym, number, negation or name); "
-             "every run reports the checks either way.")
-    values["max_fraction"] = c[1].slider("Most words changed (share of the review)", 0.01, 0.5,
-                                         0.1, key="gen_maxfrac")
-    if method == "synonym-gradient":
-        values["objective"] = objective
-        c[2].markdown(f"**Objective:** {objective}")
-    if "layer" in fields:
-        c = st.columns(3)
-        values["layer"] = c[0].selectbox("Uncovered contributions of", ["random"] + recurrent,
-                                         key="gen_layer",
-                                         format_func=lambda t: "all layers" if t == "random"
-                                         else t)
-        values["n_targets"] = c[1].number_input("Target contributions per seed", 1, 64, 8,
-                                                key="gen_ntargets")
-        values["threshold"] = c[2].slider("Threshold", 0.05, 0.95, default_threshold,
-                                          step=0.05, key="gen_threshold")
-    return values
-
-
-def objective_picker(method: str) -> None:
-    """synonym-gradient's objective, outside the form (it decides which fields show)."""
-    if method == "synonym-gradient":
-        st.radio("Objective", ["loss", "contribution"], key="gen_objective", horizontal=True,
-                 format_func=lambda v: {"loss": "flip the prediction (loss)",
-                                        "contribution": "activate uncovered contributions "
-                                                        "(Algorithm 2)"}[v])
-
-
-def generation_params(method: str, values: dict) -> dict:
-    """run_generation's keyword arguments from the form's values."""
-    params = {}
-    for name in form_fields(method, values.get("objective", "loss")):
-        if name not in values:
-            continue
-        v = values[name]
-        if name == "layer" and v == "random":
-            v = None
-        if name == "n_targets":
-            v = int(v)
-        params[name] = v
-    return params
 
 
 # ---------------------------------------------------------------- pairs

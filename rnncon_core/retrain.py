@@ -292,20 +292,27 @@ def training_defaults(model: str, ds) -> dict:
 # ---------------------------------------------------------------- robustness
 
 def generator_params(config: dict) -> dict:
-    """The strategy parameters of a stored generation run, as run_generation takes them."""
+    """The strategy parameters of a stored generation run, as run_generation takes them: its
+    generator's declared parameters (and a constraint's own), read by the declaration. Runs
+    stored before the declarations kept the constraint as a dict and rconc's criterion
+    settings apart; both read the same."""
+    from .generate import generator_class
     gen = dict(config.get("generator") or {})
-    for key in ("method", "batch_size", "seed", "criterion"):
-        gen.pop(key, None)
-    crit = gen.pop("criterion_params", None) or {}
-    if "granularity" in crit:
-        gen["granularity"] = crit["granularity"]
+    cls = generator_class(config.get("method") or gen.get("method"))
     constraint = gen.pop("constraint", None)
     if isinstance(constraint, dict):
-        gen["constraint"] = constraint.get("name", "none")
-        gen.update({k: v for k, v in constraint.items() if k != "name" and v is not None})
+        constraint = dict(constraint)
+        gen.update(constraint=constraint.pop("name", "none"),
+                   **{k: v for k, v in constraint.items() if v is not None})
     elif constraint is not None:
         gen["constraint"] = constraint
-    return gen
+    crit = gen.pop("criterion_params", None) or {}
+    gen.update({k: v for k, v in crit.items() if k in cls.params})
+    if any(k not in cls.params for k in crit):
+        gen["criterion_params"] = {k: v for k, v in crit.items() if k not in cls.params}
+    run_settings = ("batch_size", "seed", "others", "lexicon")
+    return {k: v for k, v in gen.items()
+            if k in cls.params or (k in cls.accepted() and k not in run_settings)}
 
 
 def model_sha(model: str) -> str | None:

@@ -114,7 +114,7 @@ def test_cli_profile_coverage_sweep(cache, tiny_lstm, tiny_x, tmp_path, capsys, 
     assert code == 2 and "no threshold" in err
     code, _, err = _cli(capsys, monkeypatch, "coverage", "--model", model, "--inputs", x,
                         "--criterion", "kmnc", "--params", "k", "--json")
-    assert code == 2 and "KEY=VALUE" in err
+    assert code == 2 and "NAME=VALUE" in err and "--params is deprecated" in err
 
 
 def test_report_skips_what_a_model_lacks(cache, tiny_gru, tiny_x):

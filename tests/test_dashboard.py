@@ -296,7 +296,7 @@ def test_gates_page_heatmaps(runs_dir, gen_run):
 def test_generate_job_runs_in_the_background_then_shows_table2_and_gallery(runs_dir):
     at = clean(run_app("generate"))
     at.number_input(key="gen_seeds").set_value(4)
-    at.number_input(key="gen_iters").set_value(3)
+    at.number_input(key="gen_iterations").set_value(3)
     start = next(b for b in at.button if b.label == "Start")    # the form's submit button
     at = start.click().run()
     job_id = at.session_state["jobs"][-1]

@@ -405,8 +405,7 @@ def test_crash_mid_run_keeps_finished_seeds(model_file, tmp_path, monkeypatch):
 
 def test_cli_generate_json(model_file, tmp_path):
     from typer.testing import CliRunner
-    from rnncon_core.cli import _load_commands, app
-    _load_commands()
+    from rnncon_core.cli import app
     res = CliRunner().invoke(app, ["generate", "--model", str(model_file), "--method", "pgd",
                                    "--seeds", "4", "--iterations", "3", "--json",
                                    "--runs-dir", str(tmp_path)])

@@ -110,3 +110,38 @@ def test_declared_parameters_are_checked(method, image_setup, text_setup):
             cls(model, **{p.name: bad})
     with pytest.raises(InputError, match=f"no_such_thing.*it takes {cls.params.names[0]}"):
         get_generator(method, model, no_such_thing=1)
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_stored_settings_are_read_back_by_the_declaration(method, image_setup, text_setup):
+    """Retraining and Table 2 read a stored run's settings through its method's declaration:
+    every declared value comes back (run settings such as batch size and seed do not)."""
+    from rnncon_core.retrain import generator_params
+    gen, _, _ = _make(method, image_setup, text_setup)
+    config = gen.get_config()
+    params = generator_params({"method": method, "generator": config})
+    assert params == {k: v for k, v in config.items() if k in gen.params}
+
+
+def test_settings_of_runs_stored_before_the_declarations():
+    """The layout runs were stored in before: the constraint as a dict, rconc's criterion
+    settings apart (normalize and values were dropped then), extra keys."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from dashboard.tables import generator_settings
+    from rnncon_core.retrain import generator_params
+    old = {"method": "rconc", "generator": {
+        "method": "rconc", "batch_size": 256, "seed": 0, "step": 0.02, "iterations": 50,
+        "window": 128, "constraint": {"name": "occlusion", "size": [10, 10], "position": None},
+        "target": "lstm_1", "k": 2, "pool": "auto", "short": "error", "threshold": 0.25,
+        "stop_on_target": False, "criterion": "rconc",
+        "criterion_params": {"granularity": "edge", "normalize": "layer", "values": "abs"}}}
+    params = generator_params(old)
+    assert params["constraint"] == "occlusion" and params["size"] == [10, 10]
+    assert "position" not in params and "criterion" not in params and "seed" not in params
+    assert (params["granularity"], params["normalize"], params["values"]) == ("edge", "layer",
+                                                                              "abs")
+    assert generator_settings(old) == {"layer": "lstm_1", "constraint": "occlusion"}
+    assert generator_settings({"method": "gone", "generator": {}}) == {"layer": "Random",
+                                                                     "constraint": "none"}

@@ -215,8 +215,7 @@ def test_cli_retrain_json(tiny, tmp_path):
 
     from typer.testing import CliRunner
 
-    from rnncon_core.cli import _load_commands, app
-    _load_commands()
+    from rnncon_core.cli import app
     store = RunStore(tmp_path / "runs")
     run_id = _generation_run(store, tiny, n=30)
     result = CliRunner().invoke(app, ["retrain", "--model", tiny["path"], "--from-run", run_id,

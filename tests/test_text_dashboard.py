@@ -32,19 +32,26 @@ def test_captions_name_the_classes_and_give_both_confidences():
 
 
 def test_the_form_asks_only_what_the_method_takes():
-    assert text_views.form_fields("synonym-gradient") == ("constraints", "max_fraction",
-                                                          "objective")
-    assert "layer" in text_views.form_fields("synonym-gradient", "contribution")
-    assert "threshold" in text_views.form_fields("eda")           # EDA ranks by coverage
-    p = text_views.generation_params("synonym-gradient", {
-        "constraints": "reader", "max_fraction": 0.1, "objective": "loss", "layer": "lstm",
-        "threshold": 0.5})
-    assert p == {"constraints": "reader", "max_fraction": 0.1, "objective": "loss"}
-    p = text_views.generation_params("eda", {"constraints": "none", "max_fraction": 0.2,
-                                             "layer": "random", "n_targets": 4.0,
-                                             "threshold": 0.5})
+    """The text form from the declarations: synonym-gradient's coverage fields only with the
+    contribution objective (a control drawn outside the form); values checked on submit."""
+    from dashboard import forms
+    from rnncon_core.errors import InputError
+    from rnncon_core.generate import generator_class
+    sg, eda = generator_class("synonym-gradient"), generator_class("eda")
+
+    def shown(cls, chosen, level="form"):
+        return [p.name for p in forms.fields(cls, "text", chosen) if p.level == level]
+    assert [p.name for p in forms.controls(sg)] == ["objective"]
+    assert shown(sg, {"objective": "loss"}) == ["constraints", "max_fraction"]
+    assert {"layer", "n_targets", "threshold"} <= set(shown(sg, {"objective": "contribution"}))
+    assert "threshold" in shown(eda, {})                          # EDA ranks by coverage
+    assert "vocab" not in shown(eda, {}) + shown(eda, {}, "more")   # command line only
+    p = forms.generation_params(eda, {"constraints": "none", "max_fraction": 0.2,
+                                      "layer": None, "n_targets": 4.0, "threshold": 0.5})
     assert p == {"constraints": "none", "max_fraction": 0.2, "layer": None, "n_targets": 4,
                  "threshold": 0.5}
+    with pytest.raises(InputError, match=r"max_fraction must be a number in \(0, 1\], got 0"):
+        forms.generation_params(eda, {"max_fraction": 0.0})
 
 
 def test_table2_for_text_shows_valid_rate_and_checks():
@@ -143,7 +150,7 @@ def test_generate_page_speaks_text(text_run):
     assert "Substitutions" in labels and "Objective" in labels
     assert "Target layer" not in labels and "Threshold" not in labels      # loss objective
     at.radio(key="gen_objective").set_value("contribution").run()
-    assert any(s.label == "Threshold" for s in at.slider)
+    assert any(s.label == "Threshold" for s in at.number_input)
     table = at.dataframe[0].value
     assert text_run in list(table["run"]) and "valid adv. rate %" in table.columns
     html = " ".join(h.proto.body for h in at.get("html"))

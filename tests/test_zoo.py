@@ -107,8 +107,7 @@ def test_truncated_weights_give_clear_error(tmp_path):
 def test_models_json_matches_build_model():
     from typer.testing import CliRunner
 
-    from rnncon_core.cli import _load_commands, app
-    _load_commands()
+    from rnncon_core.cli import app
     result = CliRunner().invoke(app, ["models", "--json"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)["models"]

@@ -18,83 +18,44 @@ except RNNConError as e:
     state.show_error(e)
     st.stop()
 
-methods = list(gen.IMAGE_METHODS if kind == "image" else gen.TEXT_METHODS)
+methods = [m for m, k in gen.list_generators().items() if k == kind]
 method = st.selectbox("Method", methods, key="gen_method",
-                      format_func=lambda m: f"{m}: {forms.DESCRIPTIONS.get(m, '')}")
-fields = forms.FIELDS.get(method, ()) if kind == "image" else ()   # text: text_views' own
-if kind == "text":
-    text_views.objective_picker(method)
-names = [layer["name"] for layer in layers]
-recurrent = [layer["name"] for layer in layers if layer["kind"] != "dense"]
+                      format_func=lambda m: f"{m}: {forms.description(m)}")
+cls = gen.generator_class(method)
+chosen = forms.draw_controls(cls, kind)       # e.g. synonym-gradient's objective
+layers_of = {"all": [layer["name"] for layer in layers],
+             "recurrent": [layer["name"] for layer in layers if layer["kind"] != "dense"]}
 
 with st.form("gen_form"):
     st.markdown(f"**Model:** {sel.label} · **seeds from:** the {sel.dataset} test split")
-    values = {}
-    c = st.columns(4)
-    n_seeds = c[0].number_input("Seeds", 1, 2000, 20, key="gen_seeds",
-                                help="The first N test inputs the model predicts right.")
-    if kind == "text":
-        values.update(text_views.generation_form(method, recurrent,
-                                                 state.default_threshold(sel.dataset)))
-    if "target" in fields:
-        values["target"] = c[1].selectbox(
-            "Target layer", ["random", "dense"] + names, key="gen_target",
-            format_func=lambda t: {"random": "Random (all layers)",
-                                   "dense": "the Dense layers"}.get(t, t))
-    if "layer" in fields:
-        values["layer"] = c[1].selectbox("Target layer", ["random"] + recurrent, key="gen_layer",
-                                         format_func=lambda t: "all layers" if t == "random"
-                                         else t)
-    if "constraint" in fields:
-        values["constraint"] = c[2].selectbox("Constraint", list(gen.CONSTRAINTS),
-                                              key="gen_constraint",
-                                              help="DeepXplore's image constraints.")
-    if "k" in fields:
-        values["k"] = c[3].number_input("k (targets at once)", 1, 10, 1, key="gen_k")
-    if "n_targets" in fields:
-        values["n_targets"] = c[3].number_input("Target contributions", 1, 64, 8,
-                                                key="gen_ntargets")
-    c = st.columns(4)
-    if "step" in fields:
-        values["step"] = c[0].number_input("Step size", 0.001, 1.0, 0.01, step=0.005,
-                                           format="%.3f", key="gen_step")
-    if "iterations" in fields:
-        values["iterations"] = c[1].number_input("Iterations", 1, 1000, 50, key="gen_iters")
-    if "eps" in fields:
-        values["eps"] = c[0].number_input("ε (L∞ radius)", 0.005, 1.0, 0.1, step=0.01,
-                                          format="%.3f", key="gen_eps")
-    if "l2" in fields:
-        values["l2"] = c[0].number_input("L2 norm of the noise", 0.01, 20.0, 1.0,
-                                         key="gen_l2")
-    if "max_fraction" in fields:
-        values["max_fraction"] = c[0].slider("Most words changed (share)", 0.01, 0.5, 0.1,
-                                             key="gen_maxfrac")
-    if "threshold" in fields:
-        values["threshold"] = c[2].slider("Threshold", 0.05, 0.95,
-                                          state.default_threshold(sel.dataset), step=0.05,
-                                          key="gen_threshold")
-    if "granularity" in fields:
-        values["granularity"] = c[3].radio("Granularity", ["unit", "edge"], key="gen_gran",
-                                           horizontal=True)
-    if "others" in fields:
+    n_seeds = st.columns(4)[0].number_input("Seeds", 1, 2000, 20, key="gen_seeds",
+                                            help="The first N test inputs the model predicts "
+                                                 "right.")
+    values = chosen | forms.draw(cls, kind, chosen,
+                                 {"threshold": state.default_threshold(sel.dataset)}, layers_of)
+    others = []
+    if "others" in cls.accepts:                   # differential: the models compared
         own = zoo.ARCHITECTURES[sel.model].dataset if sel.shipped else \
             ("mnist" if kind == "image" else "imdb")
         same = [n for n in state.shipped() if n != sel.model
                 and zoo.ARCHITECTURES[n].dataset == own]
-        values["others"] = st.multiselect("Other models", same, default=same[:1],
-                                          key="gen_others")
+        others = st.multiselect("Other models", same, default=same[:1], key="gen_others")
     submitted = st.form_submit_button("Start", type="primary", icon=":material/play_arrow:")
 
 if submitted:
-    params = (forms.generation_params(method, values) if kind == "image"
-              else text_views.generation_params(method, values))
-    if method == "differential" and not params.get("others"):
+    try:
+        params = forms.generation_params(cls, values)
+    except RNNConError as e:
+        state.show_error(e)
+        st.stop()
+    if "others" in cls.accepts and not others:
         st.error("Differential testing needs at least one other model with the same inputs; "
                  "none is shipped yet.")
     else:
         jobs.launch("generate", f"{method} on {sel.label} · {int(n_seeds)} seeds",
                     gen.run_generation, model=sel.model, method=method, n_seeds=int(n_seeds),
-                    dataset=sel.dataset, batch_size=forms.batch_size(int(n_seeds)), **params)
+                    dataset=sel.dataset, batch_size=forms.batch_size(int(n_seeds)),
+                    **({"others": list(others)} if others else {}), **params)
 
 jobs.job_panel("generate", show_key="gen_show")
 

@@ -1,10 +1,13 @@
-"""The ``rnncon`` command. Each sub-command lives in its own module of this package.
+"""The ``rnncon`` command. Each sub-command lives in its own module of this package (they
+import the engine inside the commands, so ``rnncon --help`` stays fast).
 
-Figures go to stdout (one JSON object with ``--json``); logs and progress go to stderr.
+Figures go to stdout (one JSON object with ``--json``); logs and progress go to stderr. What
+every command shares lives here: one name per flag (``--runs-dir``, ``--out-dir``; the old
+``--root`` and ``--out`` still work for one release, with a note), lists read by one helper,
+and the declared parameters of a method or criterion read from ``--NAME VALUE``.
 """
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 
@@ -12,15 +15,25 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import typer
 
-from ..errors import RNNConError
+from ..errors import InputError, RNNConError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="RNNCon-Test: coverage and test generation for recurrent networks.")
 report_app = typer.Typer(no_args_is_help=True, help="Write the paper's tables and figures' data.")
 app.add_typer(report_app, name="report")
 
-# Sub-command modules register themselves on `app` / `report_app` when imported.
-COMMAND_MODULES = ["models", "coverage", "generate", "report_html", "runs", "retrain", "text"]
+RUNS_DIR_OPT = typer.Option(None, "--runs-dir", help="Run store (default: RNNCON_RUNS or "
+                                                     "./runs).")
+ROOT_OPT = typer.Option(None, "--root", hidden=True, help="Old name of --runs-dir.")
+OUT_OPT = typer.Option(None, "--out", hidden=True, help="Old name of --out-dir.")
+JSON_OPT = typer.Option(False, "--json", help="Print one JSON object.")
+RAY_OPT = typer.Option(None, "--ray-address", help="Join this Ray cluster instead of a local "
+                                                   "runtime (with --workers).")
+# the declared parameters of a method or criterion come after the command's own options
+DECLARED = {"ignore_unknown_options": True, "allow_extra_args": True}
+PARAM_OPT = typer.Option(None, "--param", help="NAME=VALUE: a parameter of the method or "
+                                               "criterion (repeatable; the same as --NAME "
+                                               "VALUE).")
 
 
 def emit(obj: dict) -> None:
@@ -46,20 +59,119 @@ def read_npy(path_text: str, option: str):
     return read(path.read_bytes(), path.name, option)
 
 
-def _load_commands() -> None:
-    for name in COMMAND_MODULES:
-        try:
-            importlib.import_module(f".{name}", __name__)
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{name}":
-                raise
+def renamed(value, old_value, new: str, old: str):
+    """The value of a flag given by its new name, or by its old one (with a note on stderr
+    that the old name goes in the next release)."""
+    if old_value is None:
+        return value
+    if value is not None:
+        raise InputError(f"give {new} only ({old} is its old name)")
+    log(f"note: {old} is deprecated and goes in the next release; use {new}")
+    return old_value
+
+
+def store(runs_dir: str | None, root: str | None = None):
+    """The run store of ``--runs-dir`` (old name ``--root``); an unusable one fails here,
+    before any work."""
+    from ..runs import RunStore
+    return RunStore(renamed(runs_dir, root, "--runs-dir", "--root"))
+
+
+def names(text: str | None, option: str) -> list[str] | None:
+    """A comma-separated option ("a, b,,c") as a list (items stripped, empty ones dropped);
+    None where it was not given or holds no item."""
+    from ..params import split_list
+    return split_list(text, option) or None
+
+
+def numbers(text: str | None, option: str, kind=float) -> list | None:
+    """A comma-separated list of numbers, or an InputError that shows the list."""
+    try:
+        return [kind(t) for t in names(text, option) or []] or None
+    except ValueError:
+        raise InputError(f"{option} must be {'integers' if kind is int else 'numbers'} "
+                         f"separated by commas, got {text!r}") from None
+
+
+def declared_values(params, args: list[str], pairs: list[str] | None, owner: str,
+                    elsewhere) -> dict:
+    """The values of ``params`` (a method's or criterion's declaration) given after the
+    command's own options as ``--NAME VALUE``, ``--NAME=VALUE``, ``--FLAG`` / ``--no-FLAG``
+    (true / false) or ``--param NAME=VALUE``, each read and checked by its declaration. A name
+    that only ``elsewhere()`` (the other methods or criteria) declares is ignored with a note;
+    any other is an InputError."""
+    items, ignored, i = [], [], 0
+    while i < len(args):
+        token = args[i]
+        if not token.startswith("--") or token == "--":
+            raise InputError(f"unexpected argument {token!r}")
+        key, eq, value = token[2:].partition("=")
+        name = key.replace("-", "_")
+        flag = params.resolve(name)
+        negated = flag is None and name.startswith("no_") and params.resolve(name[3:]) is not None
+        if negated:
+            flag = params.resolve(name[3:])
+        is_bool = flag is not None and params[flag].type == "bool"
+        takes_value = not eq and not is_bool and i + 1 < len(args) \
+            and (flag is not None or not args[i + 1].startswith("--"))
+        if takes_value:
+            value = args[i + 1]
+            i += 1
+        i += 1
+        if flag is None:
+            ignored.append(key)
+        elif is_bool and not eq:
+            items.append((flag, "false" if negated else "true"))
+        elif not eq and not takes_value:
+            raise InputError(f"--{key} needs a value ({params[flag].check.describe()})")
+        else:
+            items.append((flag, value))
+    for pair in pairs or []:
+        key, eq, value = pair.partition("=")
+        flag = params.resolve(key.strip().replace("-", "_"))
+        if not eq or flag is None:
+            raise InputError(f"--param {pair!r}: {owner} takes NAME=VALUE with NAME one of "
+                             f"{', '.join(params.names) or 'none'}")
+        items.append((flag, value.strip()))
+    if ignored:
+        unknown = [k for k in ignored if k.replace("-", "_") not in elsewhere()]
+        if unknown:
+            raise InputError(f"No such option: {', '.join('--' + k for k in unknown)}; "
+                             f"{owner} takes "
+                             f"{', '.join('--' + n.replace('_', '-') for n in params.names)}")
+        log(f"note: {', '.join('--' + k for k in ignored)} does not apply to {owner} and is "
+            f"ignored")
+    return {flag: params[flag].validate(params[flag].parse(value)) for flag, value in items}
+
+
+def show_params(title: str, entries: dict, json_out: bool) -> None:
+    """``rnncon methods`` / ``rnncon criteria``: each one's declared parameters (entries:
+    name -> (data kinds, Params))."""
+    rows = {name: {"kinds": kinds, "params": params.describe()}
+            for name, (kinds, params) in entries.items()}
+    if json_out:
+        emit(rows)
+        return
+    from rich.console import Console
+    from rich.table import Table
+    console = Console(width=140)
+    for name, row in rows.items():
+        table = Table(title=f"{title} {name} ({row['kinds']})", title_justify="left")
+        for col in ("option", "type", "default", "allowed", "help"):
+            table.add_column(col, overflow="fold")
+        for p in row["params"]:
+            table.add_row("--" + p["name"].replace("_", "-"), p["type"],
+                          "auto" if p["default"] is None else str(p["default"]), p["allowed"],
+                          p["help"] + (f" (with {p['when']})" if "when" in p else ""))
+        if not row["params"]:
+            table.add_row("(none)", "", "", "", "")
+        console.print(table)
 
 
 def main(argv: list[str] | None = None) -> None:
     """The `rnncon` entry point: a deliberate error (RNNConError) or a usage error prints one
     line ``error: ...`` on stderr and exits with code 2, never a traceback."""
     from typer.exceptions import Abort, TyperException
-    _load_commands()
     try:
         code = app(args=argv, standalone_mode=False)
     except RNNConError as e:
@@ -80,3 +192,7 @@ def main(argv: list[str] | None = None) -> None:
 def _fail(message: str, code: int = 2) -> None:
     print(f"error: {' '.join(message.split())}", file=sys.stderr)
     sys.exit(code)
+
+
+# the sub-commands register themselves on `app` / `report_app` (engine imports stay inside them)
+from . import coverage, generate, models, retrain, runs, text  # noqa: E402,F401

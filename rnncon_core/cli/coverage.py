@@ -1,29 +1,32 @@
-"""`rnncon coverage`, `rnncon sweep` and `rnncon report coverage`."""
+"""`rnncon coverage`, `rnncon sweep`, `rnncon criteria` (each criterion's declared parameters),
+`rnncon profile` and `rnncon report coverage|criteria`."""
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
+from typing import List, Optional
 
 import typer
 
-from . import app, emit, log, report_app
+from . import (DECLARED, JSON_OPT, OUT_OPT, PARAM_OPT, RAY_OPT, app, declared_values, emit, log, names,
+               numbers, renamed, report_app, show_params)
 from ..errors import InputError
 
 CRITERION_HELP = ("rconc (contribution), nc (neuron), hsc (hidden state), csc (cell state); "
                   "testRNN: bc, sc, tc; DeepStellar: state, state-boundary, state-weighted, "
                   "transition, transition-weighted; DeepGauge: kmnc, nbc, snac, tknc, tknp, "
                   "rconc-kmnc, rconc-nbc, rconc-snac (profile-based ones need `rnncon profile` "
-                  "once; docs/criteria.md).")
+                  "once; docs/criteria.md). Its parameters follow as --NAME VALUE: "
+                  "`rnncon criteria [NAME]` lists them.")
 
 
-def _load_inputs(dataset: str, split: str, n: int, inputs: str):
+def _load_inputs(dataset: str | None, split: str, n: int | None, inputs: str | None):
     """(x, y or None, description) from a data set split or an .npy file."""
-    if bool(dataset) == bool(inputs):
+    if (dataset is None) == (inputs is None):
         raise InputError("give either --dataset NAME or --inputs FILE.npy (one of them)")
-    if n < 0:
-        raise InputError(f"--n must be 0 (all) or a positive count, got {n}")
-    if inputs:
+    if n is not None and n < 0:
+        raise InputError(f"--n must be a positive count (default: all), got {n}")
+    if inputs is not None:
         from . import read_npy
         x, y, what = read_npy(inputs, "--inputs"), None, str(Path(inputs))
     else:
@@ -37,34 +40,29 @@ def _load_inputs(dataset: str, split: str, n: int, inputs: str):
     return x, y, what
 
 
-def _criterion(model, criterion: str, threshold: float | None, granularity: str,
-               normalize: str, values: str, dataset: str = "", include_input: bool = False,
-               extra: str = ""):
-    from ..coverage import default_threshold, get_criterion
-    given = threshold               # the other criteria keep their own default threshold
-    if threshold is None:           # the paper's per data set (0.25 images, 0.5 IMDB)
-        threshold = default_threshold(dataset or model)
-    params = {"rconc": {"threshold": threshold, "granularity": granularity,
-                        "normalize": normalize, "values": values},
-              "nc": {"threshold": threshold, "include_input": include_input},
-              "hsc": {}, "csc": {}}
-    if criterion not in params:
-        params[criterion] = {} if given is None else {"threshold": given}
-    return get_criterion(criterion, model, **params[criterion], **_extra_params(extra))
+def _criterion_params(ctx: typer.Context, criterion: str, pairs: list[str] | None,
+                      old_pairs: str | None) -> dict:
+    """The criterion's declared parameters given on the command line (see `rnncon criteria`);
+    ``--params "k=3,cells=8"`` is the old form of ``--param k=3 --param cells=8``."""
+    from ..coverage import CRITERIA, get_criterion
+    if criterion not in CRITERIA:
+        get_criterion(criterion, None)          # the error that lists the criteria
+    if old_pairs is not None:
+        log("note: --params is deprecated and goes in the next release; use --NAME VALUE "
+            "(or --param NAME=VALUE, repeatable)")
+    return declared_values(CRITERIA[criterion].params, ctx.args,
+                           [*(pairs or []), *(names(old_pairs, "--params") or [])],
+                           f"criterion {criterion!r}",
+                           lambda: {p.name for c in CRITERIA.values() for p in c.params})
 
 
-def _extra_params(text: str) -> dict:
-    """--params "k=3,cells=8" -> {"k": 3, "cells": 8} (values read as JSON, else text)."""
-    out = {}
-    for item in filter(None, (t.strip() for t in text.split(","))):
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise InputError(f"--params takes KEY=VALUE pairs separated by commas, got {item!r}")
-        try:
-            out[key.strip()] = json.loads(value)
-        except ValueError:
-            out[key.strip()] = value.strip()
-    return out
+def _criterion(model, criterion: str, params: dict, dataset: str | None = None):
+    """The criterion with ``params``; where the threshold is not given, the criteria that take
+    the data set's (``threshold_from_data``: 0.25 images, 0.5 IMDB) get it."""
+    from ..coverage import CRITERIA, default_threshold, get_criterion
+    if CRITERIA[criterion].threshold_from_data and "threshold" not in params:
+        params = {**params, "threshold": default_threshold(dataset or model)}
+    return get_criterion(criterion, model, **params)
 
 
 def _print_table(title: str, summary: dict) -> None:
@@ -82,55 +80,50 @@ def _print_table(title: str, summary: dict) -> None:
 
 
 MODEL_OPT = typer.Option(..., "--model", help="Shipped model name or a .keras file.")
-DATASET_OPT = typer.Option("", "--dataset", help="mnist, fashion-mnist, imdb or digits.")
+DATASET_OPT = typer.Option(None, "--dataset", help="mnist, fashion-mnist, imdb or digits.")
 SPLIT_OPT = typer.Option("test", "--split", help="train or test.")
-N_OPT = typer.Option(0, "--n", help="Use the first N inputs (0: all).")
-INPUTS_OPT = typer.Option("", "--inputs", help="An .npy file of inputs instead of a data set.")
+N_OPT = typer.Option(None, "--n", help="Use the first N inputs (default: all).")
+INPUTS_OPT = typer.Option(None, "--inputs", help="An .npy file of inputs instead of a data set.")
 CRIT_OPT = typer.Option("rconc", "--criterion", help=CRITERION_HELP)
-GRAN_OPT = typer.Option("unit", "--granularity", help="unit or edge (rconc only).")
-NORM_OPT = typer.Option("step", "--normalize",
-                        help="rconc: the min-max scope per input: step (each matmul x^t·U, "
-                             "h^(t-1)·W, Dense), layer, or model (Eq. 3 as written).")
-VALUES_OPT = typer.Option("abs", "--values", help="rconc: normalize |contributions| (abs) or "
-                                                  "signed values (signed + model: Eq. 3 as "
-                                                  "written).")
-THRESHOLD_OPT = typer.Option(None, "--threshold", help="Activation threshold (default: 0.25 "
-                                                       "for image data, 0.5 for IMDB).")
-JSON_OPT = typer.Option(False, "--json", help="Print one JSON object.")
-PARAMS_OPT = typer.Option("", "--params", help="More criterion parameters, KEY=VALUE,... "
-                                               "(e.g. k=3 for kmnc, components=5,cells=8 for "
-                                               "state; docs/criteria.md).")
+PARAMS_OPT = typer.Option(None, "--params", hidden=True, help="Old form of --param: "
+                                                              "KEY=VALUE,...")
+CRITERION_EPILOG = ("The criterion's parameters follow as --NAME VALUE (or --param NAME=VALUE): "
+                    "`rnncon criteria [NAME]` lists them with type, default, range and help "
+                    "(e.g. rconc: --threshold, --granularity unit|edge, --normalize, --values; "
+                    "nc: --threshold, --include-input; kmnc: --k).")
 
 
-@app.command("coverage")
-def coverage_cmd(model: str = MODEL_OPT, dataset: str = DATASET_OPT, split: str = SPLIT_OPT,
-                 n: int = N_OPT, inputs: str = INPUTS_OPT, criterion: str = CRIT_OPT,
-                 threshold: float = THRESHOLD_OPT,
-                 granularity: str = GRAN_OPT, normalize: str = NORM_OPT, values: str = VALUES_OPT,
-                 include_input: bool = typer.Option(False, "--include-input",
-                                                    help="NC: count the input layer too."),
-                 params: str = PARAMS_OPT,
-                 state: str = typer.Option("", "--state", help="Go on from a coverage state "
-                                                              "saved by --save-state (.npz)."),
-                 save_state: str = typer.Option("", "--save-state",
-                                                help="Save the coverage state (.npz) to merge "
-                                                     "or continue later."),
-                 workers: int = typer.Option(0, "--workers", help="Split the inputs over N Ray "
-                                                                  "workers (a local runtime)."),
-                 ray_address: str = typer.Option("", "--ray-address",
-                                                 help="Join this Ray cluster instead."),
-                 json_out: bool = JSON_OPT):
-    """Coverage of a set of inputs under one criterion, per layer and in all."""
-    from ..zoo import load_model
+def _model_and_inputs(model: str, dataset, split, n, inputs):
     from ..trace import check_model_inputs
-    from ..zoo import with_steps
+    from ..zoo import load_model, with_steps
     x, _, what = _load_inputs(dataset, split, n, inputs)
     m = load_model(model)
     x = check_model_inputs(m, x, f"the inputs ({what})")     # before the model runs
-    m = with_steps(m, x.shape[1])                           # keras.Input((None, F)) models
-    cov = _criterion(m, criterion, threshold, granularity, normalize, values, dataset,
-                     include_input, params)
-    if state:
+    return with_steps(m, x.shape[1]), x, what                # keras.Input((None, F)) models
+
+
+@app.command("coverage", context_settings=DECLARED, epilog=CRITERION_EPILOG)
+def coverage_cmd(ctx: typer.Context, model: str = MODEL_OPT,
+                 dataset: Optional[str] = DATASET_OPT, split: str = SPLIT_OPT,
+                 n: Optional[int] = N_OPT, inputs: Optional[str] = INPUTS_OPT,
+                 criterion: str = CRIT_OPT, param: Optional[List[str]] = PARAM_OPT,
+                 params: Optional[str] = PARAMS_OPT,
+                 state: Optional[str] = typer.Option(None, "--state", help="Go on from a "
+                                                     "coverage state saved by --save-state "
+                                                     "(.npz)."),
+                 save_state: Optional[str] = typer.Option(None, "--save-state",
+                                                          help="Save the coverage state (.npz) "
+                                                               "to merge or continue later."),
+                 workers: Optional[int] = typer.Option(None, "--workers", help="Split the "
+                                                       "inputs over N Ray workers (a local "
+                                                       "runtime)."),
+                 ray_address: Optional[str] = RAY_OPT,
+                 json_out: bool = JSON_OPT):
+    """Coverage of a set of inputs under one criterion, per layer and in all."""
+    given = _criterion_params(ctx, criterion, param, params)
+    m, x, what = _model_and_inputs(model, dataset, split, n, inputs)
+    cov = _criterion(m, criterion, given, dataset)
+    if state is not None:
         from ..coverage import Criterion
         saved = Criterion.load(cov.model, state)
         if saved.get_config() != cov.get_config():
@@ -142,12 +135,12 @@ def coverage_cmd(model: str = MODEL_OPT, dataset: str = DATASET_OPT, split: str 
     if workers or ray_address:
         from ..distributed import coverage as on_ray
         config = {k: v for k, v in cov.get_config().items() if k != "name"}
-        cov.merge(on_ray(model, x, cov.name, workers=workers or 2, address=ray_address or None,
+        cov.merge(on_ray(model, x, cov.name, workers=workers or 2, address=ray_address,
                          progress=lambda d, t: log(f"[ray] {d}/{t} shards"), **config))
     else:
         cov.update(x)
     log(f"{criterion} over {len(x):,} inputs ({what}) in {time.time() - started:.1f}s")
-    if save_state:
+    if save_state is not None:
         log(f"coverage state saved to {cov.save(save_state)}")
     summary = cov.summary()
     if json_out:
@@ -156,31 +149,26 @@ def coverage_cmd(model: str = MODEL_OPT, dataset: str = DATASET_OPT, split: str 
         _print_table(f"{criterion} of {model} on {what}", summary)
 
 
-@app.command("sweep")
-def sweep_cmd(model: str = MODEL_OPT, dataset: str = DATASET_OPT, split: str = SPLIT_OPT,
-              n: int = N_OPT, inputs: str = INPUTS_OPT, criterion: str = CRIT_OPT,
+@app.command("sweep", context_settings=DECLARED, epilog=CRITERION_EPILOG)
+def sweep_cmd(ctx: typer.Context, model: str = MODEL_OPT, dataset: Optional[str] = DATASET_OPT,
+              split: str = SPLIT_OPT, n: Optional[int] = N_OPT,
+              inputs: Optional[str] = INPUTS_OPT, criterion: str = CRIT_OPT,
               thresholds: str = typer.Option("0,0.25,0.5,0.75", "--thresholds",
                                              help="Comma-separated thresholds."),
-              granularity: str = GRAN_OPT, normalize: str = NORM_OPT, values: str = VALUES_OPT,
-              params: str = PARAMS_OPT, json_out: bool = JSON_OPT):
+              param: Optional[List[str]] = PARAM_OPT, params: Optional[str] = PARAMS_OPT,
+              json_out: bool = JSON_OPT):
     """The coverage at a grid of thresholds from one pass over the inputs."""
-    from ..zoo import load_model
-    try:
-        grid = [float(t) for t in thresholds.split(",") if t.strip()]
-    except ValueError:
-        raise InputError(f"--thresholds must be numbers separated by commas, got {thresholds!r}") from None
+    grid = numbers(thresholds, "--thresholds")
+    given = _criterion_params(ctx, criterion, param, params)
     from ..coverage import CRITERIA
-    if criterion in CRITERIA and not CRITERIA[criterion].uses_threshold:
+    if "threshold" not in CRITERIA[criterion].params:
         raise InputError(f"{criterion} has no threshold to sweep; use `rnncon coverage`")
+    if "threshold" in given:
+        raise InputError("sweep takes --thresholds (a list), not --threshold")
     if not grid:
         raise InputError("give at least one threshold")
-    from ..trace import check_model_inputs
-    from ..zoo import with_steps
-    x, _, what = _load_inputs(dataset, split, n, inputs)
-    m = load_model(model)
-    x = check_model_inputs(m, x, f"the inputs ({what})")     # before the model runs
-    m = with_steps(m, x.shape[1])                           # keras.Input((None, F)) models
-    cov = _criterion(m, criterion, grid[0], granularity, normalize, values, extra=params)
+    m, x, what = _model_and_inputs(model, dataset, split, n, inputs)
+    cov = _criterion(m, criterion, {**given, "threshold": grid[0]})
     cov.update(x)
     rows = [cov.summary(t) for t in grid]
     if json_out:
@@ -193,19 +181,37 @@ def sweep_cmd(model: str = MODEL_OPT, dataset: str = DATASET_OPT, split: str = S
         _print_table(f"{criterion} of {model} on {what}, threshold {r['threshold']}", r)
 
 
+@app.command("criteria")
+def criteria_cmd(name: Optional[str] = typer.Argument(None, help="One criterion (default: "
+                                                                  "all)."),
+                 json_out: bool = JSON_OPT):
+    """Each coverage criterion's parameters: type, default, range or choices, help.
+
+    Give them to `rnncon coverage` / `sweep` as --NAME VALUE (or --param NAME=VALUE)."""
+    from ..coverage import CRITERIA, get_criterion
+    if name is not None and name not in CRITERIA:
+        get_criterion(name, None)               # the error that lists the criteria
+    chosen = [name] if name else list(CRITERIA)
+    show_params("criterion", {c: ("image, text", CRITERIA[c].params) for c in chosen},
+                json_out)
+
+
 @report_app.command("coverage")
 def report_coverage_cmd(
-    out: str = typer.Option("reports/coverage", "--out", help="Output folder."),
-    models: str = typer.Option("", "--models", help="Comma-separated names (default: every "
-                                                   "shipped Table 1 model)."),
+    out_dir: Optional[str] = typer.Option(None, "--out-dir", help="Output folder (default: "
+                                                                  "reports/coverage)."),
+    out: Optional[str] = OUT_OPT,
+    models: Optional[str] = typer.Option(None, "--models", help="Comma-separated names "
+                                         "(default: every shipped Table 1 model)."),
     n_mnist: int = typer.Option(0, "--n-mnist", help="MNIST test inputs per model (0: all)."),
     n_imdb: int = typer.Option(1000, "--n-imdb", help="IMDB test inputs per model (0: all)."),
     json_out: bool = JSON_OPT,
 ):
     """Figures 6, 7/8 and 12 as CSV plus a markdown summary, on the shipped models."""
     from ..reports.coverage import build_coverage
-    names = [m.strip() for m in models.split(",") if m.strip()] or None
-    result = build_coverage(Path(out), names, n_mnist=n_mnist, n_imdb=n_imdb, progress=log)
+    folder = renamed(out_dir, out, "--out-dir", "--out") or "reports/coverage"
+    result = build_coverage(Path(folder), names(models, "--models"), n_mnist=n_mnist,
+                            n_imdb=n_imdb, progress=log)
     if json_out:
         emit(result)
     else:
@@ -216,18 +222,24 @@ def report_coverage_cmd(
 def profile_cmd(model: str = MODEL_OPT,
                 dataset: str = typer.Option(..., "--dataset", help="The model's data set; "
                                                                    "its training split is read."),
-                n: int = typer.Option(0, "--n", help="Use the first N training inputs (0: all)."),
-                out: str = typer.Option("", "--out", help="Profile file (default: the model's "
-                                                          "own under the cache)."),
+                n: Optional[int] = typer.Option(None, "--n", help="Use the first N training "
+                                                                  "inputs (default: all)."),
+                profile_path: Optional[str] = typer.Option(None, "--profile-path",
+                                                           help="Profile file (default: the "
+                                                                "model's own under the "
+                                                                "cache)."),
+                out: Optional[str] = typer.Option(None, "--out", hidden=True,
+                                                  help="Old name of --profile-path."),
                 json_out: bool = JSON_OPT):
     """Build the training profile the profile-based criteria read (testRNN's, DeepStellar's,
     DeepGauge's): once per model, saved under the cache by the model's fingerprint."""
     from ..coverage.profile import build_profile, fingerprint
     from ..zoo import load_model
-    x, _, what = _load_inputs(dataset, "train", n, "")
+    path = renamed(profile_path, out, "--profile-path", "--out")
+    x, _, what = _load_inputs(dataset, "train", n, None)
     m = load_model(model)
     started = time.time()
-    path = build_profile(m, x, path=out or None, source=what + (f"[:{n}]" if n else ""),
+    path = build_profile(m, x, path=path, source=what + (f"[:{n}]" if n else ""),
                          progress=lambda d, t: log(f"profile {d:,}/{t:,}") if d % 2048 < 256
                          or d == t else None)
     result = {"model": model, "profile": str(path), "fingerprint": fingerprint(m),
@@ -240,9 +252,11 @@ def profile_cmd(model: str = MODEL_OPT,
 
 @report_app.command("criteria")
 def report_criteria_cmd(
-    out: str = typer.Option("reports/criteria", "--out", help="Output folder."),
-    models: str = typer.Option("", "--models", help="Comma-separated MNIST models (default: "
-                                                   "the four shipped ones)."),
+    out_dir: Optional[str] = typer.Option(None, "--out-dir", help="Output folder (default: "
+                                                                  "reports/criteria)."),
+    out: Optional[str] = OUT_OPT,
+    models: Optional[str] = typer.Option(None, "--models", help="Comma-separated MNIST models "
+                                         "(default: the four shipped ones)."),
     n_clean: int = typer.Option(500, "--n-clean", help="Clean test inputs in each pool."),
     n_seeds: int = typer.Option(100, "--n-seeds", help="Seeds per generation method."),
     sizes: str = typer.Option("25,50,100,200", "--sizes", help="Suite sizes."),
@@ -256,14 +270,12 @@ def report_criteria_cmd(
     """Which criteria find faults: Kendall tau of every criterion's coverage of random suites
     with their faults, per suite size and controlling for size (FSE 2020's method)."""
     from ..reports.criteria import MNIST_MODELS, build_criteria
-    try:
-        size_list = tuple(int(s) for s in sizes.split(",") if s.strip())
-    except ValueError:
-        raise InputError(f"--sizes must be integers separated by commas, got {sizes!r}") from None
-    names = tuple(m.strip() for m in models.split(",") if m.strip()) or MNIST_MODELS
-    result = build_criteria(Path(out), names, progress=log, n_clean=n_clean, n_seeds=n_seeds,
-                            sizes=size_list, n_suites=n_suites, n_profile=n_profile,
-                            methods=tuple(m.strip() for m in methods.split(",") if m.strip()))
+    folder = renamed(out_dir, out, "--out-dir", "--out") or "reports/criteria"
+    result = build_criteria(Path(folder), tuple(names(models, "--models") or MNIST_MODELS),
+                            progress=log, n_clean=n_clean, n_seeds=n_seeds,
+                            sizes=tuple(numbers(sizes, "--sizes", int) or ()),
+                            n_suites=n_suites, n_profile=n_profile,
+                            methods=tuple(names(methods, "--methods") or ()))
     if json_out:
         emit(result)
     else:

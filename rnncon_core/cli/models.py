@@ -1,13 +1,15 @@
 """`rnncon models` (Table 1) and `rnncon train`."""
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
-from . import app, emit, log
+from . import JSON_OPT, app, emit, log
 
 
 @app.command("models")
-def models_cmd(json_out: bool = typer.Option(False, "--json", help="Print one JSON object.")):
+def models_cmd(json_out: bool = JSON_OPT):
     """Table 1: the eight architectures, our counts and measured accuracies beside the paper's."""
     from ..zoo import models_table
     rows = models_table()
@@ -33,16 +35,19 @@ def models_cmd(json_out: bool = typer.Option(False, "--json", help="Print one JS
 @app.command("train")
 def train_cmd(
     name: str = typer.Argument(..., help="Architecture name (see `rnncon models`) or mnist-features."),
-    epochs: int = typer.Option(0, help="Most epochs (0: 80 for MNIST, 2 for IMDB)."),
+    epochs: Optional[int] = typer.Option(None, help="Most epochs (default: 80 for MNIST, 2 "
+                                                    "for IMDB)."),
     batch_size: int = typer.Option(128, "--batch-size"),
     seed: int = typer.Option(0),
     validation_split: float = typer.Option(0.1, "--validation-split"),
-    patience: int = typer.Option(0, help="Early stopping patience on validation accuracy "
-                                         "(0: 10 for MNIST, 1 for IMDB)."),
-    out_dir: str = typer.Option("", "--out-dir", help="Where to save (default: assets/models)."),
+    patience: Optional[int] = typer.Option(None, help="Early stopping patience on validation "
+                                                      "accuracy (default: 10 for MNIST, 1 for "
+                                                      "IMDB)."),
+    out_dir: Optional[str] = typer.Option(None, "--out-dir", help="Where to save (default: "
+                                                                  "assets/models)."),
     resume: bool = typer.Option(False, "--resume", help="Go on from the shipped weights."),
     learning_rate: float = typer.Option(1e-3, "--learning-rate", help="Adam's learning rate."),
-    json_out: bool = typer.Option(False, "--json"),
+    json_out: bool = JSON_OPT,
 ):
     """Train one architecture on our split and save it with its model card."""
     from ..zoo import train_model

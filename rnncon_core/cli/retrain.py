@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from . import app, emit, log, report_app
+from . import JSON_OPT, ROOT_OPT, RUNS_DIR_OPT, app, emit, log, names, report_app, store
 
 
 def _stderr(event: dict) -> None:
@@ -25,53 +25,53 @@ def retrain_cmd(
                                  "finished generation runs."),
     epochs: int = typer.Option(10, help="More epochs per retraining (the paper: 10)."),
     repeats: int = typer.Option(10, help="Retrainings with different seeds (the paper: 10)."),
-    dataset: str = typer.Option("", help="Data set of a model given by path (default: its "
-                                         "architecture's or the run's)."),
+    dataset: Optional[str] = typer.Option(None, help="Data set of a model given by path "
+                                                     "(default: its architecture's or the "
+                                                     "run's)."),
     control: bool = typer.Option(True, "--control/--no-control",
                                  help="Also retrain on as many clean training inputs."),
-    max_inputs: int = typer.Option(0, "--max-inputs", help="Use at most this many "
-                                                           "adversarial inputs (0: all)."),
-    mix: float = typer.Option(-1.0, "--mix", help="Share of each batch drawn from the "
-                              "generated inputs (0: each once per epoch, the paper's recipe; "
-                              "default: retrain.DEFAULT_MIX)."),
-    transfer_seeds: int = typer.Option(-1, "--transfer-seeds", help="Evaluation seeds per "
-                                       "held-out transfer method (0: skip; default: "
-                                       "retrain.TRANSFER_SEEDS)."),
-    transfer_methods: str = typer.Option("", "--transfer-methods", help="Comma separated "
-                                         "(default: rconc,nc,rnntest,pgd for images)."),
+    max_inputs: Optional[int] = typer.Option(None, "--max-inputs", help="Use at most this "
+                                             "many adversarial inputs (default: all)."),
+    mix: Optional[float] = typer.Option(None, "--mix", help="Share of each batch drawn from "
+                                        "the generated inputs (0: each once per epoch, the "
+                                        "paper's recipe; default: retrain.DEFAULT_MIX)."),
+    transfer_seeds: Optional[int] = typer.Option(None, "--transfer-seeds", help="Evaluation "
+                                                 "seeds per held-out transfer method (0: skip; "
+                                                 "default: retrain.TRANSFER_SEEDS)."),
+    transfer_methods: Optional[str] = typer.Option(None, "--transfer-methods", help="Comma "
+                                                   "separated (default: rconc,nc,rnntest,pgd "
+                                                   "for images)."),
     robustness_seeds: int = typer.Option(0, "--robustness-seeds", help="Seeds of the fresh "
                                          "white-box generation runs against each model "
                                          "(0: skip)."),
-    learning_rate: float = typer.Option(0.0, "--learning-rate", help="0: the fine-tuning "
-                                        "default, 3e-4."),
+    learning_rate: Optional[float] = typer.Option(None, "--learning-rate", help="Default: the "
+                                                  "fine-tuning one, 3e-4."),
     augment: Optional[bool] = typer.Option(None, "--augment/--no-augment", help="Random "
                                            "shifts as in the shipped training (default: on "
                                            "for 28 x 28 images)."),
     seed: int = typer.Option(0),
     force: bool = typer.Option(False, "--force", help="Use a generation run of another model."),
-    runs_dir: str = typer.Option("", "--runs-dir", help="Run store (default: RNNCON_RUNS or "
-                                                        "./runs)."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    runs_dir: Optional[str] = RUNS_DIR_OPT,
+    root: Optional[str] = ROOT_OPT,
+    json_out: bool = JSON_OPT,
 ):
     """Retrain a model with generated inputs; metrics before / after (mean and std over the
     repeats), the control arm, RConC and the path of the best retrained model."""
     from ..retrain import DEFAULT_MIX, TRANSFER_SEEDS, choose_run, run_retraining
-    from ..runs import RunStore
-    store = RunStore(runs_dir or None)
+    runs = store(runs_dir, root)
     if from_run == "best":
-        choice = choose_run(model, store)
+        choice = choose_run(model, runs)
         from_run = choice["run_id"]
         log(f"[retrain] Table 5's choice: run {from_run} (selected by {choice['selected_by']}; "
             f"L1 {choice['l1']:.2f}, FID {choice['fid']:.2f}, IS {choice['is']:.3f})")
     summary = run_retraining(model, from_run, epochs=epochs, repeats=repeats,
-                             dataset=dataset or None, control=control,
+                             dataset=dataset, control=control,
                              max_inputs=max_inputs or None, learning_rate=learning_rate or None,
-                             augment=augment, mix=DEFAULT_MIX if mix < 0 else mix,
-                             transfer_seeds=TRANSFER_SEEDS if transfer_seeds < 0
+                             augment=augment, mix=DEFAULT_MIX if mix is None else mix,
+                             transfer_seeds=TRANSFER_SEEDS if transfer_seeds is None
                              else transfer_seeds,
-                             transfer_methods=[m for m in transfer_methods.split(",") if m]
-                             or None,
-                             seed=seed, robustness_seeds=robustness_seeds, store=store,
+                             transfer_methods=names(transfer_methods, "--transfer-methods"),
+                             seed=seed, robustness_seeds=robustness_seeds, store=runs,
                              progress=_stderr, force=force)
     if json_out:
         emit(summary)
@@ -100,8 +100,9 @@ def retrain_cmd(
 
 @report_app.command("retraining")
 def report_retraining_cmd(
-    models: str = typer.Option("", "--models", help="Comma separated (default: the four MNIST "
-                                                    "models that are shipped)."),
+    models: Optional[str] = typer.Option(None, "--models", help="Comma separated (default: "
+                                                                "the four MNIST models that "
+                                                                "are shipped)."),
     seeds: int = typer.Option(500, "--seeds", help="Seeds per candidate generation run."),
     epochs: int = typer.Option(10, help="Epochs per retraining (the paper: 10)."),
     repeats: int = typer.Option(10, help="Repeats for Table 6 / Figure 14 (the paper: 10)."),
@@ -119,25 +120,24 @@ def report_retraining_cmd(
     pollution: bool = typer.Option(True, "--pollution/--no-pollution",
                                    help="DeepXplore's pollution detection."),
     out_dir: str = typer.Option("reports/retraining", "--out-dir"),
-    runs_dir: str = typer.Option("", "--runs-dir"),
-    json_out: bool = typer.Option(False, "--json"),
+    runs_dir: Optional[str] = RUNS_DIR_OPT,
+    root: Optional[str] = ROOT_OPT,
+    json_out: bool = JSON_OPT,
 ):
     """Tables 5 and 6, Figures 11, 13 and 14, §7 and pollution detection, beside the paper's.
 
     Reuses the finished runs in the store that have the same settings; runs what is missing.
     """
     from ..reports.retraining import build_retraining
-    from ..runs import RunStore
-    names = [m for m in models.split(",") if m] or None
-    report = build_retraining(names, seeds=seeds, epochs=epochs, repeats=repeats,
+    report = build_retraining(names(models, "--models"), seeds=seeds, epochs=epochs, repeats=repeats,
                               table5_repeats=table5_repeats,
                               robustness_seeds=robustness_seeds,
                               transfer_seeds=transfer_seeds,
-                              recipe_models=[m for m in recipe_models.split(",") if m],
+                              recipe_models=names(recipe_models, "--recipe-models") or [],
                               recipe_epochs=recipe_epochs, recipe_repeats=recipe_repeats,
                               section7=section7,
                               pollution=pollution, out_dir=out_dir,
-                              store=RunStore(runs_dir or None), log=log)
+                              store=store(runs_dir, root), log=log)
     if json_out:
         emit(report)
     else:

@@ -1,34 +1,40 @@
 """`rnncon runs`: list the runs of the run store; cancel, mark failed, delete; repair the index."""
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
-from . import app, emit, log
+from . import JSON_OPT, ROOT_OPT, RUNS_DIR_OPT, app, emit, log, renamed
 from ..errors import InputError
 
 
 @app.command("runs")
 def runs_cmd(
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    kind: str = typer.Option("", help="Only runs of this kind (generate, retrain, ...)."),
-    limit: int = typer.Option(0, help="At most this many (newest first); 0: all."),
-    cancel: str = typer.Option("", "--cancel", help="Ask the running run with this id to stop."),
-    mark_failed: str = typer.Option("", "--mark-failed", help="Mark a run stuck as running "
-                                                              "failed."),
-    delete: str = typer.Option("", "--delete", help="Delete the run with this id (and its "
-                                                    "folder)."),
+    json_out: bool = JSON_OPT,
+    kind: Optional[str] = typer.Option(None, help="Only runs of this kind (generate, retrain, "
+                                                  "...)."),
+    limit: Optional[int] = typer.Option(None, help="At most this many (newest first; default: "
+                                                   "all)."),
+    cancel: Optional[str] = typer.Option(None, "--cancel", help="Ask the running run with this "
+                                                                "id to stop."),
+    mark_failed: Optional[str] = typer.Option(None, "--mark-failed", help="Mark a run stuck as "
+                                                                          "running failed."),
+    delete: Optional[str] = typer.Option(None, "--delete", help="Delete the run with this id "
+                                                                "(and its folder)."),
     repair: bool = typer.Option(False, "--repair", help="Rebuild a lost or corrupt index from "
                                                         "the run folders."),
-    root: str = typer.Option("", "--runs-dir", "--root", help="Run store directory (default: "
-                                                             "RNNCON_RUNS or ./runs)."),
+    runs_dir: Optional[str] = RUNS_DIR_OPT,
+    root: Optional[str] = ROOT_OPT,
 ):
     """The runs in the store, newest first: id, kind, status, model, method, summary."""
     from ..runs import RunStore, repair_store
-    actions = [a for a in (cancel, mark_failed, delete, repair) if a]
+    actions = [a for a in (cancel, mark_failed, delete, repair or None) if a is not None]
     if len(actions) > 1:
         raise InputError("give one of --cancel, --mark-failed, --delete, --repair at a time")
+    runs_dir = renamed(runs_dir, root, "--runs-dir", "--root")
     if repair:      # before opening the store: its index may be what is broken
-        out = repair_store(root or None)
+        out = repair_store(runs_dir)
         if json_out:
             emit({"repair": out})
         else:
@@ -36,12 +42,12 @@ def runs_cmd(
                 f"from their folders)" + (f"; the corrupt index was moved to "
                                           f"{out['moved_aside']}" if out["moved_aside"] else ""))
         return
-    store = RunStore(root or None)
-    if cancel or mark_failed or delete:
-        if cancel:
+    store = RunStore(runs_dir)
+    if actions:
+        if cancel is not None:
             store.request_cancel(cancel)
             info, what = store.get(cancel), "cancel requested"
-        elif mark_failed:
+        elif mark_failed is not None:
             info, what = store.mark_failed(mark_failed), "marked failed"
         else:
             store.delete(delete)
@@ -54,7 +60,7 @@ def runs_cmd(
         else:
             log(f"run {run_id}: {what}")
         return
-    runs = [r.to_dict() for r in store.list(kind=kind or None, limit=limit or None)]
+    runs = [r.to_dict() for r in store.list(kind=kind, limit=limit or None)]
     if json_out:
         emit({"runs": runs})
         return
