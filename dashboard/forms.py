@@ -75,7 +75,9 @@ def widget(where, p: Param, key: str, default=None, layers: dict | None = None):
 def draw(cls, kind: str, chosen: dict, defaults: dict, layers: dict, prefix: str = "gen_",
          columns: int = 4) -> dict:
     """The form's widgets for the class's parameters (inside an ``st.form``): the main ones in
-    rows of ``columns``, the rest under More settings. Returns name -> value."""
+    rows of ``columns``, the rest under More settings. ``defaults`` prefill the parameters
+    whose declared default is None ("chosen for you", e.g. the data set's threshold). Returns
+    name -> value."""
     shown = fields(cls, kind, chosen)
     values = {}
     for group, where in ((([p for p in shown if p.level == "form"]), None),
@@ -87,8 +89,8 @@ def draw(cls, kind: str, chosen: dict, defaults: dict, layers: dict, prefix: str
             for start in range(0, len(group), columns):
                 cols = st.columns(columns)
                 for col, p in zip(cols, group[start:start + columns]):
-                    values[p.name] = widget(col, p, prefix + p.name, defaults.get(p.name),
-                                            layers)
+                    values[p.name] = widget(col, p, prefix + p.name, None if p.default
+                                            is not None else defaults.get(p.name), layers)
     return values
 
 
