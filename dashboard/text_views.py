@@ -25,6 +25,37 @@ def class_name(c) -> str:
     return CLASS_NAMES[c] if 0 <= c < len(CLASS_NAMES) else str(c)
 
 
+# ---------------------------------------------------------------- Gates
+
+def first_word_step(x) -> int:
+    """The earliest time step holding a word in any of the id rows (N, T): the reviews are
+    padded at the front, so everything before is padding and the start mark."""
+    from rnncon_core.data import PAD, START
+    x = np.atleast_2d(np.asarray(x))
+    real = (x != PAD) & (x != START)
+    starts = np.where(real.any(axis=1), real.argmax(axis=1), x.shape[1])
+    return int(starts.min()) if len(starts) else 0
+
+
+def fold_padding(table: pd.DataFrame, x, words: list[str] | None = None) -> pd.DataFrame:
+    """A Gates table (one column per time step) from the first real word of the reviews ``x``
+    on; the columns keep their step numbers, and with ``words`` (one review's, in order) each
+    is labelled with its word ("123 great")."""
+    start = min(first_word_step(x), table.shape[1] - 1)
+    out = table.iloc[:, start:]
+    if words is not None and len(words) == out.shape[1]:
+        out = out.set_axis([f"{c} {w}" for c, w in zip(out.columns, words)], axis=1)
+    return out
+
+
+def fold_toggle(key: str = "gates_fold") -> bool:
+    """The Gates page's switch: fold the padding steps before the first word (on by
+    default)."""
+    return st.toggle("Start at the first word", value=True, key=key,
+                     help="IMDB reviews are padded at the front to 500 steps: the steps before "
+                          "the first word are padding (and the start mark). Off: every step.")
+
+
 # ---------------------------------------------------------------- pairs
 
 def captions(outputs: dict, rows) -> list[tuple[str, str]]:

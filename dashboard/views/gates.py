@@ -2,7 +2,7 @@
 import numpy as np
 import streamlit as st
 
-from dashboard import charts, jobs, results, state
+from dashboard import charts, jobs, results, state, text_views
 from rnncon_core import data
 from rnncon_core.errors import RNNConError
 
@@ -29,6 +29,8 @@ mode = c[3].radio("Show", modes, key="gates_mode",
                   help="The whole set saturates quickly at low thresholds; one input, or a "
                        "seed beside its adversarial input (Figure 12), shows the structure.")
 
+image = state.kind_of(sel.dataset) == "image"
+fold = not image and text_views.fold_toggle()
 profile = (sel.model, sel.dataset, n_inputs, *state.DEFAULT_NORM)
 try:
     with st.spinner("Computing coverage (one forward pass over the inputs)…"):
@@ -38,9 +40,11 @@ except RNNConError as e:
     state.show_error(e)
     st.stop()
 
-image = state.kind_of(sel.dataset) == "image"
 if mode == "the whole set":
     table = state.gate_table(*profile, layer, threshold)
+    if fold:
+        table = text_views.fold_padding(table, state.test_inputs(sel.dataset,
+                                                                 rconc.n_inputs)[0])
     st.plotly_chart(charts.gate_heatmap(table, f"{layer}: the first {rconc.n_inputs} test inputs "
                                                f"(threshold {threshold:g})"),
                     width="stretch", key="gates_set")
@@ -50,6 +54,9 @@ elif mode == "one input":
     table = state.gate_table(*profile, layer, threshold, int(i))
     x, y = state.test_inputs(sel.dataset, rconc.n_inputs)
     pred, conf = state.predictions(sel.model, x[int(i):int(i) + 1])
+    if fold:
+        table = text_views.fold_padding(table, x[int(i)],
+                                        state.dataset(sel.dataset).vocab.decode(x[int(i)]))
     left, right = st.columns([1, 4])
     with left:
         if image:
@@ -57,7 +64,8 @@ elif mode == "one input":
                                               [f"label {y[int(i)]} → {pred[0]} ({conf[0]:.0%})"],
                                               cols=1), width="stretch", key="gates_img")
         else:
-            st.caption(f"label {y[int(i)]}, predicted {pred[0]} ({conf[0]:.0%})")
+            st.caption(f"label {text_views.class_name(y[int(i)])}, predicted "
+                       f"{text_views.class_name(pred[0])} ({conf[0]:.0%})")
     with right:
         st.plotly_chart(charts.gate_heatmap(table, f"{layer}: input {int(i)}"), width="stretch",
                         key="gates_one")
@@ -76,10 +84,11 @@ else:
         st.stop()
     outputs = state.run_outputs(info)
     adv_rows = np.flatnonzero(outputs["adversarial"].astype(bool))
+    name = (lambda c: str(int(c))) if image else text_views.class_name
     pick = st.selectbox("Pair", [int(r) for r in adv_rows], key="gates_pair",
                         format_func=lambda r: f"seed {int(outputs['seed_index'][r])}: label "
-                                              f"{int(outputs['y_seed'][r])} → predicted "
-                                              f"{int(outputs['pred_gen'][r])}")
+                                              f"{name(outputs['y_seed'][r])} → predicted "
+                                              f"{name(outputs['pred_gen'][r])}")
     xs, xg = outputs["x_seed"][pick:pick + 1], outputs["x_gen"][pick:pick + 1]
     try:
         seed_t = rconc.by_gate_step(layer, x=xs, threshold=threshold)
@@ -87,6 +96,9 @@ else:
     except RNNConError as e:
         state.show_error(e)
         st.stop()
+    if fold:
+        seed_t = text_views.fold_padding(seed_t, np.concatenate([xs, xg]))
+        adv_t = text_views.fold_padding(adv_t, np.concatenate([xs, xg]))
     st.plotly_chart(charts.gate_heatmap_pair(seed_t, adv_t, f"{layer}: seed vs adversarial "
                                                             f"(threshold {threshold:g})"),
                     width="stretch", key="gates_pair_chart")
@@ -99,3 +111,6 @@ else:
         st.plotly_chart(charts.image_triplets(data.to_images(xs), data.to_images(xg),
                                               results.captions(outputs, np.array([pick]))),
                         width="stretch", key="gates_pair_images")
+    else:
+        text_views.show_pairs(outputs, [pick], state.dataset(sel.dataset).vocab,
+                              key="gates_text")
