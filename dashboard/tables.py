@@ -83,23 +83,34 @@ def table2(runs: Iterable) -> pd.DataFrame:
     return df.dropna(axis=1, how="all")
 
 
+CHAR_PX, CELL_PAD_PX = 8, 28     # a wide character of the grid's 14 px font; padding + menu
+
+
+def fit_width(label: str, widest_value: str = "") -> int:
+    """A column width in pixels that shows its header and its widest value whole."""
+    return CELL_PAD_PX + CHAR_PX * max(len(label), len(widest_value))
+
+
+RUN_ID_EXAMPLE = "20261202-041530-generate-a1b2c3"      # RunStore's id layout
 TABLE2_COLUMNS = {
-    "run": cc.TextColumn("run", width="medium", pinned=True),
-    "status": cc.TextColumn("status", width="small"),
-    "method": cc.TextColumn("method", width="small"),
-    "layer": cc.TextColumn("target layer", width="small"),
-    "constraint": cc.TextColumn("constraint", width="small"),
-    "seeds": cc.NumberColumn("seeds", format="%d", width="small"),
-    "adversarial": cc.NumberColumn("adversarial", format="%d", width="small",
+    "run": cc.TextColumn("run", width=fit_width("run", RUN_ID_EXAMPLE), pinned=True),
+    "status": cc.TextColumn("status", width=fit_width("status", "cancelled")),
+    "model": None,                                   # the page's own model: said above it
+    "method": cc.TextColumn("method", width=fit_width("method", "differential")),
+    "layer": cc.TextColumn("target layer", width=fit_width("target layer", "Random")),
+    "constraint": cc.TextColumn("constraint", width=fit_width("constraint", "occlusion")),
+    "seeds": cc.NumberColumn("seeds", format="%d", width=fit_width("seeds", "2000")),
+    "adversarial": cc.NumberColumn("adversarial", format="%d", width=fit_width("adversarial"),
                                    help="seeds whose generated input the model gets wrong"),
     "adv. rate %": cc.ProgressColumn("adv. rate", format="%.1f %%", min_value=0,
-                                     max_value=100, width="small",
+                                     max_value=100, width=fit_width("adv. rate", "100.0 %"),
                                      help="adversarial inputs / seeds"),
-    "avg L1": cc.NumberColumn("avg L1", format="%.3f", width="small"),
-    "avg L2": cc.NumberColumn("avg L2", format="%.3f", width="small"),
-    "avg L∞": cc.NumberColumn("avg L∞", format="%.3f", width="small"),
-    "avg words changed": cc.NumberColumn("avg words changed", format="%.1f", width="small"),
-    "seconds": cc.NumberColumn("seconds", format="%.1f", width="small",
+    "avg L1": cc.NumberColumn("avg L1", format="%.3f", width=fit_width("avg L1", "123.456")),
+    "avg L2": cc.NumberColumn("avg L2", format="%.3f", width=fit_width("avg L2", "12.345")),
+    "avg L∞": cc.NumberColumn("avg L∞", format="%.3f", width=fit_width("avg L∞", "1.000")),
+    "avg words changed": cc.NumberColumn("avg words changed", format="%.1f",
+                                         width=fit_width("avg words changed")),
+    "seconds": cc.NumberColumn("seconds", format="%.1f", width=fit_width("seconds", "1234.5"),
                                help="wall time of the run"),
 }
 

@@ -228,7 +228,7 @@ def test_coverage_page_threshold_slider_updates_from_the_kept_profile(runs_dir):
     assert any(title(f).startswith("Coverage vs threshold") for f in figures(at))
     sections = at.table[-1].value                           # CS_C's five sections of tanh(c)
     assert list(sections.index) == ["< -0.8", "[-0.8, -0.2)", "[-0.2, 0.2)", "[0.2, 0.8)",
-                                    ">= 0.8"]
+                                    "≥ 0.8"]
     assert list(sections["boundary"]) == ["yes", "", "", "", "yes"]
     assert all(r.endswith("%") for r in sections["rate"])
 

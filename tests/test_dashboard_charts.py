@@ -292,3 +292,21 @@ def test_the_html_report_is_self_contained_with_figures_tables_and_versions():
     assert doc.count("Plotly.newPlot") == 3                # per layer, growth, sweep
     assert "Coverage per layer at threshold 0.25" in doc and "mnist-lstm" in doc
     assert "<table" in doc and "keras" in doc and "granularity" in doc
+
+
+def test_table2_columns_show_their_headers_whole_in_streamlits_font():
+    """Each Table 2 column is wide enough for its header (and a typical widest value) set in
+    the font Streamlit's data grid draws with (Source Sans, 14 px), plus the cell's padding."""
+    from pathlib import Path
+
+    import streamlit
+    from PIL import ImageFont
+    media = Path(streamlit.__file__).parent / "static" / "static" / "media"
+    font = ImageFont.truetype(str(next(media.glob("SourceSansVF-Upright*.woff2"))), 14)
+    widest = {"run": tables.RUN_ID_EXAMPLE, "adv. rate %": "100.0 %", "seconds": "1234.5"}
+    for key, col in tables.TABLE2_COLUMNS.items():
+        if col is None:                                   # hidden (the page's own model)
+            continue
+        text = max(col["label"], widest.get(key, ""), key=font.getlength)
+        assert isinstance(col["width"], int), key
+        assert col["width"] >= font.getlength(text) + 2 * 8 + 16, (key, col["width"])

@@ -138,9 +138,11 @@ with right:
     if crits["CS_C"] is None:
         st.info("CS_C reads the LSTM cell state; this model has no LSTM layer.")
     else:
-        # five rows: a static table (no data-grid script to load for it in each new tab)
+        # five rows: a static table (no data-grid script to load for it in each new tab);
+        # "≥", as ">=" would start a Markdown quote in the cell
         sections = state.coverage_at(*profile, by, st.session_state["cov_threshold"])["sections"]
-        st.table(sections.assign(covered=sections["covered"].map("{:,}".format),
+        st.table(sections.assign(section=sections["section"].str.replace(">=", "≥"),
+                                 covered=sections["covered"].map("{:,}".format),
                                  cells=sections["cells"].map("{:,}".format),
                                  rate=sections["rate"].map("{:.1%}".format),
                                  boundary=sections["boundary"].map({True: "yes", False: ""}))

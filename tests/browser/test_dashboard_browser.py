@@ -138,7 +138,8 @@ def every_page_jobs_reload_cancel_tsne_and_report(server, browser, tmp_path):
     no_traceback(page, "Models")
     # then the warm-up's predictions and Table 1 arrive without a click (the page polls)
     for waiting in ("the predictions appear as soon", "Table 1 builds the eight"):
-        page.get_by_text(waiting).wait_for(state="detached", timeout=240_000)
+        page.wait_for_function("t => !document.body.innerText.includes(t)", arg=waiting,
+                               timeout=240_000, polling=250)
     settle(page, "Models", timeout=180)
     captions = page.evaluate("document.querySelector('.st-key-models_sample').textContent")
     assert "→" in captions and "→ …" not in captions
