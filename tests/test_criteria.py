@@ -148,3 +148,27 @@ def test_composition_controlled_tau():
     c = correlations(t, ["c"]).set_index(["faults", "size"])
     assert c.loc[("faults", "stratified"), "tau"] > 0.4
     assert c.loc[("faults", "generated"), "tau"] < 0.15
+
+
+@pytest.fixture(scope="module")
+def profiled(cache, tiny_lstm, tiny_x):
+    build_profile(tiny_lstm, tiny_x)
+    return tiny_lstm
+
+
+@pytest.mark.parametrize("name", sorted(CRITERIA))
+def test_every_criterion_config_round_trip_and_declared_checks(profiled, name):
+    """get_config() -> get_criterion(name, model, **config) is an equal criterion; every
+    declared number outside its range is an InputError naming the parameter and the value."""
+    from rnncon_core.params import IntRange, Interval
+    cov = get_criterion(name, profiled)
+    config = json.loads(json.dumps(cov.get_config()))
+    again = get_criterion(name, profiled, **{k: v for k, v in config.items() if k != "name"})
+    assert again.get_config() == cov.get_config()
+    for p in CRITERIA[name].params:
+        if isinstance(p.check, (Interval, IntRange)):
+            bad = p.check.lo - 1
+            with pytest.raises(InputError, match=rf"^{p.name} must be .*got {bad}"):
+                get_criterion(name, profiled, **{p.name: bad})
+    with pytest.raises(InputError, match=rf"criterion '{name}' has no parameter 'wobble'"):
+        get_criterion(name, profiled, wobble=1)
