@@ -249,3 +249,48 @@ def every_page_jobs_reload_cancel_tsne_and_report(server, browser, tmp_path):
     log = srv.log()
     assert "Traceback" not in log and "ArrowTypeError" not in log, log[-3000:]
 
+
+def pick(page, key: str, option: str) -> None:
+    """Choose an option of a Streamlit selectbox as a user does: open it, type, Enter."""
+    page.locator(f".st-key-{key}").click()
+    page.keyboard.type(option)
+    page.keyboard.press("Enter")
+
+
+@pytest.mark.timeout(900)           # 5 min on the loaded 2-core machine (2 min 14 s of CPU)
+@pytest.mark.skipif(not zoo.model_path("imdb-lstm").exists(),
+                    reason="needs the shipped imdb-lstm (assets/models)")
+def test_one_imdb_generation(server, browser):
+    """A user picks imdb-lstm on the Models page, starts synonym-gradient on two reviews and
+    reads the pairs as text: class names, both confidences, the reviews' words."""
+    srv, runs = server
+    ctx = browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = ctx.new_page()
+    page.set_default_timeout(180_000)
+    page.goto(srv.url)
+    settle(page, "Models", timeout=180)
+    pick(page, "models_pick", "imdb-lstm")
+    page.locator('[data-testid="stSidebar"]').get_by_text("imdb-lstm").first.wait_for()
+    settle(page, "Models", timeout=180)
+    # the same session (a new tab would be a new user with the default model)
+    page.locator('[data-testid="stSidebarNav"]').get_by_text("Generate", exact=True).click()
+    settle(page, "Generate", timeout=180)
+    pick(page, "gen_method", "synonym-gradient")
+    settle(page, "Generate")
+    assert page.get_by_text("Substitutions").count() >= 1        # the text method's form
+    box = page.get_by_label("Seeds", exact=True)
+    box.fill("2")
+    box.press("Tab")
+    page.get_by_role("button", name="Start").click()
+    card = page.locator('[class*="st-key-card-generate"]', has_text="imdb-lstm")
+    card.get_by_text(FINISHED).first.wait_for(timeout=600_000)
+    assert not card.get_by_text(re.compile(r"^failed:")).all_inner_texts()
+    settle(page, "Generate", timeout=180)
+    no_traceback(page, "Generate, an IMDB run")
+    run = next(r for r in RunStore(runs).list(kind="generate") if r.config["model"] == "imdb-lstm")
+    assert run.status == "finished" and run.config["n_seeds"] == 2
+    text = page.locator('[data-testid="stMain"]').inner_text()
+    assert "test review" in text and re.search(r"label (negative|positive)", text)
+    assert re.search(r"predicted (negative|positive) \(\d+%\)", text)   # with its confidence
+    ctx.close()
+    assert "Traceback" not in srv.log()
