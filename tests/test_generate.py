@@ -306,10 +306,11 @@ def test_empty_seed_set(tiny):
 
 @pytest.mark.parametrize("method, params, match", [
     ("nope", {}, "unknown generation method 'nope'"),
-    ("pgd", {"constraint": "fog"}, "unknown constraint 'fog'"),
-    ("pgd", {"wobble": 1}, "bad parameters"),
-    ("pgd", {"step": -1}, "step must be positive"),
-    ("rconc", {"k": 0}, "at least 1"),
+    ("pgd", {"constraint": "fog"},
+     "constraint must be one of 'none', 'light', 'occlusion', 'blackout', got 'fog'"),
+    ("pgd", {"wobble": 1}, "method 'pgd' has no parameter 'wobble'; it takes eps, step"),
+    ("pgd", {"step": -1}, r"step must be a number in \(0, 1\], got -1"),
+    ("rconc", {"k": 0}, r"k must be an integer in \[1, 1000\], got 0"),
 ])
 def test_bad_parameters(tiny, method, params, match):
     with pytest.raises(InputError, match=match):
