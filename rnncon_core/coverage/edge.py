@@ -39,12 +39,15 @@ class EdgeState:
         self.events = {t: [[] for _ in self.n_src] for t in grid}
         self.n = 0
         self.sorted_rows = [_SortedRows(w) for w in self.weights]
-        # per block, the scope of each source (t*K + k): one slice when the block has one scope
-        self.src_scope = []
+        # per block, the scope of each source (t*K + k): one slice when the block has one scope,
+        # and its scopes in source order (one per step, or one): sources of a scope are
+        # consecutive and share its intercept
+        self.src_scope, self.scopes = [], []
         for cols, b in zip(cov._scope_cols, self.blocks):
             one = np.all(cols == cols[0])
             self.src_scope.append(slice(int(cols[0]), int(cols[0]) + 1) if one
                                   else np.repeat(cols, b.k))
+            self.scopes.append(cols[:1] if one else cols)
 
     def _lines(self, a, m, r, bi):
         """Slopes (N, S) and intercepts ((N, S), or (N, 1) for a block of one scope)."""
@@ -63,16 +66,23 @@ class EdgeState:
             off += n
         return out
 
-    def add(self, a, m, r) -> None:
+    def add(self, slopes, intercepts, lows, highs) -> None:
+        """Add a batch of inputs, in order, from what the update's graph computed: per block
+        the slopes (B, T*K), per input and scope the intercepts (B, S), per block the bounds L
+        (and R, signed) at each grid threshold (G, B, T*K) (ContributionCoverage._edge_chunk)."""
         self._cache = None
-        for bi, ab in enumerate(self._block_sources(a)):
-            sl, b = self._lines(ab, m, r, bi)
-            self.fronts[bi][0].add(sl, b)
+        n_in = intercepts.shape[0]
+        for bi, sl in enumerate(slopes):
+            g = self.scopes[bi]
+            sl = sl.reshape(n_in, len(g), -1)
+            b = intercepts[:, g]
+            self.fronts[bi][0].add_scoped(sl, b)
             if self.signed:
-                self.fronts[bi][1].add(-sl, b)
-        for t in self.grid:
-            self._add_curve(t, a, m, r)
-        self.n += a.shape[0]
+                self.fronts[bi][1].add_scoped(-sl, b)
+        for gi, t in enumerate(self.grid):
+            self._add_curve(t, [L[gi] for L in lows],
+                            [R[gi] for R in highs] if self.signed else [None] * len(lows))
+        self.n += n_in
 
     def max_values(self) -> np.ndarray:
         """Every edge's largest normalized value so far, evaluated block by block and a few
@@ -110,55 +120,46 @@ class EdgeState:
             parts.append(v.ravel())
         return np.concatenate(parts)
 
-    def _add_curve(self, t, a, m, r) -> None:
-        n_in = a.shape[0]
+    def _add_curve(self, t, lows, highs) -> None:
+        """Per block the inputs' bounds at threshold t, (B, T*K): an input activates a source's
+        edges of weight u > L (and u < R; values="abs": sources are >= 0, so no edge is
+        covered from below and R is None)."""
+        n_in = lows[0].shape[0]
         delta = np.zeros(n_in, np.int64)
-        for bi, ab in enumerate(self._block_sources(a)):
-            sc = self.src_scope[bi]
-            mm, rr = m[:, sc].astype(np.float64), r[:, sc].astype(np.float64)
-            need = mm + t * rr                    # activated iff a*u > need (and range > 0)
-            a64 = ab.astype(np.float64)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                c = need / a64
-            live = rr > 0
-            L = np.where(live & (a64 > 0), c, np.inf)
-            L = np.where(live & (a64 == 0) & (need < 0), -np.inf, L)
-            # values="abs": sources are >= 0, so no edge is covered from below (R stays -inf)
-            R = np.where(live & (a64 < 0), c, -np.inf) if self.signed else None
-            del c, a64
+        for bi, (L, R) in enumerate(zip(lows, highs)):
             L0, R0 = self.bounds[t][bi]
             # only sources whose bounds this batch moves need the running min / max
-            moved = L.min(axis=0) < L0
+            lmin = L.min(axis=0)
+            moved = lmin < L0
             if R is not None:
-                moved |= R.max(axis=0) > R0
+                rmax = R.max(axis=0)
+                moved |= rmax > R0
             cand = np.flatnonzero(moved)
             if not cand.size:
                 continue
             if cand.size < L.shape[1]:
-                L = L[:, cand]
-                R = None if R is None else R[:, cand]
-            Lrun = np.vstack([L0[None, cand], L])
-            del L
-            np.minimum.accumulate(Lrun, axis=0, out=Lrun)
-            changed = Lrun[1:] != Lrun[:-1]
-            if R is not None:
-                Rrun = np.vstack([R0[None, cand], R])
-                del R
-                np.maximum.accumulate(Rrun, axis=0, out=Rrun)
-                changed |= Rrun[1:] != Rrun[:-1]
+                L = L.take(cand, axis=1)
+                R = None if R is None else R.take(cand, axis=1)
+            # the inputs that move a bound, by source then input: the bounds before and after
+            lrec = _records(L, np.less, L0[cand])
+            rec = lrec if R is None else lrec | (rrec := _records(R, np.greater, R0[cand]))
+            flat = np.flatnonzero(rec)
+            cc, nn = np.divmod(flat, cand.size)[::-1]
+            o = np.lexsort((nn, cc))
+            nn, cc = nn[o], cc[o]
+            l_old, l_new = _running(L, lrec, nn, cc, L0[cand])
+            if R is None:
+                r_old = r_new = R0[cand][cc]
             else:
-                Rrun = np.broadcast_to(R0[None, cand], Lrun.shape)
-            nn, cc = np.nonzero(changed)
-            if nn.size:
-                rows = cand[cc] % self.blocks[bi].k
-                sr = self.sorted_rows[bi]
-                new = sr.count(rows, Lrun[nn + 1, cc], Rrun[nn + 1, cc])
-                old = sr.count(rows, Lrun[nn, cc], Rrun[nn, cc])
-                np.add.at(delta, nn, new - old)
-                self.events[t][bi].append(np.stack([
-                    (self.n + nn).astype(np.float64), cand[cc].astype(np.float64),
-                    Lrun[nn + 1, cc], Rrun[nn + 1, cc]]))
-            L0[cand], R0[cand] = Lrun[-1], Rrun[-1]
+                r_old, r_new = _running(R, rrec, nn, cc, R0[cand])
+            rows = cand[cc] % self.blocks[bi].k
+            sr = self.sorted_rows[bi]
+            np.add.at(delta, nn, sr.count(rows, l_new, r_new) - sr.count(rows, l_old, r_old))
+            self.events[t][bi].append(np.stack([(self.n + nn).astype(np.float64),
+                                                cand[cc].astype(np.float64), l_new, r_new]))
+            L0[cand] = np.minimum(L0[cand], lmin[cand])
+            if R is not None:
+                R0[cand] = np.maximum(R0[cand], rmax[cand])
         counts = self.counted[t] + np.cumsum(delta)
         self.counted[t] = int(counts[-1]) if n_in else self.counted[t]
         self.curve[t].append(counts)
@@ -271,7 +272,32 @@ class _Front:
         cm = np.maximum.accumulate(ss, axis=0)
         rec = np.ones_like(cm, bool)
         rec[1:] = cm[1:] > cm[:-1]
-        new_s, new_b = _compact(rec.T, ss.T, bs.T, fills=[0.0, -np.inf])
+        self._merge_lines(*_compact(rec.T, ss.T, bs.T, fills=[0.0, -np.inf]))
+
+    def add_scoped(self, sl: np.ndarray, b: np.ndarray) -> None:
+        """add() for sources in G scopes of K sources each, the sources of a scope sharing
+        their intercept: sl (B, G, K) slopes (already signed), b (B, G). The inputs are sorted
+        per scope (not per source), and only the records of the running maximum slope in
+        that order (a few per source) are compacted."""
+        n_in, g_n, k_n = sl.shape
+        order = np.argsort(-b, axis=0, kind="stable")                       # (B, G)
+        rows = (order * g_n + np.arange(g_n)).ravel()     # row takes: no take_along_axis
+        ss = sl.reshape(n_in * g_n, k_n).take(rows, axis=0).reshape(n_in, g_n * k_n)
+        bs = b.reshape(-1).take(rows).reshape(n_in, g_n)
+        rec = _records(ss, np.greater)
+        n, src = np.divmod(np.flatnonzero(rec), g_n * k_n)
+        vals, ints = ss[n, src], bs[n, src // k_n]
+        o = np.argsort(src, kind="stable")        # by source, in the intercepts' order
+        src = src[o]
+        counts = np.bincount(src, minlength=g_n * k_n)
+        rank = np.arange(src.size) - (np.cumsum(counts) - counts)[src]
+        new_s = np.zeros((g_n * k_n, int(counts.max())), np.float32)
+        new_b = np.full(new_s.shape, -np.inf, np.float32)
+        new_s[src, rank], new_b[src, rank] = vals[o], ints[o]
+        self._merge_lines(new_s, new_b)
+
+    def _merge_lines(self, new_s: np.ndarray, new_b: np.ndarray) -> None:
+        """Per source the Pareto front of its kept lines and new ones, (S, R) each."""
         s = np.concatenate([self.s, new_s], axis=1)
         bb = np.concatenate([self.b, new_b], axis=1)
         o = np.argsort(-bb, axis=1, kind="stable")
@@ -305,6 +331,36 @@ class _Front:
             tmp[:n] += b[:n, r:r + 1]
             np.maximum(res[:n], tmp[:n], out=res[:n])
         out[order] = res
+
+
+def _records(v: np.ndarray, beats, start=None, out=None) -> np.ndarray:
+    """(B, S) bool: where v's row n beats (np.greater, np.less) the running best of rows
+    before it (and of start (S,), if given; row 0 is always a record without start). Row by
+    row: NumPy's accumulate along axis 0 is many times slower."""
+    best = v[0].copy() if start is None else start.astype(v.dtype)
+    rec = np.empty(v.shape, bool)
+    best_of = np.maximum if beats is np.greater else np.minimum
+    for n in range(v.shape[0]):
+        beats(v[n], best, out=rec[n])
+        best_of(best, v[n], out=best)
+    if start is None:
+        rec[0] = True
+    return rec
+
+
+def _running(v: np.ndarray, rec: np.ndarray, nn: np.ndarray, cc: np.ndarray, start: np.ndarray):
+    """Entries (input nn, column cc) sorted by column then input, where a running bound of v
+    (B, C) moves (rec: where v itself sets it; start (C,): the bound before the batch): the
+    bound before and after each entry, float64."""
+    e = np.arange(nn.size)
+    first = np.ones(nn.size, bool)
+    first[1:] = cc[1:] != cc[:-1]
+    group = np.maximum.accumulate(np.where(first, e, 0))         # the column's first entry
+    last = np.maximum.accumulate(np.where(rec[nn, cc], e, -1))   # the latest record so far
+    own = last >= group
+    after = np.where(own, v[nn[last], cc[last]], start[cc]).astype(np.float64)
+    before = np.where(first, start[cc], np.roll(after, 1)).astype(np.float64)
+    return before, after
 
 
 def _compact(mask: np.ndarray, *arrays, fills=None):

@@ -52,6 +52,18 @@ def _sub_maxima(v, mask=None):
     return lo, inv, _sub_max((v - lo[:, :, None]) * inv[:, :, None])
 
 
+def _flat(v):
+    """(..., N, T, K) -> (..., N, T*K)."""
+    import tensorflow as tf
+    return tf.reshape(v, tf.concat([tf.shape(v)[:-2], [-1]], 0))
+
+
+def _batch_major_flat(a):
+    """(T, N, K) -> (N, T*K)."""
+    import tensorflow as tf
+    return _flat(tf.transpose(a, [1, 0, 2]))
+
+
 def _sub_max(normed):
     """(T, N, J) normalized values -> their maxima over sub-batches of _SUB inputs, at most 1
     (x * (1/x) can round to 1 + 2^-23)."""
@@ -326,21 +338,55 @@ class ContributionCoverage(Criterion):
             invs.append(inv)
         return parts, tf.transpose(tf.concat(los, 0)), tf.transpose(tf.concat(invs, 0)), subs
 
-    def _edge_sources_graph(self, raw):
-        """Per block the sources (N, T*K); per input and scope the min and range of all edge
-        products (the min over a row of a*w is a*min(w) or a*max(w), so no product is made)."""
+    def _edge_parts(self, raw):
+        """Per block the sources, time-major (T, N, K); per input and scope the min and range of
+        all edge products, (N, S) each (the min over a row of a*w is a*min(w) or a*max(w), so
+        no product is made; for values="abs" a, w >= 0: a*min(w) and a*max(w))."""
         import tensorflow as tf
         srcs, lo, hi = [], [], []
         for b in self.blocks:
             a = self._source(raw, b)                                   # (T, N, K)
             w = self._weight(b)
-            wmin, wmax = tf.reduce_min(w, axis=1), tf.reduce_max(w, axis=1)
-            p1, p2 = a * wmin, a * wmax
-            lo.append(tf.reduce_min(tf.minimum(p1, p2), axis=2))      # (T, N)
-            hi.append(tf.reduce_max(tf.maximum(p1, p2), axis=2))
-            srcs.append(tf.reshape(tf.transpose(a, [1, 0, 2]), (tf.shape(a)[1], -1)))
+            p1, p2 = a * tf.reduce_min(w, axis=1), a * tf.reduce_max(w, axis=1)
+            if self.values != "abs":
+                p1, p2 = tf.minimum(p1, p2), tf.maximum(p1, p2)
+            lo.append(tf.reduce_min(p1, axis=2))                       # (T, N)
+            hi.append(tf.reduce_max(p2, axis=2))
+            srcs.append(a)
         m, r = self._scope_min_range(lo, hi)
-        return tf.concat(srcs, axis=1), m, r
+        return srcs, m, r
+
+    def _edge_sources_graph(self, raw):
+        """_edge_parts with the sources batch-major side by side, (N, sum of T*K)."""
+        import tensorflow as tf
+        srcs, m, r = self._edge_parts(raw)
+        return tf.concat([_batch_major_flat(a) for a in srcs], axis=1), m, r
+
+    def _edge_chunk_graph(self, raw, grid):
+        """The update's graph (see EdgeState): an edge's normalized value for one input is the
+        line slope * weight + intercept. Per block the slopes a/range of its sources, (N, T*K);
+        per input and scope the intercept -min/range, (N, S); per block and grid threshold t the
+        bounds of each source: its weights above L (below R, values="signed" only) are
+        activated, (G, N, T*K) each."""
+        import tensorflow as tf
+        srcs, m, r = self._edge_parts(raw)
+        inv = _inverse_range(r)
+        need = m[None] + grid[:, None, None] * r[None]                # a*w > need: activated
+        signed = self.values != "abs"             # "abs": a, need >= 0, nothing from below
+        slopes, lows, highs = [], [], []
+        for a, cols in zip(srcs, self._scope_cols):
+            idx = tf.constant(cols, tf.int32)
+            a = tf.transpose(a, [1, 0, 2])                                   # (N, T, K)
+            live = tf.gather(r, idx, axis=1)[None, :, :, None] > 0
+            slopes.append(_flat(a * tf.gather(inv, idx, axis=1)[:, :, None]))
+            c = tf.gather(need, idx, axis=2)[..., None] / a[None]           # (G, N, T, K)
+            inf = tf.constant(np.inf, c.dtype)
+            low = tf.where(live & (a > 0), c, inf)
+            if signed:
+                low = tf.where(live & tf.equal(a, 0) & (c < 0), -inf, low)  # need < 0
+                highs.append(_flat(tf.where(live & (a < 0), c, -inf)))
+            lows.append(_flat(low))
+        return slopes, -m * inv, lows, highs
 
     def _edge_values_graph(self, trace, src_idx, w_idx, scope):
         """Normalized values of edges given by source column, weight and scope, (N, E)."""
@@ -371,6 +417,8 @@ class ContributionCoverage(Criterion):
                 record=_UNIT_RECORD, step_fn=_StepReduce(self.values == "abs") if step else None)
             return
         self._edge_sources = self._compile(self._edge_sources_graph, record=_EDGE_RECORD)
+        self._edge_chunk = self._compile(self._edge_chunk_graph,
+                                         [tf.TensorSpec((None,), tf.float32)], record=_EDGE_RECORD)
         # where each block's sources and weights start in the flat source / weight vectors
         self._src_start = np.cumsum([0] + [b.steps * b.k for b in self.blocks])
         self._w_start = np.cumsum([0] + [b.k * b.j for b in self.blocks])
@@ -412,9 +460,10 @@ class ContributionCoverage(Criterion):
         if self.granularity == "unit":
             self._update_unit_chunk(x, embedded)
         else:
-            a, m, r = (t.numpy() for t in self._edge_sources(x, embedded))
-            self._edge.add(a, m, r)
-            self._state.n += a.shape[0]
+            import tensorflow as tf
+            out = self._edge_chunk(x, embedded, tf.constant(self._edge.grid, tf.float32))
+            self._edge.add(*(tf.nest.map_structure(lambda t: t.numpy(), out)))
+            self._state.n += int(x.shape[0])
 
     def _update_unit_chunk(self, x, embedded) -> None:
         """One fused pass per chunk gives every contribution's maximum over sub-batches of _SUB
