@@ -64,6 +64,29 @@ def coverage_by_layer(tables: Mapping[str, pd.DataFrame], threshold: float | Non
     return fig
 
 
+def accuracy_beside_paper(table: pd.DataFrame) -> go.Figure:
+    """Table 1's test accuracies: ours beside the paper's, one bar pair per model (horizontal,
+    values written on the bars; the axis zoomed to the data, where the differences are)."""
+    fig = go.Figure()
+    cols = {"ours": "test acc. % (ours)", "paper": "test acc. % (paper)"}
+    values = table[list(cols.values())].to_numpy(dtype=float)
+    for i, (name, col) in enumerate(cols.items()):
+        fig.add_bar(y=table["model"], x=table[col], name=name, orientation="h",
+                    marker_color=px.colors.qualitative.Plotly[i],
+                    text=[f"{v:.2f} %" if np.isfinite(v) else "—" for v in table[col]],
+                    textposition="outside", cliponaxis=False,
+                    hovertemplate=f"{name}<br>%{{y}}: %{{x:.2f}} %<extra></extra>")
+    low = np.nanmin(values) if np.isfinite(values).any() else 0.0
+    fig.update_layout(title="Test accuracy: ours beside the paper's", barmode="group",
+                      bargap=0.25,
+                      xaxis=dict(title="test accuracy (%)", range=[5 * np.floor(low / 5) - 5,
+                                                                   104]),
+                      yaxis=dict(autorange="reversed", automargin=True),
+                      height=max(320, 50 * len(table) + 120),
+                      **{**_LAYOUT, "margin": dict(l=10, r=30, t=50, b=10)})
+    return fig
+
+
 def growth_curves(curves: Mapping[str, Sequence[float]], threshold: float | None = None
                   ) -> go.Figure:
     """Figure 6: coverage after the first 1, 2, ..., N inputs, one line per criterion."""

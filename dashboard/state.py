@@ -169,6 +169,18 @@ def table1() -> list[dict]:
     return _table1(_cards_signature())
 
 
+@timed()
+def accuracy_figure():
+    """Table 1's accuracies, ours beside the paper's (one figure per server and cards)."""
+    return _accuracy_figure(_cards_signature())
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _accuracy_figure(signature: tuple):
+    from dashboard import charts, tables
+    return charts.accuracy_beside_paper(tables.table1(_table1(signature)))
+
+
 def table1_ready() -> bool:
     return ready("table1", _cards_signature())
 

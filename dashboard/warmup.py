@@ -68,7 +68,7 @@ def _run() -> None:
     plan = [
         ("model", lambda: state.model(sel.model)),
         ("sample", lambda: state.sample(sel.model, ds, state.SAMPLE_SIZE)),
-        ("table1", state.table1),
+        ("table1", lambda: (state.table1(), state.accuracy_figure())),
         ("coverage", lambda: views("unit")),
         ("thresholds", every_threshold),
         ("layers", lambda: state.traced_layers(sel.model)),

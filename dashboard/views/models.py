@@ -209,11 +209,14 @@ def sample_and_table1(current, polling: bool) -> None:
         st.caption(":material/hourglass_top: Table 1 builds the eight architectures: it appears "
                    "as soon as TensorFlow has loaded.")
     else:
-        from dashboard import tables           # pandas: not needed before Table 1 is ready
+        from dashboard import tables           # pandas: not before Table 1 is ready
         st.table(tables.table1_text(tables.table1(state.table1())))
         st.caption("cons per step: contributions per time step; cons (paper's count): "
                    "counted as the paper's Table 1 does (its steps × per step); cons (all "
                    "steps): every recurrent step, Dense layers once, what coverage counts here.")
+        # below the first view, so Plotly's script loads while the visitor reads this page
+        # (not when the Coverage page is opened)
+        st.plotly_chart(state.accuracy_figure(), width="stretch", key="models_accuracy")
 
 
 polling = any(waiting_for_tensorflow(current))
