@@ -62,3 +62,12 @@ def test_refusals(tiny_lstm, tiny_gru, tiny_x, tmp_path):
         Criterion.load(tiny_lstm, tmp_path / "bad.npz")
     with pytest.raises(InputError, match="no coverage state file"):
         Criterion.load(tiny_lstm, tmp_path / "missing.npz")
+
+
+@pytest.mark.parametrize("name,params", VARIANTS)
+def test_pipelined_chunks_equal_one_chunk(name, params, tiny_lstm, tiny_x, monkeypatch):
+    """update() runs chunk i+1's graph while it adds chunk i: the same state as one chunk."""
+    whole = get_criterion(name, tiny_lstm, **params).update(tiny_x)
+    chunked = get_criterion(name, tiny_lstm, **params)
+    monkeypatch.setattr(chunked, "_chunk_size", lambda: 2)
+    _same(whole, chunked.update(tiny_x))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import json
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -191,8 +192,21 @@ class Criterion:
         x = self.tracer.check_inputs(x, embedded)
         n = int(x.shape[0])
         chunk = self._chunk_size()
-        for start in range(0, n, chunk):
-            self._update_chunk(x[start:start + chunk], embedded)
+        chunks = [x[start:start + chunk] for start in range(0, n, chunk)]
+        if type(self)._update_chunk is not Criterion._update_chunk or len(chunks) == 1:
+            for part in chunks:             # (a criterion with its own one-step update)
+                self._update_chunk(part, embedded)
+        else:
+            # a pipeline: the graph of chunk i+1 runs in a worker thread while this one adds
+            # chunk i to the state (NumPy): a step loop keeps about one core busy, so on two
+            # or more cores the host's part mostly costs no time
+            with ThreadPoolExecutor(1) as pool:
+                pending = pool.submit(self._graph_chunk, chunks[0], embedded)
+                for part in chunks[1:] + [None]:
+                    out = pending.result()
+                    if part is not None:
+                        pending = pool.submit(self._graph_chunk, part, embedded)
+                    self._absorb_chunk(out)
         self._keep(x.numpy()[:max(0, self.KEEP_INPUTS - self._kept)], embedded)
         return self
 
@@ -278,8 +292,16 @@ class Criterion:
         return max(1, min(1024, _CHUNK_ELEMENTS // max(1, self._elements_per_input())))
 
     def _update_chunk(self, x, embedded) -> None:
+        self._absorb_chunk(self._graph_chunk(x, embedded))
+
+    def _graph_chunk(self, x, embedded):
+        """A chunk's TensorFlow part (thread-safe: it touches no state)."""
         scores, bm = self._reduce_fn(x, embedded)
-        self._state.add_batch(scores, bm.numpy())
+        return scores, bm.numpy()
+
+    def _absorb_chunk(self, out) -> None:
+        """Add what _graph_chunk computed to the state."""
+        self._state.add_batch(*out)
 
     @property
     def n_inputs(self) -> int:

@@ -456,28 +456,32 @@ class ContributionCoverage(Criterion):
         fit = _UNIT_CHUNK_ELEMENTS // max(1, self.total)       # a power of two in [_SUB, 1024]
         return max(_SUB, 1 << (min(1024, max(1, fit)).bit_length() - 1))
 
-    def _update_chunk(self, x, embedded) -> None:
-        if self.granularity == "unit":
-            self._update_unit_chunk(x, embedded)
-        else:
-            import tensorflow as tf
-            out = self._edge_chunk(x, embedded, tf.constant(self._edge.grid, tf.float32))
-            self._edge.add(*(tf.nest.map_structure(lambda t: t.numpy(), out)))
-            self._state.n += int(x.shape[0])
-
-    def _update_unit_chunk(self, x, embedded) -> None:
-        """One fused pass per chunk gives every contribution's maximum over sub-batches of _SUB
-        inputs; the first input above a grid threshold (for curve()) is then found by reading
-        back only the _SUB values of the sub-batch that lifted a newly covered contribution.
-        The chunk is padded to a power of two (at most 6 compiled shapes) by repeating its last
-        input, which changes no maximum and is never the first above a threshold."""
+    def _graph_chunk(self, x, embedded):
         import tensorflow as tf
         n = int(x.shape[0])
+        if self.granularity == "edge":
+            out = self._edge_chunk(x, embedded, tf.constant(self._edge.grid, tf.float32))
+            return n, tf.nest.map_structure(lambda t: t.numpy(), out)
+        # unit: padded to a power of two (at most 6 compiled shapes) by repeating the last
+        # input, which changes no maximum and is never the first above a threshold
         npad = max(_SUB, 1 << (n - 1).bit_length())
         if npad > n:
             x = tf.concat([x, tf.repeat(x[-1:], npad - n, axis=0)], axis=0)
         parts, lo, inv, subs = self._unit_chunk(x, embedded)
-        lo, inv, subs = lo.numpy(), inv.numpy(), [v.numpy() for v in subs]
+        return n, (parts, lo.numpy(), inv.numpy(), [v.numpy() for v in subs])
+
+    def _absorb_chunk(self, out) -> None:
+        n, arrays = out
+        if self.granularity == "edge":
+            self._edge.add(*arrays)
+            self._state.n += n
+        else:
+            self._absorb_unit_chunk(n, *arrays)
+
+    def _absorb_unit_chunk(self, n, parts, lo, inv, subs) -> None:
+        """One fused pass per chunk gave every contribution's maximum over sub-batches of _SUB
+        inputs; the first input above a grid threshold (for curve()) is then found by reading
+        back only the values of the sub-batch that lifted a newly covered contribution."""
         batch_max = np.concatenate([v.max(axis=1).ravel() for v in subs])
         host = [None] * len(parts)    # the parts as NumPy views (no copy), made when needed
         dense: dict = {}              # (block, sub-batch) -> its normalized values (T, _SUB, J)
