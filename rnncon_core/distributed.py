@@ -51,6 +51,9 @@ def runtime(workers: int | None = None, address: str | None = None):
             if address:
                 ray.init(address=address, log_to_driver=False)
             else:
+                # the actors do the work: at the driver's priority, not Ray's default nice 15
+                # (which lets any other job on the machine starve them)
+                os.environ.setdefault("RAY_worker_niceness", "0")
                 ray.init(num_cpus=int(workers or os.cpu_count() or 1), include_dashboard=False,
                          log_to_driver=False, configure_logging=False)
         except Exception as e:  # Ray raises many kinds here; all mean "no runtime"
@@ -62,6 +65,7 @@ def runtime(workers: int | None = None, address: str | None = None):
     finally:
         if started:
             _POOLS.clear()
+            _DRIVER_MODELS.clear()
             ray.shutdown()
 
 
@@ -84,6 +88,14 @@ class _Worker:
 
     def __init__(self, model_ref: str):
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        import ray
+        import tensorflow as tf
+        # TensorFlow's thread pools sized to the CPUs Ray gave this actor (by default each
+        # would use every core of the node, and N actors would oversubscribe it N times)
+        cpus = int(ray.get_runtime_context().get_assigned_resources().get("CPU", 0))
+        if cpus:
+            tf.config.threading.set_intra_op_parallelism_threads(cpus)
+            tf.config.threading.set_inter_op_parallelism_threads(cpus)
         from .zoo import load_model
         self.model = load_model(model_ref)
 
@@ -102,6 +114,18 @@ class _Worker:
 
 
 _POOLS: dict = {}       # model reference -> actors, for the life of the runtime we started
+_DRIVER_MODELS: dict = {}   # model reference -> the driver's own copy (merging states), as long
+
+
+def _driver_model(model):
+    """The Keras model the driver merges states on: loaded once per reference while the
+    actors live (their compiled graphs and the model's fingerprint are kept with it)."""
+    from .zoo import load_model
+    if not isinstance(model, (str, os.PathLike)):
+        return model
+    if str(model) not in _DRIVER_MODELS:
+        _DRIVER_MODELS[str(model)] = load_model(model)
+    return _DRIVER_MODELS[str(model)]
 
 
 def _actors(ray, ref: str, workers: int) -> list:
@@ -124,11 +148,10 @@ def coverage(model, x, criterion: str = "rconc", *, workers: int = 2,
     model, **params).update(x)`` in one process. ``model``: a shipped name, a .keras path, or a
     Keras model (saved to a temporary file for a local runtime)."""
     from .coverage import get_criterion
-    from .zoo import load_model
     x = np.asarray(x)
     if len(x) == 0:
         raise InputError("no inputs to measure")
-    keras_model = model if not isinstance(model, (str, os.PathLike)) else load_model(model)
+    keras_model = _driver_model(model)
     result = get_criterion(criterion, keras_model, **params)      # checks params first
     result.tracer.check_inputs(x[:1], embedded)                    # and the inputs' shape
     shards = _shards(len(x), workers, shard_size)
@@ -161,9 +184,8 @@ def generate(model, x, y, method: str, *, workers: int = 2, address: str | None 
     cancelled the shards not yet finished)."""
     from .generate import get_generator
     from .generate.base import GenerationResult
-    from .zoo import load_model
     x, y = np.asarray(x), np.asarray(y).reshape(-1)
-    keras_model = model if not isinstance(model, (str, os.PathLike)) else load_model(model)
+    keras_model = _driver_model(model)
     probe = get_generator(method, keras_model, **params)          # checks params first
     x, y = probe.validate(x, y)
     batch = probe.batch_size
