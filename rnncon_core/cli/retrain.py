@@ -119,6 +119,8 @@ def report_retraining_cmd(
                                   help="The §7 robustness experiment (mnist-gru)."),
     pollution: bool = typer.Option(True, "--pollution/--no-pollution",
                                    help="DeepXplore's pollution detection."),
+    pgd_training: bool = typer.Option(True, "--pgd/--no-pgd",
+                                      help="PGD adversarial training with the same budget."),
     out_dir: str = typer.Option("reports/retraining", "--out-dir"),
     runs_dir: Optional[str] = RUNS_DIR_OPT,
     root: Optional[str] = ROOT_OPT,
@@ -137,7 +139,7 @@ def report_retraining_cmd(
                               recipe_epochs=recipe_epochs, recipe_repeats=recipe_repeats,
                               section7=section7,
                               pollution=pollution, out_dir=out_dir,
-                              store=store(runs_dir, root), log=log)
+                              store=store(runs_dir, root), log=log, pgd_training=pgd_training)
     if json_out:
         emit(report)
     else:
