@@ -183,7 +183,7 @@ class Criterion:
     KEEP_INPUTS = 2048
 
     def reset(self) -> None:
-        self._state = MaxState(self.total, self._curve_grid())
+        self._state = self._new_state()
         self._inputs: list = []
         self._kept = 0
 
@@ -209,6 +209,9 @@ class Criterion:
                     self._absorb_chunk(out)
         self._keep(x.numpy()[:max(0, self.KEEP_INPUTS - self._kept)], embedded)
         return self
+
+    def _new_state(self) -> MaxState:
+        return MaxState(self.total, self._curve_grid())
 
     def _keep(self, arr, embedded) -> None:
         if len(arr):
