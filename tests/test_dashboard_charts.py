@@ -240,9 +240,12 @@ def test_table2_reads_target_and_constraint_from_the_generator_config():
         def __init__(self, run_id, config, summary):
             self.run_id, self.config, self.summary = run_id, config, summary
             self.status, self.model, self.method = "finished", "m", "rconc"
-    runs = [Info("a", {"generator": {"target": "lstm_1", "constraint": {"name": "light"}}},
+    # a stored config as run_generation writes it (the method beside the generator's settings)
+    runs = [Info("a", {"method": "rconc",
+                       "generator": {"target": "lstm_1", "constraint": {"name": "light"}}},
                  {"n_seeds": 10, "n_adversarial": 4, "adv_rate": 0.4, "avg_l2": 0.1}),
-            Info("b", {"generator": {"target": "random", "constraint": {"name": "none"}}},
+            Info("b", {"method": "rconc",
+                       "generator": {"target": "random", "constraint": {"name": "none"}}},
                  {"n_seeds": 5, "n_adversarial": 0, "adv_rate": 0.0})]
     df = tables.table2(runs)
     assert list(df["layer"]) == ["lstm_1", "Random"]
