@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from . import emit, log, report_app
+from . import JSON_OPT, RUNS_DIR_OPT, emit, log, report_app, store
 from ..errors import InputError
 from ..paths import REPO_ROOT
 
@@ -46,9 +46,8 @@ def report_html_cmd(
     values: str = typer.Option("abs", "--values", help="abs or signed."),
     out_dir: Optional[str] = typer.Option(None, "--out-dir", help="Output folder (default: the "
                                                                   "current one)."),
-    runs_dir: Optional[str] = typer.Option(None, "--runs-dir", help="Run store (default: "
-                                                                    "RNNCON_RUNS or ./runs)."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    runs_dir: Optional[str] = RUNS_DIR_OPT,
+    json_out: bool = JSON_OPT,
 ):
     """One self-contained HTML report (opens offline in a browser): of a run (--run ID) or of
     the coverage of a model (--model M), the same file as the dashboard's "Download report"."""
@@ -62,8 +61,7 @@ def report_html_cmd(
             raise InputError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
     report = _dashboard_report()
     if run is not None:
-        from ..runs import RunStore
-        doc, name = report.for_run(RunStore(runs_dir).get(run)), f"report-{run}.html"
+        doc, name = report.for_run(store(runs_dir).get(run)), f"report-{run}.html"
     else:
         doc = report.coverage_of_model(model, dataset, n, threshold, granularity, normalize,
                                        values)
