@@ -322,6 +322,7 @@ def test_a_crashing_job_shows_its_error_on_its_card(runs_dir):
         with store.start("generate", model="mnist-lstm", method="rconc"):
             raise RuntimeError("the worker fell over")
     at = run_app("generate")
+    assert at.selectbox(key="gen_method").value == "rconc"      # the paper's method first
     job = jobs.start("generate", "doomed job", crash)
     job.thread.join(10)
     at.session_state["jobs"] = [job.job_id]

@@ -19,7 +19,8 @@ except RNNConError as e:
     st.stop()
 
 methods = [m for m, k in gen.list_generators().items() if k == kind]
-method = st.selectbox("Method", methods, key="gen_method",
+method = st.selectbox("Method", methods, key="gen_method",      # the paper's method first
+                      index=methods.index("rconc") if "rconc" in methods else 0,
                       format_func=lambda m: f"{m}: {forms.description(m)}")
 cls = gen.generator_class(method)
 chosen = forms.draw_controls(cls, kind)       # e.g. synonym-gradient's objective

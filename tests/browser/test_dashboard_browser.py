@@ -133,7 +133,7 @@ def every_page_jobs_reload_cancel_tsne_and_report(server, browser, tmp_path):
     wait_images(page, "models_sample")
     chart = time.perf_counter() - t0
     print(f"\ncold start: server up after {srv.healthy_after:.1f} s; from then, Models heading "
-          f"{heading:.1f} s, first chart {chart:.1f} s")
+          f"{heading:.1f} s, first view (the sample) {chart:.1f} s")
     settle(page, "Models", timeout=180)
     no_traceback(page, "Models")
     # then the warm-up's predictions and Table 1 arrive without a click (the page polls)
