@@ -1,7 +1,8 @@
 """A bounded load test in headless Chromium (localhost only): on a warm server, one session runs
 a small generation job while four more open the Coverage page at once; each must show its
-per-layer chart and no exception box, then a threshold move must reach all of them. The times
-are printed, not asserted (benchmarks/bench_dashboard_load.py measures 6/8/12 sessions against
+per-layer chart and no exception box, then a threshold move must reach all of them; then eight
+clients that speak Streamlit's protocol (the server alone) do the same while the job runs. The
+times are printed, not asserted (benchmarks/bench_dashboard_load.py measures 6/8/12 sessions against
 the targets); every wait is bounded, and the sessions and the server are closed at the end.
 """
 import re
@@ -14,8 +15,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE))
 from harness import (CHROMIUM, Server, chart_drawn, chart_title_has, chromium,  # noqa: E402
-                     close_sessions, exceptions, move_threshold, open_sessions, settle,
-                     wait_all)
+                     close_sessions, exceptions, move_threshold, open_sessions,
+                     protocol_round, settle, wait_all)
 from rnncon_core import zoo  # noqa: E402
 
 SESSIONS = 4
@@ -66,6 +67,13 @@ def test_sessions_at_once_with_a_job_running(tmp_path):
                   f"{max(settled):.2f} s; server memory {rss_warm:.0f} MB warm, "
                   f"{server.rss_mb():.0f} MB now")
             close_sessions(viewers)
+            # the server's own share while the job still runs: 8 clients that speak its
+            # protocol and draw nothing open Coverage and move the threshold
+            alone = protocol_round(server.url, "coverage", "cov_by_layer", 8, threshold=0.35,
+                                   timeout=BOUND)
+            print(f"8 protocol clients while the job runs (the server alone): chart data "
+                  f"after {max(o['shown'] for o in alone):.2f} s, threshold settled after "
+                  f"{max(o['settled'] for o in alone):.2f} s")
             cancel = page.get_by_role("button", name="Cancel")
             if cancel.count():                                        # stop the job early
                 cancel.first.click()
