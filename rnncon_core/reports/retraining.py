@@ -543,9 +543,11 @@ def render_markdown(r: dict) -> str:
              f"{st['table5_repeats']} per Table 5 candidate, RConC threshold "
              f"{st['threshold']}; 'Constraint' rows use DeepXplore's {st['constraint']} "
              f"constraint; recipe: {_recipe_text(st.get('recipe'))}; held-out transfer sets "
-             f"from up to {st.get('transfer_seeds')} evaluation seeds per method; recipe search "
-             f"{st.get('recipe_epochs')} epochs × {st.get('recipe_repeats')} repeats. Paper "
-             f"values in brackets.", ""]
+             f"from up to {st.get('transfer_seeds')} evaluation seeds per method; "
+             + (f"recipe search {st.get('recipe_epochs')} epochs × {st.get('recipe_repeats')} "
+                f"repeats" if r.get("recipes") else "no recipe search in this run")
+             + ("" if st.get("pgd_training", True) else "; no PGD adversarial-training arm "
+                "(--no-pgd)") + ". Paper values in brackets.", ""]
     lines += _recipes_markdown(r)
     if r["models"]:
         lines += ["## Targets (measured on the evaluation part of the test split)", "",
