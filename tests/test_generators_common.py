@@ -69,6 +69,14 @@ def test_common_generator_checks(method, image_setup, text_setup):
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
+def test_a_run_cancelled_before_its_first_batch_is_empty(method, image_setup, text_setup):
+    # the dashboard's Cancel can land before the first batch (differential's oracle crashed)
+    gen, x, y = _make(method, image_setup, text_setup)
+    res = gen.generate(x, y, should_stop=lambda: True)
+    assert res.stopped and res.n == 0 and res.summary("tiny")["n_seeds"] == 0
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
 def test_wrong_data_kind_is_refused(method, image_setup, text_setup):
     gen, _, _ = _make(method, image_setup, text_setup)
     if gen.input_kind == "image":

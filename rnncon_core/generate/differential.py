@@ -122,5 +122,7 @@ class Differential(GradientGenerator):
         return grad, np.where(differ, -1, y)    # -1: marks the seed done (pred != label)
 
     def _oracle(self, y, pred_seed, pred_gen, x_gen):
+        if not len(y):              # a run stopped before its first batch
+            return np.zeros(0, bool)
         votes = self._votes(x_gen)
         return self._agree & ~(votes == votes[0]).all(0)
