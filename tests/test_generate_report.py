@@ -80,3 +80,32 @@ def test_reuse_only_a_run_of_the_same_request(tmp_path):
     assert _reusable(store, "mnist-lstm", "rconc", 5, {"target": "random"}) is None
     new = stored(pool="auto", lambda_pred=DEFAULT_LAMBDA_PRED)
     assert _reusable(store, "mnist-lstm", "rconc", 4, {"target": "random"})["run_id"] == new
+
+
+def test_reuse_tells_deepxplore_settings_from_ours(tmp_path):
+    """A run at DeepXplore's occlusion settings (its own patch position and step) is not the
+    answer to the Constraint row's request at our defaults, and the other way round (a report
+    had read the DeepXplore run back into the Constraint row)."""
+    from rnncon_core.generate.guided import DEFAULT_LAMBDA_PRED
+    from rnncon_core.reports.generation import DEEPXPLORE, _reusable
+    from rnncon_core.runs import RunStore
+    store = RunStore(tmp_path / "runs")
+    base = {"method": "rconc", "target": "random", "k": 1, "pool": "auto", "short": "error",
+            "iterations": 50, "window": 128, "step": 0.02, "constraint": "occlusion",
+            "size": [10, 10], "position": None, "lambda_pred": DEFAULT_LAMBDA_PRED}
+
+    def stored(generator):
+        with store.start("generate", model="mnist-lstm", method="rconc",
+                         config={"method": "rconc", "n_seeds": 4, "seed": 0,
+                                 "generator": generator}) as run:
+            run.save_npz("outputs", adversarial=np.ones(4, dtype=bool))
+            run.finish({"n_seeds": 4, "n_adversarial": 4})
+        return run.run_id
+
+    theirs = stored({**base, **DEEPXPLORE["occlusion"]})
+    ask = {"target": "random", "constraint": "occlusion"}
+    assert _reusable(store, "mnist-lstm", "rconc", 4, ask) is None
+    assert _reusable(store, "mnist-lstm", "rconc", 4,
+                     {**ask, **DEEPXPLORE["occlusion"]})["run_id"] == theirs
+    ours = stored(base)
+    assert _reusable(store, "mnist-lstm", "rconc", 4, ask)["run_id"] == ours

@@ -12,6 +12,8 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InputError
+from ..generate import generator_class
+from ..generate.constraints import get_constraint
 from ..generate.guided import DEFAULT_LAMBDA_PRED
 from .writer import write_files
 
@@ -190,6 +192,12 @@ def _reusable(store, model: str, method: str, n_seeds: int, params: dict) -> dic
         if method in _LAMBDA_PRED:
             want["lambda_pred"] = _LAMBDA_PRED[method]
         want.update({k: v for k, v in params.items() if k != "others"})
+        # the step and the constraint's own settings too: a run at DeepXplore's settings is
+        # not the answer to a request at our defaults (and the other way round)
+        if "step" in g:
+            want.setdefault("step", generator_class(method).params.defaults().get("step"))
+        want = {**{k: v for k, v in get_constraint(want.get("constraint", "none")).get_config()
+                   .items() if k != "name"}, **want}
         ok = sorted(cfg.get("others", [])) == sorted(map(str, params.get("others", [])))
         for k, v in want.items():
             got = g.get(k)
