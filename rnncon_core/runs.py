@@ -28,6 +28,7 @@ import os
 import secrets
 import socket
 import sqlite3
+import threading
 import time
 import traceback
 from contextlib import closing
@@ -111,6 +112,9 @@ def _model_record(model: str | None) -> dict | None:
                        sha256=h.hexdigest())
             break
     return rec
+
+
+_OPEN_LOCK = threading.Lock()
 
 
 def _proc_start(pid: int) -> str | None:
@@ -292,7 +296,9 @@ class RunStore:
             raise self._unusable(e) from None
         if not os.access(self.root, os.W_OK | os.X_OK):
             raise self._unusable(PermissionError("permission denied"))
-        with closing(self._connect()) as con:
+        # one store opened at a time in this process: two job threads opening a fresh store
+        # at once could meet the WAL switch's lock ("database is locked", no busy wait)
+        with _OPEN_LOCK, closing(self._connect()) as con:
             try:
                 con.execute("PRAGMA journal_mode=WAL")
                 con.execute(_SCHEMA)

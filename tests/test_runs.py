@@ -278,3 +278,25 @@ def test_append_npz_writes_each_row_once_and_reads_as_one(tmp_path):
         assert sorted(p.name for p in run.path.glob("outputs*")) == ["outputs.npz"]
         assert store.get(run.run_id).load_npz("outputs")["y"].tolist() == [5, 6, 7]
         run.finish({"ok": True})
+
+
+def test_threads_opening_a_fresh_store_at_once_all_start_their_runs(tmp_path):
+    """Two dashboard jobs starting together on a fresh store: opening it switches the index to
+    WAL, which could fail at once with 'database is locked' (no busy wait) in one of them."""
+    import threading
+    errors = []
+    for trial in range(20):
+        root = tmp_path / f"store{trial}"
+
+        def work():
+            try:
+                with RunStore(root).start("generate", model="t", method="m", config={}) as run:
+                    run.finish({"n": 1})
+            except Exception as e:          # noqa: BLE001 - any failure is the bug
+                errors.append(repr(e))
+        threads = [threading.Thread(target=work) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
