@@ -416,7 +416,8 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
                    coverage_inputs: int = 500, threshold: float | None = None,
                    transfer_methods=None, transfer_seeds: int = TRANSFER_SEEDS,
                    robustness_seeds: int = 0, store=None,
-                   progress: ProgressFn | None = None, force: bool = False) -> dict:
+                   progress: ProgressFn | None = None, force: bool = False,
+                   continue_from: str | None = None) -> dict:
     """Retrain ``model`` (a shipped name or a .keras path) with the adversarial inputs of the
     generation run ``from_run``, ``repeats`` times for up to ``epochs`` epochs each; returns
     the summary (also the run's ``summary.json``) with ``run_id``.
@@ -438,6 +439,9 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
     is kept current and a cancel request stops the job within a few batches (the run is then
     marked cancelled and keeps its finished repeats). ``force``: retrain with a run generated
     for another model (refused otherwise); a partial run is used with a note.
+    ``continue_from``: the id of an earlier retrain run (finished or cancelled) with the same
+    settings but fewer repeats: its repeats are kept and only the missing ones train. Repeat r
+    trains with seed + r, so they are the repeats this run would have computed.
     """
     from .coverage import default_threshold
     from .generate.base import model_head
@@ -482,6 +486,10 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
               "coverage_inputs": len(x_cov), "transfer_methods": list(methods),
               "transfer_seeds": transfer_seeds, "robustness_seeds": robustness_seeds,
               "split_seed": SPLIT_SEED}
+    earlier = (_earlier_repeats(store, continue_from, config, arms) if continue_from
+               else {arm: [] for arm in arms})
+    if continue_from:
+        config["continued_from"] = continue_from
     started = time.time()
     total = repeats * len(arms) * epochs
     emit = progress or (lambda event: None)
@@ -511,10 +519,9 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
         tell(0, "evaluating the original model", stage="before")
         before = measure(base)
         before["validation_accuracy"] = accuracy(base, *val)
-        results: dict[str, list[dict]] = {arm: [] for arm in arms}
-        saved: dict[str, list[str]] = {arm: [] for arm in arms}
-        summary: dict = {}
-        for r in range(repeats):
+        results: dict[str, list[dict]] = earlier
+        saved = {arm: [m["model_path"] for m in ms] for arm, ms in results.items()}
+        for r in range(len(results["generated"]), repeats):
             for a, arm in enumerate(arms):
                 offset = (r * len(arms) + a) * epochs
                 if arm == "generated":
@@ -541,6 +548,7 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
                 results[arm].append(m)
             summary = _summarize(config, before, results, parts, transfer, source, started)
             run.save_json("summary", summary)       # a cancelled run keeps what it finished
+        summary = _summarize(config, before, results, parts, transfer, source, started)
         for arm, key in (("generated", "best_model"), ("control", "best_control_model")):
             if arm in results:          # the best repeat on validation, not on evaluation
                 best = int(np.argmax([m["validation_accuracy"] for m in results[arm]]))
@@ -562,6 +570,31 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
         tell(total, "finished", stage="done")
         run.finish(summary)
     return summary
+
+
+def _earlier_repeats(store, run_id: str, config: dict, arms: list[str]) -> dict:
+    """The per-repeat results of the earlier retrain run ``run_id`` to continue from: its
+    settings must equal ``config`` but for the number of repeats, and both arms keep as many
+    repeats as the shorter one finished (paired), at most ``config["repeats"]``."""
+    from pathlib import Path
+    earlier = store.get(run_id)
+    if earlier.kind != "retrain":
+        raise InputError(f"run {run_id} is a {earlier.kind} run, not a retrain run: "
+                         f"continue from a retrain run")
+    ignore = {"repeats", "continued_from"}
+    differ = sorted(k for k in (set(config) | set(earlier.config)) - ignore
+                    if earlier.config.get(k) != config.get(k))
+    if differ:
+        raise InputError(f"run {run_id} was trained with other settings ({', '.join(differ)}): "
+                         f"continue only a run with the same settings, or start a new one")
+    per = (earlier.load_json("summary") or {}).get("per_repeat", {})
+    n = min([len(per.get(arm, [])) for arm in arms] + [config["repeats"]])
+    kept = {arm: per.get(arm, [])[:n] for arm in arms}
+    missing = [m["model_path"] for ms in kept.values() for m in ms
+               if not Path(m["model_path"]).exists()]
+    if missing:
+        raise InputError(f"run {run_id} lost its model files ({missing[0]} …): start a new run")
+    return kept
 
 
 def _summarize(config: dict, before: dict, results: dict, parts: dict, transfer: dict,

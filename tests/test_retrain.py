@@ -352,3 +352,53 @@ def test_report_recipes_and_pgd_against_control():
     v = rr._versus_control(pgd, main)
     assert v["accuracy_minus_control"]["mean"] == pytest.approx(0.005)
     assert v["transfer"]["rconc"]["minus_control"]["mean"] == pytest.approx(0.65)
+
+
+def test_continue_from_keeps_the_earlier_repeats_and_trains_the_rest(tiny, tmp_path):
+    store = RunStore(tmp_path / "runs")
+    run_id = _generation_run(store, tiny)
+    kw = dict(epochs=2, dataset=tiny["ds"], control=False, store=store, coverage=False,
+              transfer_seeds=0)
+    fresh = retrain.run_retraining(tiny["path"], run_id, repeats=2, **kw)
+    one = retrain.run_retraining(tiny["path"], run_id, repeats=1, **kw)
+    two = retrain.run_retraining(tiny["path"], run_id, repeats=2, continue_from=one["run_id"],
+                                 **kw)
+    assert two["repeats_done"] == 2
+    assert store.get(two["run_id"]).config["continued_from"] == one["run_id"]
+    kept, new = two["per_repeat"]["generated"]
+    assert kept == one["per_repeat"]["generated"][0]          # kept as it was, model file too
+    assert kept["model_path"].startswith(str(store.get(one["run_id"]).path))
+    assert new["model_path"].startswith(str(store.get(two["run_id"]).path))
+    # repeat r trains with seed + r: the continued run's repeat 2 is the fresh run's repeat 2
+    assert new["accuracy"] == pytest.approx(fresh["per_repeat"]["generated"][1]["accuracy"],
+                                            abs=0.02)
+    with pytest.raises(InputError, match="epochs"):
+        retrain.run_retraining(tiny["path"], run_id, repeats=3, continue_from=one["run_id"],
+                               **{**kw, "epochs": 3})
+    with pytest.raises(InputError, match="not a retrain run"):
+        retrain.run_retraining(tiny["path"], run_id, repeats=3, continue_from=run_id, **kw)
+
+
+def test_the_report_continues_a_run_with_fewer_repeats(tmp_path, monkeypatch):
+    from rnncon_core.reports import retraining as report
+    monkeypatch.setattr(report, "_same_model", lambda run, model: True)
+    store = RunStore(tmp_path / "runs")
+    for repeats in (2, 3):
+        with store.start("retrain", model="m", method="rconc",
+                         config={"epochs": 10, "repeats": repeats, "mix": 0.25}) as run:
+            run.finish({"repeats_done": repeats})
+    three = [r.run_id for r in store.list(kind="retrain") if r.config["repeats"] == 3][0]
+    calls = []
+
+    def run(**more):
+        calls.append(more)
+        return {"new": True}
+
+    want = {"epochs": 10, "repeats": 5, "mix": 0.25}
+    find = lambda want, more: report.find_or_run(store, "retrain", "m", want, run,  # noqa: E731
+                                                 lambda *a: None, "x", more_repeats=more)
+    assert find(want, True) == {"new": True} and calls[-1] == {"continue_from": three}
+    assert find(want, False) == {"new": True} and calls[-1] == {}     # started over
+    assert find({**want, "mix": 0.5}, True) == {"new": True} and calls[-1] == {}
+    assert find({**want, "repeats": 3}, True)["run_id"] == three        # an equal run is reused
+    assert len(calls) == 3

@@ -51,6 +51,10 @@ def retrain_cmd(
                                            "for 28 x 28 images)."),
     seed: int = typer.Option(0),
     force: bool = typer.Option(False, "--force", help="Use a generation run of another model."),
+    continue_from: Optional[str] = typer.Option(None, "--continue-from", help="A retrain run "
+                                                "(finished or cancelled) with the same "
+                                                "settings and fewer repeats: keep its repeats, "
+                                                "train only the missing ones."),
     runs_dir: Optional[str] = RUNS_DIR_OPT,
     root: Optional[str] = ROOT_OPT,
     json_out: bool = JSON_OPT,
@@ -72,7 +76,8 @@ def retrain_cmd(
                              else transfer_seeds,
                              transfer_methods=names(transfer_methods, "--transfer-methods"),
                              seed=seed, robustness_seeds=robustness_seeds, store=runs,
-                             progress=_stderr, force=force)
+                             progress=_stderr, force=force,
+                             continue_from=continue_from)
     if json_out:
         emit(summary)
         return
