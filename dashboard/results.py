@@ -92,6 +92,31 @@ def table6(summary: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def transfer_table(summary: dict) -> pd.DataFrame:
+    """Held-out transfer: per method, accuracy (%) of the original, retrained and control
+    models on adversarial inputs generated against the original model from evaluation seeds
+    that no retraining saw; mean ± std over the repeats, and the paired test against the
+    control arm. Empty when the run measured none."""
+    rows = []
+    for method, t in (summary.get("transfer_by_method") or {}).items():
+        if not t.get("n"):
+            continue
+        row = {"method": method, "inputs": t["n"], "original %": round(100 * t["original"], 1),
+               "retrained %": _mean_std(t["retrained"])}
+        if "control" in t:
+            d = t["retrained_minus_control"]
+            row["control %"] = _mean_std(t["control"])
+            row["retrained − control (points)"] = round(100 * d["mean"], 1)
+            row["p (paired t-test)"] = None if d.get("p_value") is None else \
+                float(f"{d['p_value']:.2g}")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _mean_std(spread: dict) -> str:
+    return f"{100 * spread['mean']:.1f} ± {100 * spread['std']:.1f}"
+
+
 def before_after_frame(summary: dict) -> pd.DataFrame:
     """metric, before, after (mean over repeats): the input of charts.before_after."""
     keys = metric_keys(summary)

@@ -367,6 +367,30 @@ def test_retrain_page_lists_the_generation_run(runs_dir, gen_run):
         assert any("No generation run" in i.value for i in at.info)
 
 
+def test_retrain_page_shows_held_out_transfer_beside_the_clean_metrics(runs_dir):
+    from test_dashboard_charts import _retrain_summary, _with_transfer
+    summary = {**_with_transfer(_retrain_summary()), "model": "mnist-lstm", "n_inputs": 12,
+               "from_run": "g", "repeats": 2, "repeats_done": 2, "epochs": 1,
+               "evaluated_on": "the evaluation part"}
+    store = RunStore(runs_dir)
+    run = store.start("retrain", model="mnist-lstm", method="rconc", config={})
+    run.finish(summary)
+    try:
+        at = clean(run_app("retrain"))
+        at.selectbox(key="retrain_show").set_value(run.run_id).run()
+        clean(at)
+        metrics = {m.label: m.value for m in at.metric}
+        assert metrics["Held-out rconc inputs: retrained"] == "85.0 %"
+        assert metrics["Same inputs: control arm"] == "25.0 %"
+        assert metrics["Clean accuracy: after − control"] == "+2.00 points"
+        tables = [d.value for d in at.dataframe]
+        assert any("metric" in t.columns for t in tables)                     # Table 6
+        transfer = next(t for t in tables if "method" in t.columns)
+        assert transfer.iloc[0]["retrained − control (points)"] == 60.0
+    finally:
+        store.delete(run.run_id)
+
+
 def test_a_partial_run_is_never_the_default_and_warns_when_picked(runs_dir, gen_run):
     """A cancelled run newer than gen_run (with outputs and adversarial inputs, as a cancelled
     40-seed run leaves them): Generate, Retrain, Gates and Perturbations start on gen_run; picking
@@ -404,6 +428,7 @@ def test_retrain_job_runs_then_shows_table6(runs_dir, gen_run):
     at.number_input(key="retrain_repeats").set_value(1)
     at.number_input(key="retrain_cov_inputs").set_value(50)
     at.checkbox(key="retrain_control").set_value(False)
+    at.number_input(key="retrain_transfer_seeds").set_value(0)
     at = next(b for b in at.button if b.label == "Start retraining").click().run()
     job = jobs.get(at.session_state["jobs"][-1])
     job.thread.join(600)

@@ -224,6 +224,29 @@ def test_table6_and_retrain_frames():
     assert list(acc["stage"]) == ["before", "after", "after", "control", "control"]
 
 
+def _with_transfer(s: dict) -> dict:
+    spread = lambda vals: {"mean": float(np.mean(vals)), "std": float(np.std(vals, ddof=1)),
+                           "values": vals}
+    return {**s, "transfer_by_method": {
+        "rconc": {"n": 40, "original": 0.0, "retrained": spread([0.8, 0.9]),
+                  "control": spread([0.2, 0.3]),
+                  "retrained_minus_control": {"mean": 0.6, "std": 0.0, "p_value": 0.0123}},
+        "nc": {"n": 0}},
+        "transfer": {"method": "rconc", "n": 40, "original": 0.0, "retrained": 0.85,
+                     "control": 0.25},
+        "accuracy_after_minus_control": 0.02}
+
+
+def test_transfer_table_reads_every_measured_method():
+    t = results.transfer_table(_with_transfer(_retrain_summary()))
+    assert list(t["method"]) == ["rconc"]                    # nc had no adversarial input
+    row = t.iloc[0]
+    assert (row["inputs"], row["original %"]) == (40, 0.0)
+    assert row["retrained %"] == "85.0 ± 7.1" and row["control %"] == "25.0 ± 7.1"
+    assert row["retrained − control (points)"] == 60.0 and row["p (paired t-test)"] == 0.012
+    assert results.transfer_table(_retrain_summary()).empty
+
+
 def test_gallery_order_and_captions():
     out = {"adversarial": np.array([False, True, False, True]), "y_seed": np.array([1, 2, 3, 4]),
            "pred_seed": np.array([1, 2, 3, 4]), "pred_gen": np.array([1, 7, 3, 9]),

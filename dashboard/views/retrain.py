@@ -29,6 +29,15 @@ with st.form("retrain_form"):
     coverage_inputs = c[2].number_input("Inputs for RConC", 50, 2000, 200, step=50,
                                         key="retrain_cov_inputs")
     control = c[3].checkbox("Control arm (clean inputs)", True, key="retrain_control")
+    c = st.columns(4)
+    mix = c[0].number_input("Share of generated inputs per batch", 0.0, 0.9,
+                            retrain.DEFAULT_MIX, step=0.05, key="retrain_mix",
+                            help="0: each generated input once per epoch (the paper's "
+                                 "recipe); the default mixes them into every batch.")
+    transfer_seeds = c[1].number_input("Held-out seeds per method", 0, 1000, 100, step=50,
+                                       key="retrain_transfer_seeds",
+                                       help="Evaluation seeds for the held-out transfer sets "
+                                            "(rconc, nc, rnntest, pgd for images); 0: skip.")
     submitted = st.form_submit_button("Start retraining", type="primary",
                                       disabled=not sources, icon=":material/play_arrow:")
 run_id = source.run_id if source is not None else None
@@ -38,7 +47,8 @@ if submitted and run_id:
     jobs.launch("retrain", f"retrain {sel.label} with {run_id}", retrain.run_retraining,
                 model=sel.model, from_run=run_id, dataset=sel.dataset, epochs=int(epochs),
                 repeats=int(repeats), control=bool(control),
-                coverage_inputs=int(coverage_inputs))
+                coverage_inputs=int(coverage_inputs), mix=float(mix),
+                transfer_seeds=int(transfer_seeds))
 
 jobs.job_panel("retrain", show_key="retrain_show")
 
@@ -61,7 +71,28 @@ summary = store.get(shown).summary
 st.caption(f"{summary['model']} retrained with the {summary['n_inputs']} adversarial inputs of "
            f"run {summary['from_run']}: {summary['repeats_done']} of {summary['repeats']} "
            f"repeats of {summary['epochs']} epochs; evaluated on {summary['evaluated_on']}.")
-st.dataframe(results.table6(summary), hide_index=True, width="stretch")
+transfer = summary.get("transfer")
+if transfer and transfer.get("control") is not None:
+    c = st.columns(3)
+    c[0].metric(f"Held-out {transfer['method']} inputs: retrained",
+                f"{100 * transfer['retrained']:.1f} %",
+                delta=f"{100 * (transfer['retrained'] - transfer['control']):+.1f} points "
+                      f"vs control")
+    c[1].metric("Same inputs: control arm", f"{100 * transfer['control']:.1f} %")
+    c[2].metric("Clean accuracy: after − control",
+                f"{100 * summary['accuracy_after_minus_control']:+.2f} points")
+left, right = st.columns([3, 2])
+with left:
+    st.markdown("**Clean metrics** (evaluation part of the test split)")
+    st.dataframe(results.table6(summary), hide_index=True, width="stretch")
+with right:
+    st.markdown("**Held-out transfer** (accuracy on adversarial inputs made against the "
+                "original model from evaluation seeds; no model trained on them)")
+    table = results.transfer_table(summary)
+    if table.empty:
+        st.caption("Not measured in this run (held-out seeds per method: 0).")
+    else:
+        st.dataframe(table, hide_index=True, width="stretch")
 left, right = st.columns(2)
 with left:
     st.plotly_chart(charts.before_after(results.before_after_frame(summary),
