@@ -11,8 +11,9 @@ module decides which word may replace which, in context, and checks every edit a
 - **Candidates** for a word tagged ``t`` are the lemma names of its WordNet synsets of ``t``'s
   part of speech (the word's lemma from WordNet's ``morphy``) and, at half their sense's weight
   (``RELATED_WEIGHT``), of the synsets WordNet relates to them: similar adjectives
-  (beautiful -> gorgeous, interesting -> fascinating) and the hypernyms of nouns and verbs
-  (tale -> story, terror -> fear); single lower-case words only
+  (beautiful -> gorgeous, interesting -> fascinating) and the hypernyms of verbs
+  (told -> informed, loaded -> filled; not of nouns: read by hand, 6 of 35 noun hypernyms
+  were acceptable, episode -> occurrence, hotel -> building); single lower-case words only
   (capitalized lemmas are names), **re-inflected** to ``t`` with ``lemminflect==0.2.3`` (lookup
   tables from the NIH SPECIALIST lexicon: hoping/VBG -> wishing, not wish), kept only when that
   form is a word of the model's vocabulary.
@@ -26,13 +27,17 @@ module decides which word may replace which, in context, and checks every edit a
   word's sense weights are multiplied by ``exp(overlap)``, the overlap being the number of
   lemmas its gloss, examples and related synsets' names share with the content words within
   ``LESK_WINDOW`` words of it (simplified Lesk, Kilgarriff & Rosenzweig 2000): plot of land ->
-  tract, the movie's plot -> story. Candidates below ``min_similarity`` are dropped.
+  patch (in "a small plot of land"). Candidates below ``min_similarity`` are dropped.
 - **Sentiment**: a candidate whose polarity in the VADER lexicon (``vaderSentiment==3.3.2``,
   MIT, Hutto & Gilbert 2014: 7,500 words rated -4..4 by people) differs from the word's is
   dropped (a rating of at least 0.5 in magnitude counts as polar, anything else or absent as
   neutral), and so is any WordNet antonym (direct, and for adjectives the antonyms' similar
   adjectives: "good" -> "bad", "evil", ...).
-- **Protected words** are never replaced and never inserted: stop words, negations, numbers
+- **Protected words** are never replaced and never inserted: stop words (scikit-learn's list,
+  less ``REPLACEABLE_STOP_WORDS``: the content adverbs, adjectives and verbs in it that have
+  substitutes a reader accepts, such as often -> frequently, perhaps -> maybe, seemed ->
+  appeared, whole -> entire; its nouns and verbs such as show, part, found are kept
+  protected), negations, numbers
   (digits as in the "7 10" of a "7/10" rating, number words, and any word WordNet lists with a
   digit form, such as "xxx" = 30), and names (words written with a capital inside sentences in
   most of their occurrences in the training reviews, when those are at hand; lemmas WordNet
@@ -76,6 +81,11 @@ CHECKS = ("antonym", "polarity", "number", "pos", "inflection")
 MIN_SIMILARITY = 0.2
 LESK_WINDOW = 10             # words either side that weight a word's senses (simplified Lesk)
 RELATED_WEIGHT = 0.5         # share of a sense's weight for a similar adjective or a hypernym
+# stop words a reader accepts substitutes for (their candidates pass every check as any word's)
+REPLACEABLE_STOP_WORDS = frozenset((
+    "afterwards almost also anyway anywhere besides describe everyone former hence however "
+    "many meanwhile moreover mostly nevertheless often perhaps seem seemed seeming seems "
+    "several sincere somehow someone sometimes somewhere therefore thus whole").split())
 _DIGIT = re.compile(r"\d")
 
 
@@ -290,18 +300,27 @@ def imdb_names(vocab_words: Sequence[str]) -> frozenset[str]:
 
 # ---------------------------------------------------------------- candidates
 
+def _related(synset, pos: str) -> list:
+    """The synsets whose lemmas are candidates at ``RELATED_WEIGHT``: an adjective's similar
+    adjectives, a verb's hypernyms (not a noun's: see the module doc)."""
+    if pos == "a":
+        return synset.similar_tos()
+    return synset.hypernyms() if pos == "v" else []
+
+
 class Substitutes:
     """Ranked substitutes of a word with a given tag that pass every check (cached).
 
     ``vocab``: the words a substitute may be (the model's vocabulary); ``stop``: stop words
-    (never replaced, never substitutes); ``names``: names (the same).
+    (never replaced, never substitutes, except ``REPLACEABLE_STOP_WORDS``); ``names``: names
+    (never replaced, never substitutes).
     """
 
     def __init__(self, vocab, stop=frozenset(), names=frozenset(),
                  min_similarity: float = MIN_SIMILARITY,
                  max_candidates: int = 8):
         self.vocab = vocab
-        self.stop = frozenset(stop)
+        self.stop = frozenset(stop) - REPLACEABLE_STOP_WORDS
         self.names = frozenset(names)
         self.min_similarity = float(min_similarity)
         self.max_candidates = int(max_candidates)
@@ -346,8 +365,8 @@ class Substitutes:
         wn = _wn()
         for sname, w in weights.items():
             synset = wn.synset(sname)
-            related = synset.similar_tos() if pos == "a" else synset.hypernyms()
-            for other, discount in [(synset, 1.0)] + [(r, RELATED_WEIGHT) for r in related]:
+            related = [(r, RELATED_WEIGHT) for r in _related(synset, pos)]
+            for other, discount in [(synset, 1.0)] + related:
                 for lemma in other.lemma_names():
                     if lemma == base or not lemma.isalpha() or lemma != lemma.lower():
                         continue              # multi-word, hyphenated or capitalized (a name)
