@@ -364,15 +364,27 @@ def coverage_at(model_ref: str, dataset_name: str, n_inputs: int, granularity: s
 
 
 @timed()
-@st.cache_resource(show_spinner=False, max_entries=256)
-def coverage_figures(model_ref: str, dataset_name: str, n_inputs: int, granularity: str,
-                     normalize: str, values: str, by: str, threshold: float) -> tuple:
-    """The per-layer and growth figures at one threshold, built once per server (read-only)."""
+@st.cache_data(show_spinner=False, max_entries=256)
+def coverage_bars(model_ref: str, dataset_name: str, n_inputs: int, granularity: str,
+                  normalize: str, values: str, by: str, threshold: float) -> str:
+    """The per-layer chart at one threshold as inline SVG (no chart script for the browser to
+    load: the Coverage page's first view), built once per server."""
+    from dashboard import images
+    view = coverage_at(model_ref, dataset_name, n_inputs, granularity, normalize, values, by,
+                       threshold)
+    return images.coverage_bars(view["by_layer"], threshold=threshold)
+
+
+@timed()
+@st.cache_resource(show_spinner=False, max_entries=64)
+def growth_figure(model_ref: str, dataset_name: str, n_inputs: int, granularity: str,
+                  normalize: str, values: str, by: str, threshold: float):
+    """The growth curves (Figure 6) at the grid threshold nearest to ``threshold``, built once
+    per server (read-only)."""
     from dashboard import charts
     view = coverage_at(model_ref, dataset_name, n_inputs, granularity, normalize, values, by,
                        threshold)
-    return (charts.coverage_by_layer(view["by_layer"], threshold=threshold),
-            charts.growth_curves(view["curves"], threshold=view["grid_threshold"]))
+    return charts.growth_curves(view["curves"], threshold=view["grid_threshold"])
 
 
 @timed()

@@ -56,14 +56,15 @@ def _run() -> None:
         profile = (sel.model, ds, state.DEFAULT_INPUTS, granularity, *state.DEFAULT_NORM)
         t = state.default_threshold(ds)
         state.coverage_at(*profile, "layer", t)
-        state.coverage_figures(*profile, "layer", t)
+        state.coverage_bars(*profile, "layer", t)
+        state.growth_figure(*profile, "layer", t)          # the views a click opens
         state.sweep_figure(*profile, "layer", t)
 
     def every_threshold():
-        """The slider's other stops (a move then reads a built figure in every session)."""
+        """The slider's other stops (a move then reads a built chart in every session)."""
         profile = (sel.model, ds, state.DEFAULT_INPUTS, "unit", *state.DEFAULT_NORM)
         for t in state.THRESHOLD_GRID:
-            state.coverage_figures(*profile, "layer", t)
+            state.coverage_bars(*profile, "layer", t)
 
     plan = [
         ("model", lambda: state.model(sel.model)),

@@ -84,6 +84,11 @@ def _decode(obj):
     return obj
 
 
+def bars(at) -> str:
+    """The Coverage page's per-layer chart (inline SVG in a Markdown block)."""
+    return next(m.value for m in at.markdown if m.value.startswith("<svg"))
+
+
 def title(fig) -> str:
     return fig["layout"].get("title", {}).get("text") or ""
 
@@ -213,7 +218,7 @@ def test_without_a_model_every_page_says_so(runs_dir, tmp_path, monkeypatch):
 
 def test_coverage_page_threshold_slider_updates_from_the_kept_profile(runs_dir):
     from rnncon_core.coverage import ContributionCoverage, NeuronCoverage
-    at = clean(run_app("coverage", cov_n=50))
+    at = clean(run_app("coverage", cov_n=50, cov_more=["sweep", "sections"]))
     x, _ = state.test_inputs("mnist", 50)
     model = zoo.load_model("mnist-lstm")
     oracle = ContributionCoverage(model).update(x)          # a fresh criterion, same inputs
@@ -223,10 +228,11 @@ def test_coverage_page_threshold_slider_updates_from_the_kept_profile(runs_dir):
     at.slider(key="cov_threshold").set_value(0.6).run()
     clean(at)
     assert metric(at, "RConC") == f"{oracle.rate(0.6):.2%}"
-    bars = next(f for f in figures(at) if title(f).startswith("Coverage per"))
-    assert "0.6" in bars["layout"]["title"]["text"]
-    assert bars["data"][0]["y"][-1] == "All"                # horizontal bars, one per row
-    assert bars["data"][0]["x"][-1] == pytest.approx(oracle.rate(0.6))
+    svg = bars(at)
+    assert 'aria-label="Coverage per layer at threshold 0.6"' in svg
+    covered = sum(oracle.by_layer(0.6)["covered"])
+    assert f"RConC · All: {oracle.rate(0.6):.2%} — {covered:,} of {oracle.total:,}" in svg
+    assert svg.rindex("· All:") > svg.rindex("· lstm")     # one bar group per layer, All last
     assert any(title(f).startswith("Coverage vs threshold") for f in figures(at))
     sections = at.table[-1].value                           # CS_C's five sections of tanh(c)
     assert list(sections.index) == ["< -0.8", "[-0.8, -0.2)", "[-0.2, 0.2)", "[0.2, 0.8)",
@@ -262,8 +268,25 @@ def test_coverage_normalization_and_values_switches_reach_the_engine(runs_dir):
     assert metric(at, "RConC") == f"{eq3.rate(0.25):.2%}"
 
 
+def test_coverage_first_view_is_the_headline_and_the_bars_other_views_on_demand(runs_dir):
+    """The first view loads no chart script in the browser (no Plotly figure); each view
+    picked under "More views" opens below, and only the ones picked."""
+    at = clean(run_app("coverage", cov_n=50))
+    assert [m.label for m in at.metric][:2] == ["RConC", "NC"] and bars(at)
+    assert not at.get("plotly_chart") and not at.table
+    assert at.button_group(key="cov_more").options   # the views a click opens
+    at.button_group(key="cov_more").set_value(["growth"]).run()
+    clean(at)
+    assert [title(f) for f in figures(at)] == ["Coverage vs number of test inputs "
+                                              "(threshold 0.25)"]
+    at.button_group(key="cov_more").set_value(["sweep", "select"]).run()
+    clean(at)
+    assert [title(f) for f in figures(at)] == ["Coverage vs threshold, per layer"]
+    assert at.button(key="cov_suggest")
+
+
 def test_threshold_selection_helper_sets_the_slider(runs_dir):
-    at = run_app("coverage", cov_n=50)
+    at = run_app("coverage", cov_n=50, cov_more=["select"])
     at.button(key="cov_suggest").click().run()
     clean(at)
     best, _ = state.threshold_choice("mnist-lstm", "mnist", 50, "unit", *state.DEFAULT_NORM,
@@ -446,7 +469,7 @@ def test_coverage_page_measures_every_registered_criterion(runs_dir):
     """Issue 16: the Coverage page lists every criterion of the registry on the same inputs;
     the ones that need a training profile say how to build it instead of failing."""
     from rnncon_core.coverage import CRITERIA
-    at = run_app("coverage", cov_n=50)
+    at = run_app("coverage", cov_n=50, cov_more=["every"])
     clean(at)
     at.button(key="cov_every").click().run()
     clean(at)

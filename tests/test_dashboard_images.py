@@ -1,10 +1,14 @@
-"""The dashboard's inline images (the Models page's sample): pixels, PNG data URIs, HTML."""
+"""The dashboard's inline pictures: the Models page's sample (pixels, PNG data URIs, HTML) and the
+Coverage page's per-layer bars (SVG)."""
 import base64
 import io
+import re
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from PIL import Image
 
@@ -29,3 +33,23 @@ def test_the_strip_holds_each_image_as_a_png_with_its_caption():
     assert np.array_equal(np.asarray(png), images.pixel_images(x[:1], 2)[0])
     with pytest.raises(ValueError, match="3 images but 2 captions"):
         images.image_strip(x, ["a", "b"])
+
+
+def test_the_per_layer_bars_are_one_svg_with_a_bar_and_a_tooltip_per_criterion_and_layer():
+    layers = pd.DataFrame({"layer": ["lstm_1", "<dense>"], "total": [100, 30],
+                           "covered": [40, 30], "rate": [0.4, 1.0]})
+    nc = layers.assign(covered=[100, 15], rate=[1.0, 0.5])
+    svg = images.coverage_bars({"RConC": layers, "NC": nc}, threshold=0.25)
+    root = ET.fromstring(svg)                       # well-formed: the text is escaped
+    ns = "{http://www.w3.org/2000/svg}"
+    assert root.get("aria-label") == "Coverage per layer at threshold 0.25"
+    tips = [t.text for t in root.iter(ns + "title")]
+    assert tips == ["RConC · lstm_1: 40.00% — 40 of 100", "NC · lstm_1: 100.00% — 100 of 100",
+                    "RConC · <dense>: 100.00% — 30 of 30", "NC · <dense>: 50.00% — 15 of 30",
+                    "RConC · All: 53.85% — 70 of 130", "NC · All: 88.46% — 115 of 130"]
+    bars = [r for g in root.iter(ns + "g") for r in g.iter(ns + "rect")]
+    widths = [float(r.get("width")) for r in bars]
+    assert widths[1] == widths[2] == pytest.approx(widths[0] / 0.4, abs=0.2)      # to scale
+    labels = [t.text for g in root.iter(ns + "g") for t in g.iter(ns + "text")]
+    assert labels == ["40.0%", "100.0%", "100.0%", "50.0%", "53.8%", "88.5%"]
+    assert re.search(r'fill="#1f77b4"', svg) and re.search(r'fill="#ff7f0e"', svg)

@@ -1,5 +1,5 @@
-"""Coverage: RConC beside NC per layer, the threshold slider, growth curves, the sweep, HS_C
-and CS_C, and the threshold-selection helper."""
+"""Coverage: RConC beside NC per layer, the threshold slider, HS_C and CS_C; on demand the growth
+curves, the sweep, the threshold-selection helper, CS_C's sections and every criterion."""
 import pandas as pd
 import streamlit as st
 
@@ -46,17 +46,22 @@ if "cov_threshold" not in st.session_state:
     st.session_state["cov_threshold"] = state.default_threshold(sel.dataset)
 
 
+MORE = {"growth": "Growth with inputs", "sweep": "Coverage vs threshold",
+        "select": "Threshold selection", "sections": "CS_C sections", "every": "Every criterion"}
+
+
 @st.fragment
 def at_threshold():
     """The slider and what it drives: reruns on its own when the slider moves. Everything it
-    shows is read from server-wide caches (one computation per profile and threshold)."""
+    shows is read from server-wide caches (one computation per profile and threshold). The
+    first view is the headline figures and the per-layer bars (inline SVG, no chart script);
+    the Plotly charts and the tables load only when their view is picked."""
     t = st.slider("Threshold", 0.0, 0.95, step=0.05, key="cov_threshold",
                   help="A contribution (or neuron) counts as covered when its normalized "
                        "value exceeds this for some input.")
     t = round(t, 2)             # the cache key of the warm-up's figures at each stop
     with perf.rerun("Coverage · threshold", perf.session_id()):
         view = state.coverage_at(*profile, by, t)
-        by_layer_fig, growth_fig = state.coverage_figures(*profile, by, t)
         m = st.columns(4)
         rate, covered, total = view["rconc"]
         m[0].metric("RConC", f"{rate:.2%}", help=f"{covered:,} of {total:,} contributions")
@@ -72,21 +77,41 @@ def at_threshold():
         else:
             m[3].metric("CS_C (RNN-Test)", "—", help="only for LSTM models (it reads the cell "
                                                     "state); this model has none")
+        left, right = st.columns([3, 2], gap="large")
+        with left.container(key="cov_by_layer"):
+            st.markdown(state.coverage_bars(*profile, by, t), unsafe_allow_html=True)
+        right.caption(f"{view['n_inputs']} inputs of the {sel.dataset} test split, model "
+                      f"{sel.label}, {granularity} granularity, {normalize} normalization of "
+                      f"{values} values"
+                      + (" (Eq. 3 as written)." if (normalize, values) == state.EQ3_AS_WRITTEN
+                         else ".") + " Hover a bar for covered / total.")
+        right.download_button("Download report (HTML)", key="cov_report",
+                              data=lambda: coverage_report(t, source),
+                              file_name=f"coverage-{sel.label.replace(' ', '_').replace(':', '')}"
+                                        f"-{t:g}.html", mime="text/html", on_click="ignore",
+                              icon=":material/download:",
+                              help="One self-contained HTML file (interactive figures, tables, "
+                                   "settings, versions) that opens offline in a browser.")
+        more = st.pills("More views", list(MORE), format_func=MORE.get,
+                           selection_mode="multi", key="cov_more",
+                           help="Each opens below, for this session only. The interactive "
+                                "charts load Plotly's script in this tab the first time.")
+        if "growth" in more:
+            st.plotly_chart(state.growth_figure(*profile, by, t), width="stretch",
+                            key="cov_growth")
+        if "sweep" in more:
+            st.subheader("Coverage vs threshold (Figures 7 and 8)")
+            st.plotly_chart(state.sweep_figure(*profile, by, t), width="stretch",
+                            key="cov_sweep")
         left, right = st.columns(2)
-        left.plotly_chart(by_layer_fig, width="stretch", key="cov_by_layer")
-        right.plotly_chart(growth_fig, width="stretch", key="cov_growth")
-        st.caption(f"{view['n_inputs']} inputs of the {sel.dataset} test split, model "
-                   f"{sel.label}, {granularity} granularity, {normalize} normalization of "
-                   f"{values} values"
-                   + (" (Eq. 3 as written)." if (normalize, values) == state.EQ3_AS_WRITTEN
-                      else "."))
-        st.download_button("Download report (HTML)", key="cov_report",
-                           data=lambda: coverage_report(t, source),
-                           file_name=f"coverage-{sel.label.replace(' ', '_').replace(':', '')}"
-                                     f"-{t:g}.html", mime="text/html", on_click="ignore",
-                           icon=":material/download:",
-                           help="One self-contained HTML file (interactive figures, tables, "
-                                "settings, versions) that opens offline in a browser.")
+        if "select" in more:
+            with left:
+                threshold_selection()
+        if "sections" in more:
+            with right:
+                cell_sections(t)
+        if "every" in more:
+            every_criterion()
 
 
 def coverage_report(t: float, source: str) -> str:
@@ -100,18 +125,7 @@ def coverage_report(t: float, source: str) -> str:
                            facts, settings)
 
 
-source = state.dataset(sel.dataset).source
-
-
-at_threshold()
-
-st.subheader("Coverage vs threshold (Figures 7 and 8)")
-st.plotly_chart(state.sweep_figure(*profile, by, st.session_state["cov_threshold"]),
-                width="stretch", key="cov_sweep")
-
-
-left, right = st.columns(2)
-with left:
+def threshold_selection() -> None:
     st.subheader("Threshold selection (§5.2)")
     st.caption("Among candidate thresholds, take the one where RConC differs most between "
                "the labels.")
@@ -124,38 +138,45 @@ with left:
             best, table = state.threshold_choice(*profile, tuple(sorted(candidates)))
         except RNNConError as e:
             state.show_error(e)
-        else:
-            scores = pd.DataFrame({"threshold": table["threshold"],
-                                   "score": table["max_difference"]})
-            st.plotly_chart(charts.threshold_selection(scores, chosen=best), width="stretch",
-                            key="cov_selection")
+            return
+        scores = pd.DataFrame({"threshold": table["threshold"],
+                               "score": table["max_difference"]})
+        st.plotly_chart(charts.threshold_selection(scores, chosen=best), width="stretch",
+                        key="cov_selection")
 
-            def use(best=best):
-                st.session_state["cov_threshold"] = best
-            st.button(f"Use {best:g}", on_click=use, key="cov_use", type="primary")
-with right:
+        def use(best=best):
+            st.session_state["cov_threshold"] = best
+        st.button(f"Use {best:g}", on_click=use, key="cov_use", type="primary")
+
+
+def cell_sections(t: float) -> None:
     st.subheader("RNN-Test's cell-state sections (CS_C)")
     if crits["CS_C"] is None:
         st.info("CS_C reads the LSTM cell state; this model has no LSTM layer.")
-    else:
-        # five rows: a static table (no data-grid script to load for it in each new tab);
-        # "≥", as ">=" would start a Markdown quote in the cell
-        sections = state.coverage_at(*profile, by, st.session_state["cov_threshold"])["sections"]
-        st.table(sections.assign(section=sections["section"].str.replace(">=", "≥"),
-                                 covered=sections["covered"].map("{:,}".format),
-                                 cells=sections["cells"].map("{:,}".format),
-                                 rate=sections["rate"].map("{:.1%}".format),
-                                 boundary=sections["boundary"].map({True: "yes", False: ""}))
-                 .set_index("section"))
+        return
+    # five rows: a static table; "≥", as ">=" would start a Markdown quote in the cell
+    sections = state.coverage_at(*profile, by, t)["sections"]
+    st.table(sections.assign(section=sections["section"].str.replace(">=", "≥"),
+                             covered=sections["covered"].map("{:,}".format),
+                             cells=sections["cells"].map("{:,}".format),
+                             rate=sections["rate"].map("{:.1%}".format),
+                             boundary=sections["boundary"].map({True: "yes", False: ""}))
+             .set_index("section"))
 
-st.subheader("Every criterion on the same inputs")
-st.caption("testRNN's, DeepStellar's and DeepGauge's criteria (docs/criteria.md) beside RConC, "
-           "NC and RNN-Test's, each with its default parameters over the same test inputs. "
-           "The profile-based ones need the model's training profile: `rnncon profile "
-           "--model M --dataset D` builds it once.")
-if st.button("Measure every criterion", key="cov_every", icon=":material/table_chart:"):
-    st.session_state["cov_every_on"] = True
-if st.session_state.get("cov_every_on"):
-    st.dataframe(state.every_criterion(sel.model, sel.dataset, n_inputs), hide_index=True,
-                 width="stretch",
-                 column_config={"rate": st.column_config.NumberColumn(format="%.4f")})
+
+def every_criterion() -> None:
+    st.subheader("Every criterion on the same inputs")
+    st.caption("testRNN's, DeepStellar's and DeepGauge's criteria (docs/criteria.md) beside "
+               "RConC, NC and RNN-Test's, each with its default parameters over the same test "
+               "inputs. The profile-based ones need the model's training profile: `rnncon "
+               "profile --model M --dataset D` builds it once.")
+    if st.button("Measure every criterion", key="cov_every", icon=":material/table_chart:"):
+        st.session_state["cov_every_on"] = True
+    if st.session_state.get("cov_every_on"):
+        st.dataframe(state.every_criterion(sel.model, sel.dataset, n_inputs), hide_index=True,
+                     width="stretch",
+                     column_config={"rate": st.column_config.NumberColumn(format="%.4f")})
+
+
+source = state.dataset(sel.dataset).source
+at_threshold()

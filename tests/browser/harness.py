@@ -158,8 +158,9 @@ def settle(page, title: str, timeout: float = 90) -> None:
 
 
 def chart_drawn(key: str) -> str:
-    """A JS predicate: the Plotly chart with this Streamlit key has drawn its SVG."""
-    return f"!!document.querySelector('.st-key-{key} .main-svg')"
+    """A JS predicate: the chart with this Streamlit key (a Plotly chart, or an inline SVG in a
+    container with this key) has drawn its SVG."""
+    return f"!!document.querySelector('.st-key-{key} :is(.main-svg, svg[role=img])')"
 
 
 def wait_chart(page, key: str, timeout: float = 120) -> None:
@@ -224,8 +225,10 @@ def wait_all(sessions: list, predicate: str, timeout: float = 180) -> list[float
 
 def chart_title_has(key: str, text: str) -> str:
     """A JS predicate: the chart with this key is drawn and its title contains ``text``."""
-    return (f"(() => {{ const t = document.querySelector('.st-key-{key} .gtitle'); "
-            f"return !!t && t.textContent.includes({text!r}); }})()")
+    return (f"(() => {{ const t = document.querySelector('.st-key-{key} .gtitle') || "
+            f"document.querySelector('.st-key-{key} svg[aria-label]'); "
+            f"return !!t && (t.getAttribute('aria-label') || t.textContent).includes({text!r});"
+            f" }})()")
 
 
 def move_threshold(sessions: list, key: str = "cov_threshold", presses: int = 1) -> float:
