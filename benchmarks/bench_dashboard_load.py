@@ -2,12 +2,16 @@
 
 Starts `streamlit run dashboard/app.py` (empty run store), opens the Coverage page in one
 session and waits for its per-layer chart (the server is then warm: the default model and its
-coverage profile are computed), then for each count of sessions: opens that many new sessions
-on the Coverage page at the same moment and prints when each shows its per-layer chart, moves
-the threshold in all of them and prints when the last one shows the new value, and the
-server's memory. Before each browser round the same number of clients that speak Streamlit's
-websocket protocol but draw nothing open the page and move the threshold: the server's own
-share (time to the chart's delta), apart from the tabs' drawing on the same cores. Bounded: a fixed list of session counts, each round stops after --timeout s.
+coverage profile are computed). Then, one tab at a time, what a tab costs in Chromium CPU: a
+bare Streamlit app (a page with only a title, its own server) beside the Coverage page. Then for
+each count of sessions: opens that many new sessions on the Coverage page at the same moment
+and prints when each shows its per-layer chart, moves the threshold in all of them and prints
+when each shows the new value (from its own key press), and the server's memory. Before each
+browser round the same number of clients that speak Streamlit's websocket protocol but draw
+nothing open the page and move the threshold: the server's own share (time to the chart's
+delta), apart from the tabs' drawing on the same cores; after the rounds with a target, the
+same number of tabs open the bare page at once (the floor any Streamlit page has on these
+cores). Bounded: a fixed list of session counts, each round stops after --timeout s.
 
     .venv/bin/python benchmarks/bench_dashboard_load.py [--sessions 6 8 12] [--timeout 120]
 
@@ -33,6 +37,34 @@ from harness import (Server, chart_drawn, chart_title_has, chromium, close_sessi
 
 TARGETS = {8: 10.0, 12: 15.0}
 SETTLE_TARGET = 1.0
+IDLE = "!document.querySelector('[data-testid=\"stStatusWidget\"]')"
+BARE_APP = 'import streamlit as st\nst.title("Coverage")\n'      # Streamlit's own floor
+
+
+def tab_cost(browser, url: str, path: str, drawn: str, timeout: float, reps: int = 3
+             ) -> tuple[float, float]:
+    """One tab at a time, ``reps`` times: median seconds to ``drawn`` and median Chromium CPU
+    seconds of the whole visit (until the run has ended and 1 s more)."""
+    shown, cpu = [], []
+    for _ in range(reps):
+        before = cpu_seconds(os.getpid(), "chrom")
+        tab = open_sessions(browser, url, path, 1)
+        shown += wait_all(tab, drawn, timeout)
+        wait_all(tab, IDLE, timeout)
+        time.sleep(1)
+        cpu.append(cpu_seconds(os.getpid(), "chrom") - before)
+        close_sessions(tab)
+        time.sleep(1)
+    return statistics.median(shown), statistics.median(cpu)
+
+
+def start_bare_server(tmp: Path) -> Server:
+    """A Streamlit app that only writes a title (what any Streamlit tab costs), started."""
+    (tmp / "bare" / "dashboard").mkdir(parents=True)
+    (tmp / "bare" / "dashboard" / "app.py").write_text(BARE_APP)
+    server = Server(tmp / "bare" / "runs", tmp / "bare" / "log", root=tmp / "bare")
+    server.wait_healthy()
+    return server
 
 
 def one_round(browser, server: Server, n: int, timeout: float) -> dict:
@@ -44,16 +76,25 @@ def one_round(browser, server: Server, n: int, timeout: float) -> dict:
         cpu = (cpu_seconds(server.proc.pid) - cpu[0],
                cpu_seconds(os.getpid(), "chrom") - cpu[1])
         # let every session finish its first run (sweep, CS_C table) before the slider moves
-        wait_all(sessions, "!document.querySelector('[data-testid=\"stStatusWidget\"]')",
-                 timeout)
-        first = move_threshold(sessions)                      # 0.25 -> 0.3 everywhere
-        settled = wait_all([(c, p, first) for c, p, _ in sessions],
-                           chart_title_has("cov_by_layer", "threshold 0.3"), timeout)
+        wait_all(sessions, IDLE, timeout)
+        moved = move_threshold(sessions)                      # 0.25 -> 0.3 everywhere
+        settled = wait_all(moved, chart_title_has("cov_by_layer", "threshold 0.3"), timeout)
+        # from the first press (in the first session) to the last session settled
+        spread = max(m[2] + t for m, t in zip(moved, settled)) - moved[0][2]
         errors = sum(exceptions(p) for _, p, _ in sessions)
     finally:
         close_sessions(sessions)
-    return {"shown": shown, "settled": settled, "exceptions": errors, "rss": server.rss_mb(),
-            "cpu": cpu}
+    return {"shown": shown, "settled": settled, "spread": spread, "exceptions": errors,
+            "rss": server.rss_mb(), "cpu": cpu}
+
+
+def bare_round(browser, url: str, n: int, timeout: float) -> list[float]:
+    """n tabs at once on the bare Streamlit app: seconds to its title in each."""
+    sessions = open_sessions(browser, url, "", n)
+    try:
+        return wait_all(sessions, "!!document.querySelector('h1')", timeout)
+    finally:
+        close_sessions(sessions)
 
 
 def main() -> None:
@@ -64,14 +105,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, chromium() as browser:
         server = Server(Path(tmp) / "runs", Path(tmp) / "streamlit.log",
                         env={"RNNCON_DASHBOARD_DEBUG": "1"})     # per-run timings in its log
+        bare_server = None
         try:
             print(f"server healthy after {server.wait_healthy():.1f} s "
                   f"(memory {server.rss_mb():.0f} MB)")
             t0 = time.perf_counter()
             warm = open_sessions(browser, server.url, "coverage", 1)
             first = wait_all(warm, chart_drawn("cov_by_layer"), args.timeout)[0]
-            wait_all(warm, "!document.querySelector('[data-testid=\"stStatusWidget\"]')",
-                     args.timeout)
+            wait_all(warm, IDLE, args.timeout)
             close_sessions(warm)
             deadline = time.perf_counter() + args.timeout
             while "warm-up of" not in server.log() and time.perf_counter() < deadline:
@@ -80,6 +121,14 @@ def main() -> None:
             print(f"one session, first Coverage chart on a fresh server: {first:.1f} s "
                   f"(warm-up done after {time.perf_counter() - t0:.1f} s, memory "
                   f"{server.rss_mb():.0f} MB; machine load {os.getloadavg()[0]:.1f})")
+            bare_server = start_bare_server(Path(tmp))
+            bare = tab_cost(browser, bare_server.url, "", "!!document.querySelector('h1')",
+                            args.timeout)
+            ours = tab_cost(browser, server.url, "coverage", chart_drawn("cov_by_layer"),
+                            args.timeout)
+            print(f"one tab at a time (median of 3): a bare Streamlit page (a title) shown after "
+                  f"{bare[0]:.1f} s, {bare[1]:.2f} s of Chromium CPU; the Coverage page's "
+                  f"per-layer chart after {ours[0]:.1f} s, {ours[1]:.2f} s of Chromium CPU")
             for n in args.sessions:
                 # the server alone: n clients that speak Streamlit's protocol, draw nothing
                 alone = protocol_round(server.url, "coverage", "cov_by_layer", n, threshold=0.3,
@@ -101,13 +150,20 @@ def main() -> None:
                       + (f" [target ≤ {target:g} s: {'met' if max(shown) <= target else 'NOT met'}]"
                          if target else ""))
                 print(f"    threshold 0.25 → 0.3 in all {n}: settled after "
-                      f"{min(settled):.2f}–{max(settled):.2f} s [target ≤ {SETTLE_TARGET:g} s: "
-                      f"{'met' if max(settled) <= SETTLE_TARGET else 'NOT met'}]; "
-                      f"exceptions {r['exceptions']}; server memory {r['rss']:.0f} MB")
+                      f"{min(settled):.2f}–{max(settled):.2f} s from each tab's own key press "
+                      f"[target ≤ {SETTLE_TARGET:g} s: "
+                      f"{'met' if max(settled) <= SETTLE_TARGET else 'NOT met'}] "
+                      f"({r['spread']:.2f} s from the first press to the last tab settled; one "
+                      f"driver presses the {n} tabs in turn); exceptions {r['exceptions']}; "
+                      f"server memory {r['rss']:.0f} MB")
                 print(f"    CPU until every chart was drawn: server {r['cpu'][0]:.1f} s "
                       f"({r['cpu'][0] / n:.2f} per session), Chromium {r['cpu'][1]:.1f} s "
                       f"({r['cpu'][1] / n:.2f} per tab); machine load {load:.1f} → "
                       f"{os.getloadavg()[0]:.1f}")
+                if n in TARGETS:                    # what any Streamlit tab costs, n at once
+                    bare_times = bare_round(browser, bare_server.url, n, args.timeout)
+                    print(f"{n:2d} Chromium tabs at once on a bare Streamlit page (a title, no "
+                          f"data): title after {min(bare_times):.1f}–{max(bare_times):.1f} s")
             log = server.log()
             print(f"server log: {log.count('Traceback')} tracebacks, "
                   f"{log.count('ArrowTypeError')} Arrow errors")
@@ -119,6 +175,8 @@ def main() -> None:
                       f"{sum(runs):.1f} s in all")
         finally:
             server.stop()
+            if bare_server is not None:
+                bare_server.stop()
 
 
 if __name__ == "__main__":

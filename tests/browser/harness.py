@@ -231,18 +231,20 @@ def chart_title_has(key: str, text: str) -> str:
             f" }})()")
 
 
-def move_threshold(sessions: list, key: str = "cov_threshold", presses: int = 1) -> float:
+def move_threshold(sessions: list, key: str = "cov_threshold", presses: int = 1) -> list:
     """Press → on the threshold slider of every session, one after the other; returns the
-    time of the first press (perf_counter)."""
-    first = None
-    for _, page, _ in sessions:
+    sessions with each one's start replaced by the time of its own (last) key press: one
+    driver presses them in turn, so on a loaded machine the last press comes a second or
+    more after the first."""
+    out = []
+    for ctx, page, _ in sessions:
         thumb = page.locator(f'.st-key-{key} input[type="range"]')
         thumb.focus()
-        if first is None:
-            first = time.perf_counter()
         for _ in range(presses):
+            pressed = time.perf_counter()
             thumb.press("ArrowRight")
-    return first
+        out.append((ctx, page, pressed))
+    return out
 
 
 def close_sessions(sessions: list) -> None:
@@ -256,7 +258,8 @@ def protocol_round(url: str, path: str, key: str, n: int, threshold: float | Non
                    slider: str = "cov_threshold", timeout: float = 120) -> list[dict]:
     """n sessions that speak Streamlit's websocket protocol as a browser tab does (open the
     page, move the slider) but draw nothing: what the server alone costs. For each session, in
-    seconds: ``shown`` (from its connection to the delta that carries the Plotly chart ``key``),
+    seconds: ``shown`` (from its connection to the delta that carries the chart ``key``: a Plotly
+    chart, or what a container with that key holds),
     ``finished`` (the script run's end), ``bytes`` received, and with ``threshold`` ``settled``
     (from sending the slider's new value, all sessions at once, to the chart's new delta)."""
     import asyncio
@@ -278,17 +281,25 @@ async def _protocol_round(url, path, key, n, threshold, slider_key) -> list[dict
     moved = asyncio.Event()
 
     async def until_finished(ws, out: dict, since: float, name: str) -> None:
-        """Read messages until the script (or fragment) run ends; note the chart's delta."""
+        """Read messages until the script (or fragment) run ends; note the chart's delta (a
+        Plotly chart with this key, or an element inside a container with this key)."""
+        inside = None                   # the delta path of the container with this key
         while True:
             raw = await ws.recv()
             out["bytes"] = out.get("bytes", 0) + len(raw)
             msg = ForwardMsg()
             msg.ParseFromString(raw)
             kind = msg.WhichOneof("type")
+            path = list(msg.metadata.delta_path)
+            if kind == "delta" and msg.delta.WhichOneof("type") == "add_block" and \
+                    msg.delta.add_block.id.endswith(key):
+                inside = path
             if kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
                 el = msg.delta.new_element
                 which = el.WhichOneof("type")
-                if which == "plotly_chart" and key in el.plotly_chart.id and name not in out:
+                chart = (which == "plotly_chart" and key in el.plotly_chart.id) or \
+                    (inside is not None and path[:len(inside)] == inside)
+                if chart and name not in out:
                     out[name] = time.perf_counter() - since
                 if which == "slider" and slider_key in el.slider.id:
                     out["_slider"] = (el.slider.id, msg.delta.fragment_id)

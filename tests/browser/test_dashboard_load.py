@@ -56,9 +56,8 @@ def test_sessions_at_once_with_a_job_running(tmp_path):
             shown = wait_all(viewers, chart_drawn("cov_by_layer"), BOUND)
             wait_all(viewers, "!document.querySelector('[data-testid=\"stStatusWidget\"]')",
                      BOUND)
-            first = move_threshold(viewers)                           # 0.25 -> 0.3
-            settled = wait_all([(c, p, first) for c, p, _ in viewers],
-                               chart_title_has("cov_by_layer", "threshold 0.3"), BOUND)
+            moved = move_threshold(viewers)                           # 0.25 -> 0.3
+            settled = wait_all(moved, chart_title_has("cov_by_layer", "threshold 0.3"), BOUND)
             assert sum(exceptions(p) for _, p, _ in viewers) == 0
             job_alive = page.get_by_text(re.compile(r"^(starting|running|finished in)")).count()
             assert exceptions(page) == 0 and job_alive
