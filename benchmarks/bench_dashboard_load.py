@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "browser"))
 from harness import (Server, chart_drawn, chart_title_has, chromium, close_sessions,  # noqa: E402
                      cpu_seconds, exceptions, move_threshold, open_sessions, protocol_round,
-                     wait_all)
+                     wait_all, watch)
 
 TARGETS = {8: 10.0, 12: 15.0}
 SETTLE_TARGET = 1.0
@@ -77,8 +77,10 @@ def one_round(browser, server: Server, n: int, timeout: float) -> dict:
                cpu_seconds(os.getpid(), "chrom") - cpu[1])
         # let every session finish its first run (sweep, CS_C table) before the slider moves
         wait_all(sessions, IDLE, timeout)
+        moved_on = chart_title_has("cov_by_layer", "threshold 0.3")
+        watcher = watch(sessions, moved_on)                  # before the first press
         moved = move_threshold(sessions)                      # 0.25 -> 0.3 everywhere
-        settled = wait_all(moved, chart_title_has("cov_by_layer", "threshold 0.3"), timeout)
+        settled = wait_all(moved, moved_on, timeout, name=watcher)
         # from the first press (in the first session) to the last session settled
         spread = max(m[2] + t for m, t in zip(moved, settled)) - moved[0][2]
         errors = sum(exceptions(p) for _, p, _ in sessions)

@@ -16,7 +16,7 @@ sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE))
 from harness import (CHROMIUM, Server, chart_drawn, chart_title_has, chromium,  # noqa: E402
                      close_sessions, exceptions, move_threshold, open_sessions,
-                     protocol_round, settle, wait_all)
+                     protocol_round, settle, wait_all, watch)
 from rnncon_core import zoo  # noqa: E402
 
 SESSIONS = 4
@@ -56,8 +56,10 @@ def test_sessions_at_once_with_a_job_running(tmp_path):
             shown = wait_all(viewers, chart_drawn("cov_by_layer"), BOUND)
             wait_all(viewers, "!document.querySelector('[data-testid=\"stStatusWidget\"]')",
                      BOUND)
+            moved_on = chart_title_has("cov_by_layer", "threshold 0.3")
+            watcher = watch(viewers, moved_on)                        # before the first press
             moved = move_threshold(viewers)                           # 0.25 -> 0.3
-            settled = wait_all(moved, chart_title_has("cov_by_layer", "threshold 0.3"), BOUND)
+            settled = wait_all(moved, moved_on, BOUND, name=watcher)
             assert sum(exceptions(p) for _, p, _ in viewers) == 0
             job_alive = page.get_by_text(re.compile(r"^(starting|running|finished in)")).count()
             assert exceptions(page) == 0 and job_alive
