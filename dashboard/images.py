@@ -1,8 +1,8 @@
 """Pictures drawn without a chart library, for the first view of a page: the Models page's data
 sample (plain HTML with the PNGs inline: no request per image; Pillow and NumPy only) and the
 Coverage page's per-layer bars (one inline SVG). A new browser tab that shows them loads no
-Plotly script (4.7 MB to parse and compile in every new tab: about 1.8 s of CPU on the 2-core
-machine, measured in benchmarks/bench_dashboard_load.py)."""
+Plotly script (4.7 MB to load and compile in every new tab: about 1.8 s of CPU on the 2-core
+machine; reports/bench/dashboard_load.txt)."""
 from __future__ import annotations
 
 import base64
