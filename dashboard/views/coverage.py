@@ -92,10 +92,10 @@ def at_threshold():
                               icon=":material/download:",
                               help="One self-contained HTML file (interactive figures, tables, "
                                    "settings, versions) that opens offline in a browser.")
-        more = st.pills("More views", list(MORE), format_func=MORE.get,
-                           selection_mode="multi", key="cov_more",
-                           help="Each opens below, for this session only. The interactive "
-                                "charts load Plotly's script in this tab the first time.")
+        more = st.pills("More views", list(MORE), format_func=MORE.get, selection_mode="multi",
+                        key="cov_more", help="Each opens below, for this session only. The "
+                                             "interactive charts load Plotly's script in this "
+                                             "tab the first time.")
         if "growth" in more:
             st.plotly_chart(state.growth_figure(*profile, by, t), width="stretch",
                             key="cov_growth")
@@ -103,13 +103,14 @@ def at_threshold():
             st.subheader("Coverage vs threshold (Figures 7 and 8)")
             st.plotly_chart(state.sweep_figure(*profile, by, t), width="stretch",
                             key="cov_sweep")
-        left, right = st.columns(2)
-        if "select" in more:
-            with left:
-                threshold_selection()
-        if "sections" in more:
-            with right:
-                cell_sections(t)
+        if {"select", "sections"} & set(more):
+            left, right = st.columns(2)
+            if "select" in more:
+                with left:
+                    threshold_selection()
+            if "sections" in more:
+                with right:
+                    cell_sections(t)
         if "every" in more:
             every_criterion()
 
