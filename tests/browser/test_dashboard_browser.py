@@ -250,49 +250,72 @@ def every_page_jobs_reload_cancel_tsne_and_report(server, browser, tmp_path):
     assert "Traceback" not in log and "ArrowTypeError" not in log, log[-3000:]
 
 
-def pick(page, key: str, option: str) -> None:
-    """Choose an option of a Streamlit selectbox as a user does: open it, type, Enter."""
-    page.locator(f".st-key-{key}").click()
-    page.keyboard.type(option)
-    page.keyboard.press("Enter")
+def pick(page, key: str, option: str, tries: int = 3) -> None:
+    """Choose an option of a Streamlit selectbox as a user does: open its list, click the
+    option (shown as ``option`` or ``option: description``), wait until the box shows it.
+    (Typing into the box appended to the name it showed, so "imdb-lstm" could match no option
+    and Enter chose nothing.) A click that lands while Streamlit redraws the box (a loaded
+    machine) is lost: the list is opened again, ``tries`` times."""
+    box = page.locator(f".st-key-{key}")
+    name = re.compile(rf"^{re.escape(option)}(: .*)?$")
+    shows = (f"(o) => {{ const v = document.querySelector('.st-key-{key} "
+             f"input[role=combobox]')?.value; return v === o || !!v?.startsWith(o + ': '); }}")
+    for attempt in range(tries):
+        box.get_by_role("button", name="Open").click()
+        page.get_by_role("listbox").get_by_role("option", name=name).click(timeout=60_000)
+        try:
+            page.wait_for_function(shows, arg=option, timeout=30_000, polling=250)
+            return
+        except Exception:
+            if attempt == tries - 1:
+                raise
+            page.keyboard.press("Escape")
 
 
-# slow (not in the default suite) for now: alone it passes (38 s on a clean clone), but run
-# after the full test above on the same server, on a loaded clean clone, the imdb-lstm pick
-# never reached the sidebar within 180 s; to be made robust, then default again
-@pytest.mark.slow
-@pytest.mark.timeout(900)           # 5 min on the loaded 2-core machine (2 min 14 s of CPU)
+# in the default suite again: after the test above on the same server 34 s (load ~10 from other
+# jobs on the 2 cores), alone 76 s (the cold server's first page included)
+@pytest.mark.timeout(600)
 @pytest.mark.skipif(not zoo.model_path("imdb-lstm").exists(),
                     reason="needs the shipped imdb-lstm (assets/models)")
 def test_one_imdb_generation(server, browser):
-    """A user picks imdb-lstm on the Models page, starts synonym-gradient on two reviews and
-    reads the pairs as text: class names, both confidences, the reviews' words."""
+    """A user picks imdb-lstm on the Models page, starts synonym-gradient on one review and
+    reads the pair as text: class names, both confidences, the review's words."""
     srv, runs = server
+    t0 = time.time()
     ctx = browser.new_context(viewport={"width": 1280, "height": 1000})
     page = ctx.new_page()
     page.set_default_timeout(180_000)
     page.goto(srv.url)
     settle(page, "Models", timeout=180)
     pick(page, "models_pick", "imdb-lstm")
-    page.locator('[data-testid="stSidebar"]').get_by_text("imdb-lstm").first.wait_for()
+    # the sidebar names the selection once the rerun that select() asks for has drawn it
+    page.locator('[data-testid="stSidebar"]').get_by_text("imdb-lstm", exact=True).first \
+        .wait_for(timeout=180_000)
     settle(page, "Models", timeout=180)
     # the same session (a new tab would be a new user with the default model)
     page.locator('[data-testid="stSidebarNav"]').get_by_text("Generate", exact=True).click()
     settle(page, "Generate", timeout=180)
+    t_model = time.time() - t0
     pick(page, "gen_method", "synonym-gradient")
     settle(page, "Generate")
     assert page.get_by_text("Substitutions").count() >= 1        # the text method's form
     box = page.get_by_label("Seeds", exact=True)
-    box.fill("2")
+    box.fill("1")
     box.press("Tab")
     page.get_by_role("button", name="Start").click()
+    t_start = time.time()
     card = page.locator('[class*="st-key-card-generate"]', has_text="imdb-lstm")
     card.get_by_text(FINISHED).first.wait_for(timeout=600_000)
+    print(f"\nIMDB generation: model picked after {t_model:.1f} s, the 1-review run finished "
+          f"{time.time() - t_start:.1f} s after Start")
     assert not card.get_by_text(re.compile(r"^failed:")).all_inner_texts()
     settle(page, "Generate", timeout=180)
     no_traceback(page, "Generate, an IMDB run")
+    # the pair, whether or not the review flipped (the filter starts on adversarial ones)
+    page.locator(".st-key-gen_only_adv").get_by_text("Only adversarial inputs").click()
+    settle(page, "Generate", timeout=180)
     run = next(r for r in RunStore(runs).list(kind="generate") if r.config["model"] == "imdb-lstm")
-    assert run.status == "finished" and run.config["n_seeds"] == 2
+    assert run.status == "finished" and run.config["n_seeds"] == 1
     text = page.locator('[data-testid="stMain"]').inner_text()
     assert "test review" in text and re.search(r"label (negative|positive)", text)
     assert re.search(r"predicted (negative|positive) \(\d+%\)", text)   # with its confidence
