@@ -546,8 +546,9 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
                 m["model_path"] = str(path)
                 saved[arm].append(str(path))
                 results[arm].append(m)
-            summary = _summarize(config, before, results, parts, transfer, source, started)
-            run.save_json("summary", summary)       # a cancelled run keeps what it finished
+            # a cancelled run keeps what it finished
+            run.save_json("summary", _summarize(config, before, results, parts, transfer,
+                                                source, started))
         summary = _summarize(config, before, results, parts, transfer, source, started)
         for arm, key in (("generated", "best_model"), ("control", "best_control_model")):
             if arm in results:          # the best repeat on validation, not on evaluation
