@@ -181,6 +181,53 @@ def test_content_stop_words_may_be_replaced_function_words_not():
     for w, t in (("show", "NN"), ("found", "VBD"), ("the", "DT"), ("very", "RB")):
         assert s.protected(w) and s(w, t) == [], w
     assert "often" not in s.words("frequently", "RB") or "often" in L.REPLACEABLE_STOP_WORDS
+    for w, t in (("whole", "JJ"), ("many", "JJ")):      # whole -> total, so many -> so numerous
+        assert s.protected(w) and s(w, t) == [], w
+
+
+def _vectors(pairs: dict[tuple[str, str], float]):
+    """CorpusVectors whose cosines are exactly ``pairs`` (2-d unit vectors at set angles from
+    the first word of each pair)."""
+    from rnncon_core.text.vectors import CorpusVectors
+    words = sorted({w for pair in pairs for w in pair})
+    index = {w: i for i, w in enumerate(words)}
+    vec = np.zeros((len(words), 2), np.float32)
+    for (a, b), c in pairs.items():
+        vec[index[a]] = (1.0, 0.0)
+        vec[index[b]] = (c, np.sqrt(1.0 - c * c))
+    return CorpusVectors(vec, index)
+
+
+def test_min_cosine_keeps_only_substitutes_used_alike_and_ranks_by_it():
+    from rnncon_core.text.eda import stop_words
+    base = L.Substitutes(VOCAB, stop_words(), min_similarity=0.0, max_candidates=50)
+    assert {"film", "flick"} <= set(base.words("movie", "NN"))
+    vec = _vectors({("movie", "film"): 0.8, ("movie", "flick"): 0.1, ("movie", "picture"): 0.5})
+    s = L.Substitutes(VOCAB, stop_words(), min_similarity=0.0, max_candidates=50, vectors=vec,
+                      min_cosine=0.3)
+    assert s("movie", "NN") == [("film", 0.8), ("picture", 0.5)]
+    with pytest.raises(ValueError, match="vectors"):
+        L.Substitutes(VOCAB, stop_words(), min_cosine=0.3)
+
+
+def test_corpus_vectors_from_co_occurrences():
+    """Words that share their neighbours get a high cosine, words that never do a low one."""
+    from rnncon_core.text.vectors import CorpusVectors
+    rng = np.random.default_rng(0)
+    # ids 3..6: "good" and "fine" both follow "very" and precede "film"; 7..10 another topic
+    words = ["very", "good", "fine", "film", "red", "blue", "car", "paint"]
+    index = {w: i + 3 for i, w in enumerate(words)}
+    rows = []
+    for _ in range(400):
+        if rng.random() < 0.5:
+            rows.append([index["very"], index[rng.choice(["good", "fine"])], index["film"]] * 3)
+        else:
+            rows.append([index["car"], index[rng.choice(["red", "blue"])], index["paint"]] * 3)
+    vec = CorpusVectors.build(np.array(rows), index, num_ids=len(words) + 3, dims=4)
+    assert vec.cosine("good", "fine") > 0.8
+    assert vec.cosine("good", "blue") < 0.3
+    assert vec.cosine("good", "unknown") == 0.0
+    assert np.allclose(np.linalg.norm(vec.vectors[3:], axis=1), 1.0, atol=1e-5)
 
 
 def test_names_from_texts():

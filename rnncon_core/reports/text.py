@@ -164,6 +164,7 @@ def _stored_run(store, model, method, constraints, n_seeds, max_fraction, max_ch
                 and gen.get("max_fraction") == max_fraction
                 and gen.get("max_changes") == max_changes
                 and (constraints == "none" or gen.get("min_similarity") == MIN_SIMILARITY)
+                and gen.get("min_cosine") is None
                 and (info.path / "outputs.npz").exists()):
             return {**(info.summary or {}), "run_id": info.run_id, "method": method,
                     "outputs": str(info.path / "outputs.npz")}

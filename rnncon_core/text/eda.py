@@ -71,12 +71,16 @@ class Lexicon:
         self.names = frozenset(names)
         self._substitutes = None
         self.min_similarity = None         # None: lexical.MIN_SIMILARITY
+        self.min_cosine = None             # None: no cosine floor (text.vectors)
         self._tags: tuple[tuple, list[str]] = ((), [])
 
-    def set_min_similarity(self, value: float | None) -> None:
-        """The WordNet sense similarity below which substitutes are dropped (None: default)."""
-        if value != self.min_similarity:
-            self.min_similarity, self._substitutes = value, None
+    def set_similarity(self, min_similarity: float | None, min_cosine: float | None = None
+                       ) -> None:
+        """The WordNet sense similarity (None: the default) and the cosine in the training
+        reviews' word vectors (None: not used) below which substitutes are dropped."""
+        if (min_similarity, min_cosine) != (self.min_similarity, self.min_cosine):
+            self.min_similarity, self.min_cosine = min_similarity, min_cosine
+            self._substitutes = None
 
     @property
     def substitutes(self):
@@ -87,10 +91,16 @@ class Lexicon:
             from .wordnet import _vocab_key
             from .lexical import MIN_SIMILARITY
             sim = MIN_SIMILARITY if self.min_similarity is None else float(self.min_similarity)
-            key = (_vocab_key(self.vocab.words), _vocab_key(sorted(self.names)), sim)
+            key = (_vocab_key(self.vocab.words), _vocab_key(sorted(self.names)), sim,
+                   self.min_cosine)
             if key not in _SUBSTITUTES:
+                vectors = None
+                if self.min_cosine is not None:
+                    from .vectors import imdb_vectors
+                    vectors = imdb_vectors(self.vocab)
                 _SUBSTITUTES[key] = Substitutes(set(self.vocab.words), self.stop, self.names,
-                                                min_similarity=sim)
+                                                min_similarity=sim, vectors=vectors,
+                                                min_cosine=self.min_cosine)
             self._substitutes = _SUBSTITUTES[key]
         return self._substitutes
 

@@ -83,6 +83,11 @@ class TextGenerator(Generator):
         Param("min_similarity", None, Interval(0.0, 1.0), "Least WordNet similarity of a "
                                                           "substitute (default: the lexicon's).",
               kinds=("text",), level="more"),
+        Param("min_cosine", None, Interval(-1.0, 1.0), "Least cosine between a word and its "
+                                                        "substitute in word vectors learned "
+                                                        "from the IMDB training reviews, not "
+                                                        "from the model (default: not used).",
+              kinds=("text",), level="more"),
         Param("vocab", None, FilePath(), "The vocabulary of the text model (a JSON saved by "
                                          "data.Vocabulary.save; default: the IMDB models').",
               kinds=("text",), level="cli"))
@@ -90,7 +95,7 @@ class TextGenerator(Generator):
 
     def __init__(self, model, *, vocab, max_changes: int | None, max_fraction: float,
                  criterion: str, threshold: float, layer: str | None, n_targets: int,
-                 constraints: str, min_similarity: float | None,
+                 constraints: str, min_similarity: float | None, min_cosine: float | None,
                  lexicon: Lexicon | None = None, batch_size: int = 64, seed: int = 0):
         from ..coverage import get_criterion
         from ..trace import Tracer
@@ -105,9 +110,10 @@ class TextGenerator(Generator):
             v = load_vocabulary(vocab)
             lexicon = Lexicon(v, names=imdb_names(v.words))
         self.lexicon = lexicon
-        self.lexicon.set_min_similarity(min_similarity)
+        self.lexicon.set_similarity(min_similarity, min_cosine)
         from .lexical import MIN_SIMILARITY
         self.min_similarity = MIN_SIMILARITY if min_similarity is None else float(min_similarity)
+        self.min_cosine = None if min_cosine is None else float(min_cosine)
         n_ids = int(self.tracer.embedding[1].shape[0])
         if self.lexicon.vocab.num_words > n_ids:
             raise InputError(f"the vocabulary has {self.lexicon.vocab.num_words:,} ids but the "

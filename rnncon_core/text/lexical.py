@@ -36,7 +36,8 @@ module decides which word may replace which, in context, and checks every edit a
 - **Protected words** are never replaced and never inserted: stop words (scikit-learn's list,
   less ``REPLACEABLE_STOP_WORDS``: the content adverbs, adjectives and verbs in it that have
   substitutes a reader accepts, such as often -> frequently, perhaps -> maybe, seemed ->
-  appeared, whole -> entire; its nouns and verbs such as show, part, found are kept
+  appeared; not whole or many: whole -> total, so many -> so numerous read badly; its nouns
+  and verbs such as show, part, found are kept
   protected), negations, numbers
   (digits as in the "7 10" of a "7/10" rating, number words, and any word WordNet lists with a
   digit form, such as "xxx" = 30), and names (words written with a capital inside sentences in
@@ -84,8 +85,8 @@ RELATED_WEIGHT = 0.5         # share of a sense's weight for a similar adjective
 # stop words a reader accepts substitutes for (their candidates pass every check as any word's)
 REPLACEABLE_STOP_WORDS = frozenset((
     "afterwards almost also anyway anywhere besides describe everyone former hence however "
-    "many meanwhile moreover mostly nevertheless often perhaps seem seemed seeming seems "
-    "several sincere somehow someone sometimes somewhere therefore thus whole").split())
+    "meanwhile moreover mostly nevertheless often perhaps seem seemed seeming seems "
+    "several sincere somehow someone sometimes somewhere therefore thus").split())
 _DIGIT = re.compile(r"\d")
 
 
@@ -318,11 +319,14 @@ class Substitutes:
 
     def __init__(self, vocab, stop=frozenset(), names=frozenset(),
                  min_similarity: float = MIN_SIMILARITY,
-                 max_candidates: int = 8):
+                 max_candidates: int = 8, vectors=None, min_cosine: float | None = None):
         self.vocab = vocab
         self.stop = frozenset(stop) - REPLACEABLE_STOP_WORDS
         self.names = frozenset(names)
         self.min_similarity = float(min_similarity)
+        if min_cosine is not None and vectors is None:
+            raise ValueError("min_cosine needs word vectors (text.vectors.CorpusVectors)")
+        self.vectors, self.min_cosine = vectors, min_cosine
         self.max_candidates = int(max_candidates)
         self._cache: dict[tuple[str, str], list[tuple[str, float]]] = {}
 
@@ -374,11 +378,17 @@ class Substitutes:
                     scores[lemma] = scores.get(lemma, 0.0) + discount * w / total * q
         bad = antonyms(word) | antonyms(base)
         pol = polarity(word)
+        forms = {lemma: inflect(lemma, tag) for lemma, score in scores.items()
+                 if score >= self.min_similarity}
+        if self.min_cosine is not None:      # ranked by the cosine of the forms in the reviews
+            scores = {lemma: self.vectors.cosine(word, form) for lemma, form in forms.items()
+                      if form is not None}
+            scores = {lemma: c for lemma, c in scores.items() if c >= self.min_cosine}
         out = []
         for lemma, score in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0])):
-            if score < self.min_similarity:
-                break
-            form = inflect(lemma, tag)
+            if lemma not in forms:
+                break                        # below the sense similarity floor
+            form = forms[lemma]
             if (form is None or form == word or form not in self.vocab or lemma in bad
                     or form in bad or form in self.stop or form in self.names
                     or is_number(form) or polarity(form) != pol
