@@ -273,7 +273,7 @@ def test_text_report_markdown_leads_with_the_valid_rate():
            "edits": [{"text": "… a [good → bad] movie …", "failed": ["antonym", "polarity"]}]}]
     md = _markdown({"n_seeds": 4, "max_fraction": 0.1, "max_changes": None, "threshold": 0.5,
                     "seconds": 12.0, "rows": [row], "targets": [],
-                    "examples": {"/tmp/x/tiny.keras/synonym-gradient/reader": ex}})
+                    "examples": {"/tmp/x/tiny.keras/synonym-gradient, reader constraints": ex}})
     table_row = next(line for line in md.splitlines() if line.startswith("| /tmp/x/tiny"))
     assert "**1/4 (25.0 %)**" in table_row.split("|")[3]        # the valid rate comes first
     assert "0 of 7 rejected" in table_row

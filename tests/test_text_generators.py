@@ -290,9 +290,10 @@ def test_text_report_end_to_end(tmp_path):
                                    str(tmp_path / "runs"), "--json"])
     assert out.exit_code == 0, out.output
     rep = json.loads((tmp_path / "rep" / "text_report.json").read_text())
-    assert [(r["method"], r["constraints"]) for r in rep["rows"]] == [
-        ("eda", "none"), ("eda", "reader"), ("synonym-gradient", "none"),
-        ("synonym-gradient", "reader")]
+    assert [(r["method"], r["constraints"], r["params"]) for r in rep["rows"]] == [
+        ("eda", "none", {}), ("eda", "reader", {}), ("synonym-gradient", "none", {}),
+        ("synonym-gradient", "reader", {}),
+        ("synonym-gradient", "reader", {"min_similarity": 0.0, "min_cosine": 0.3})]
     for r in rep["rows"]:
         assert r["n_seeds"] == 3 and 0 <= r["valid_adv_rate"] <= r["adv_rate"] <= 1
         assert set(r["checks"]) == {"antonym", "polarity", "number", "pos", "inflection"}

@@ -1,9 +1,10 @@
 """`rnncon report text`: EDA vs gradient-guided synonym substitution on the IMDB models, and
 whether a reader would still give the generated reviews their seed's label.
 
-For each shipped IMDB model, four stored generation runs on the same seeds (the first N test
+For each shipped IMDB model, five stored generation runs on the same seeds (the first N test
 reviews the model predicts right): EDA as the EDA paper has it, EDA with the reader
-constraints, synonym substitution without them (as before issue 17) and with them. Per run:
+constraints, synonym substitution without them (as before issue 17), with them, and with them
+but more substitutes (no sense floor, a corpus cosine of at least 0.3: ``MORE_SUBSTITUTES``). Per run:
 the *valid adversarial rate* (adversarial, and every edit passed the checks of
 :func:`rnncon_core.text.lexical.check_edits`), the adversarial rate, the share of edits passing
 each check, the share of substitutions passing the antonym, polarity and number checks
@@ -24,11 +25,18 @@ from ..text.generators import IMDB_THRESHOLD
 from ..text.lexical import MIN_SIMILARITY
 from .writer import write_files
 
-VARIANTS = (("eda", "none"), ("eda", "reader"), ("synonym-gradient", "none"),
-            ("synonym-gradient", "reader"))
-LABELS = {("eda", "none"): "EDA (paper)", ("eda", "reader"): "EDA, reader constraints",
-          ("synonym-gradient", "none"): "synonym-gradient, unconstrained (before #17)",
-          ("synonym-gradient", "reader"): "synonym-gradient, reader constraints"}
+# (method, constraints, further generator parameters); the last trades readable substitutes
+# for more of them: no sense-similarity floor, but a cosine of at least 0.3 in word vectors of
+# the training reviews (text/vectors.py)
+MORE_SUBSTITUTES = (("min_similarity", 0.0), ("min_cosine", 0.3))
+VARIANTS = (("eda", "none", ()), ("eda", "reader", ()), ("synonym-gradient", "none", ()),
+            ("synonym-gradient", "reader", ()), ("synonym-gradient", "reader", MORE_SUBSTITUTES))
+LABELS = {("eda", "none", ()): "EDA (paper)", ("eda", "reader", ()): "EDA, reader constraints",
+          ("synonym-gradient", "none", ()): "synonym-gradient, unconstrained (before #17)",
+          ("synonym-gradient", "reader", ()): "synonym-gradient, reader constraints",
+          ("synonym-gradient", "reader", MORE_SUBSTITUTES):
+              "synonym-gradient, reader constraints, more substitutes (no sense floor, corpus "
+              "cosine ≥ 0.3)"}
 METHODS = ("eda", "synonym-gradient")
 IMDB_MODELS = ("imdb-lstm", "imdb-gru", "stacked-imdb-lstm", "stacked-imdb-gru")
 DEFAULT_OUT = REPO_ROOT / "reports" / "text"
@@ -81,8 +89,10 @@ def method_row(model_name: str, keras_model, out: dict, lexicon=None) -> dict:
     checks = {c: (k / t if t else None) for c, (k, t) in passed.items()}
     n = len(adv)
     method, constraints = out["method"], out.get("constraints", "reader")
+    params = tuple(out.get("variant_params", ()))
     return {"model": model_name, "method": method, "constraints": constraints,
-            "label": LABELS.get((method, constraints), method), "run_id": out["run_id"],
+            "params": dict(params), "label": LABELS.get((method, constraints, params), method),
+            "run_id": out["run_id"],
             "n_seeds": n, "n_adversarial": int(adv.sum()), "adv_rate": float(adv.mean()),
             "n_valid_adversarial": int((adv & valid).sum()),
             "valid_adv_rate": float((adv & valid).mean()), "checks": checks,
@@ -127,21 +137,21 @@ def build_text(models=None, n_seeds: int = 100, max_fraction: float = 0.1,
     started = time.time()
     for name in models:
         keras_model = load_model(name)
-        for method, constraints in variants:
+        for method, constraints, params in variants:
             out = _stored_run(store, name, method, constraints, n_seeds, max_fraction,
-                              max_changes) if reuse else None
+                              max_changes, dict(params)) if reuse else None
             if out is not None:
                 log(f"[{name}] {method} ({constraints}): stored run {out['run_id']}")
             else:
                 log(f"[{name}] {method} ({constraints}): {n_seeds} seeds")
                 out = run_generation(name, method, n_seeds, store=store, dataset="imdb",
                                      max_fraction=max_fraction, max_changes=max_changes,
-                                     constraints=constraints,
+                                     constraints=constraints, **dict(params),
                                      progress=lambda d, t, m=method: log(f"  {m} {d}/{t}"))
-            out["constraints"] = constraints
+            out["constraints"], out["variant_params"] = constraints, params
             row = method_row(name, keras_model, out, lex)
             rows.append(row)
-            examples[f"{name}/{method}/{constraints}"] = _examples(out["outputs"], lex)
+            examples[f"{name}/{row['label']}"] = _examples(out["outputs"], lex)
             log(f"  valid adversarial {100 * row['valid_adv_rate']:.1f} %, adversarial "
                 f"{100 * row['adv_rate']:.1f} %, words changed {row['avg_words_changed']:.2f} "
                 f"({100 * row['avg_share_changed']:.2f} %), "
@@ -154,7 +164,8 @@ def build_text(models=None, n_seeds: int = 100, max_fraction: float = 0.1,
     return report
 
 
-def _stored_run(store, model, method, constraints, n_seeds, max_fraction, max_changes):
+def _stored_run(store, model, method, constraints, n_seeds, max_fraction, max_changes,
+                params: dict):
     """The newest finished run with these settings, as run_generation's answer, or None."""
     for info in store.list(kind="generate", status="finished", model=str(model)):
         cfg = info.config
@@ -163,8 +174,9 @@ def _stored_run(store, model, method, constraints, n_seeds, max_fraction, max_ch
                 and not cfg.get("seed_indices_given") and gen.get("constraints") == constraints
                 and gen.get("max_fraction") == max_fraction
                 and gen.get("max_changes") == max_changes
-                and (constraints == "none" or gen.get("min_similarity") == MIN_SIMILARITY)
-                and gen.get("min_cosine") is None
+                and (constraints == "none" or gen.get("min_similarity")
+                     == params.get("min_similarity", MIN_SIMILARITY))
+                and gen.get("min_cosine") == params.get("min_cosine")
                 and (info.path / "outputs.npz").exists()):
             return {**(info.summary or {}), "run_id": info.run_id, "method": method,
                     "outputs": str(info.path / "outputs.npz")}
@@ -180,7 +192,7 @@ def _targets(rows: list[dict]) -> list[dict]:
         if (r["method"], r["constraints"]) != ("synonym-gradient", "reader"):
             continue
         safe = r["substitutions_safe"]
-        t = {"model": r["model"], "valid_adv_rate_70": r["valid_adv_rate"] >= 0.70,
+        t = {"model": r["model"], "label": r["label"], "valid_adv_rate_70": r["valid_adv_rate"] >= 0.70,
              "at_most_10_percent": (r["avg_share_changed"] or 0) <= 0.10,
              "substitutions_safe_97": safe is None or safe >= 0.97}
         t["met"] = all(t[k] for k in ("valid_adv_rate_70", "at_most_10_percent",
@@ -261,7 +273,8 @@ def _markdown(rep: dict) -> str:
                   "a valid adversarial rate ≥ 70 % with ≤ 10 % of the words changed, and ≥ 97 % "
                   "of its substitutions pass the antonym, polarity and number checks", ""]
     for t in rep["targets"]:
-        lines.append(f"- {t['model']}: {'met' if t['met'] else 'NOT met'} (valid adversarial "
+        lines.append(f"- {t['model']}, {t.get('label', 'synonym-gradient')}: "
+                     f"{'met' if t['met'] else 'NOT met'} (valid adversarial "
                      f"≥ 70 %: {t['valid_adv_rate_70']}, ≤ 10 % changed: "
                      f"{t['at_most_10_percent']}, substitutions safe ≥ 97 %: "
                      f"{t['substitutions_safe_97']})")
@@ -269,8 +282,8 @@ def _markdown(rep: dict) -> str:
               "Each edit in its context (five words either side, from the seed); ✗ marks the "
               "checks it failed. `adv` = the prediction flipped.", ""]
     for key, exs in rep["examples"].items():
-        model, method, constraints = key.rsplit("/", 2)
-        lines += [f"### {model}: {LABELS.get((method, constraints), method)}", ""]
+        model, label = key.rsplit("/", 1)
+        lines += [f"### {model}: {label}", ""]
         for ex in exs:
             head = (f"- test review {ex['seed_index']} ({'adv' if ex['adversarial'] else 'not adv'}"
                     f", {'valid' if ex['valid'] else 'INVALID'}):")
