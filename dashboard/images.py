@@ -1,8 +1,8 @@
 """Pictures drawn without a chart library, for the first view of a page: the Models page's data
 sample (plain HTML with the PNGs inline: no request per image; Pillow and NumPy only) and the
-Coverage page's per-layer bars (one inline SVG). A new browser tab that shows them loads no
-Plotly script (4.7 MB to load and compile in every new tab: about 1.8 s of CPU on the 2-core
-machine; reports/bench/dashboard_load.txt)."""
+Coverage page's headline figures and per-layer bars (HTML and one inline SVG). A new browser tab
+that shows them loads no Plotly script (4.7 MB to load and compile in every new tab: about 1.8 s
+of CPU on the 2-core machine; reports/bench/dashboard_load.txt) and no metric widgets."""
 from __future__ import annotations
 
 import base64
@@ -43,6 +43,17 @@ def image_strip(images: np.ndarray, captions: Sequence[str], scale: int = 3) -> 
                      f'<figcaption style="font-size:0.8rem">{text}</figcaption></figure>')
     return ('<div style="display:flex;flex-wrap:wrap;gap:0.6rem 0.9rem">' + "".join(cells)
             + "</div>")
+
+
+def headline(figures: Sequence[tuple[str, str, str]]) -> str:
+    """Headline figures (label, value, hover text) as one row of HTML, drawn like metric cards
+    in one Markdown block: a new tab loads and lays out no metric widget for them."""
+    esc = html.escape
+    cells = "".join(f'<div title="{esc(tip)}" style="flex:1 1 9rem">'
+                    f'<div style="font-size:0.875rem">{esc(label)}</div>'
+                    f'<div style="font-size:2.25rem;line-height:1.3">{esc(value)}</div></div>'
+                    for label, value, tip in figures)
+    return f'<div style="display:flex;flex-wrap:wrap;gap:1rem">{cells}</div>'
 
 
 def coverage_bars(tables: dict, threshold: float | None = None, title: str | None = None,

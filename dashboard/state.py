@@ -296,7 +296,8 @@ def every_criterion(model_ref: str, dataset_name: str, n_inputs: int) -> "pd.Dat
     return pd.DataFrame(rows)
 
 
-@st.cache_resource(show_spinner=False, max_entries=6)
+@st.cache_resource(show_spinner="Computing coverage (one forward pass over the inputs)…",
+                   max_entries=6)
 def coverage(model_ref: str, dataset_name: str, n_inputs: int, granularity: str = "unit",
              normalize: str = DEFAULT_NORM[0], values: str = DEFAULT_NORM[1]) -> dict:
     """The criteria after ``update`` over the first n test inputs: {"RConC", "NC", "HS_C",

@@ -1,8 +1,10 @@
 """Every dashboard page in Streamlit's AppTest: defaults render without an exception, widgets
 change what they should, bad uploads show an error, jobs start and finish."""
 import base64
+import html
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -95,6 +97,16 @@ def title(fig) -> str:
 
 def metric(at, label):
     return next(m.value for m in at.metric if m.label == label)
+
+
+def headline(at) -> dict:
+    """The Coverage page's headline figures, {label: (value, hover text)} (HTML cards in one
+    Markdown block above the bars)."""
+    block = next(m.value for m in at.markdown if m.value.startswith('<div style="display:flex'))
+    cells = re.findall(r'<div title="([^"]*)"[^>]*><div[^>]*>([^<]*)</div><div[^>]*>([^<]*)</div>',
+                       block)
+    return {html.unescape(label): (html.unescape(value), html.unescape(tip))
+            for tip, label, value in cells}
 
 
 def until(at, done, timeout=120):
@@ -194,7 +206,7 @@ def test_a_good_upload_becomes_the_model_under_test(runs_dir, tmp_path):
     assert at.selectbox(key="models_dataset").options == ["mnist", "fashion-mnist"]
     at.switch_page("views/coverage.py").run()       # the other pages work on it
     clean(at)
-    assert metric(at, "CS_C (RNN-Test)") == "—"     # a GRU has no cell state
+    assert headline(at)["CS_C (RNN-Test)"][0] == "—"     # a GRU has no cell state
 
 
 def test_uploads_have_a_size_limit(monkeypatch):
@@ -223,11 +235,11 @@ def test_coverage_page_threshold_slider_updates_from_the_kept_profile(runs_dir):
     model = zoo.load_model("mnist-lstm")
     oracle = ContributionCoverage(model).update(x)          # a fresh criterion, same inputs
     nc = NeuronCoverage(model).update(x)
-    assert metric(at, "RConC") == f"{oracle.rate(0.25):.2%}"
-    assert metric(at, "NC") == f"{nc.rate(0.25):.2%}"
+    assert headline(at)["RConC"][0] == f"{oracle.rate(0.25):.2%}"
+    assert headline(at)["NC"][0] == f"{nc.rate(0.25):.2%}"
     at.slider(key="cov_threshold").set_value(0.6).run()
     clean(at)
-    assert metric(at, "RConC") == f"{oracle.rate(0.6):.2%}"
+    assert headline(at)["RConC"][0] == f"{oracle.rate(0.6):.2%}"
     svg = bars(at)
     assert 'aria-label="Coverage per layer at threshold 0.6"' in svg
     covered = sum(oracle.by_layer(0.6)["covered"])
@@ -243,10 +255,10 @@ def test_coverage_page_threshold_slider_updates_from_the_kept_profile(runs_dir):
 
 def test_coverage_granularity_switch_changes_the_contributions(runs_dir):
     at = run_app("coverage", cov_n=50)
-    unit_help = next(m.help for m in at.metric if m.label == "RConC")
+    unit_help = headline(at)["RConC"][1]
     at.radio(key="cov_gran").set_value("edge").run()
     clean(at)
-    edge_help = next(m.help for m in at.metric if m.label == "RConC")
+    edge_help = headline(at)["RConC"][1]
     assert "28,714 contributions" in unit_help           # Table 1's unit count (real structure)
     assert "2,240,832 contributions" in edge_help        # one per source neuron and weight
 
@@ -265,14 +277,14 @@ def test_coverage_normalization_and_values_switches_reach_the_engine(runs_dir):
     x, _ = state.test_inputs("mnist", 50)
     eq3 = ContributionCoverage(zoo.load_model("mnist-lstm"), normalize="model",
                                values="signed").update(x)
-    assert metric(at, "RConC") == f"{eq3.rate(0.25):.2%}"
+    assert headline(at)["RConC"][0] == f"{eq3.rate(0.25):.2%}"
 
 
 def test_coverage_first_view_is_the_headline_and_the_bars_other_views_on_demand(runs_dir):
     """The first view loads no chart script in the browser (no Plotly figure); each view
     picked under "More views" opens below, and only the ones picked."""
     at = clean(run_app("coverage", cov_n=50))
-    assert [m.label for m in at.metric][:2] == ["RConC", "NC"] and bars(at)
+    assert list(headline(at))[:2] == ["RConC", "NC"] and bars(at) and not at.metric
     assert not at.get("plotly_chart") and not at.table
     assert at.button_group(key="cov_more").options   # the views a click opens
     at.button_group(key="cov_more").set_value(["growth"]).run()

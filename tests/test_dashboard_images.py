@@ -1,5 +1,5 @@
 """The dashboard's inline pictures: the Models page's sample (pixels, PNG data URIs, HTML) and the
-Coverage page's per-layer bars (SVG)."""
+Coverage page's headline figures (HTML) and per-layer bars (SVG)."""
 import base64
 import io
 import re
@@ -53,3 +53,14 @@ def test_the_per_layer_bars_are_one_svg_with_a_bar_and_a_tooltip_per_criterion_a
     labels = [t.text for g in root.iter(ns + "g") for t in g.iter(ns + "text")]
     assert labels == ["40.0%", "100.0%", "100.0%", "50.0%", "53.8%", "88.5%"]
     assert re.search(r'fill="#1f77b4"', svg) and re.search(r'fill="#ff7f0e"', svg)
+
+
+def test_the_headline_is_one_row_with_each_figure_its_value_and_hover_text():
+    doc = images.headline([("RConC", "86.65%", "24,880 of 28,714 contributions"),
+                           ("CS_C <x>", "—", 'only "LSTM" models')])
+    root = ET.fromstring(doc)                                  # well-formed: one block
+    cells = list(root)
+    assert [c.get("title") for c in cells] == ["24,880 of 28,714 contributions",
+                                               'only "LSTM" models']
+    assert [[d.text for d in c] for c in cells] == [["RConC", "86.65%"], ["CS_C <x>", "—"]]
+    assert "<x>" not in doc and "&lt;x&gt;" in doc

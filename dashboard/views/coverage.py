@@ -1,9 +1,10 @@
-"""Coverage: RConC beside NC per layer, the threshold slider, HS_C and CS_C; on demand the growth
-curves, the sweep, the threshold-selection helper, CS_C's sections and every criterion."""
+"""Coverage: RConC beside NC per layer, the threshold slider, HS_C and CS_C; the profile's
+settings in a popover; on demand the growth curves, the sweep, the threshold-selection helper,
+CS_C's sections and every criterion."""
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, perf, report, state
+from dashboard import charts, images, perf, report, state
 from rnncon_core.errors import RNNConError
 
 st.title("Coverage")
@@ -13,31 +14,38 @@ st.caption("RConC counts the contributions (a neuron's output times a weight) th
 
 sel = state.require_model()
 
-c = st.columns([1.6, 1.1, 1.6, 1.1, 1.1])
-n_inputs = c[0].select_slider("Test inputs", state.INPUT_CHOICES, value=state.DEFAULT_INPUTS,
-                              key="cov_n", help="The first N inputs of the test split.")
-granularity = c[1].radio("Granularity", ["unit", "edge"], horizontal=True, key="cov_gran",
-                         help="unit: one contribution per gate unit, step and part (the "
-                              "paper's Table 1 count); edge: one per source neuron and weight "
-                              "(Definition 1).")
-normalize = c[2].radio("Normalization", state.NORMALIZATIONS, horizontal=True, key="cov_norm",
-                       help="The scope of each input's min-max normalization (Eq. 3): step = "
-                            "one matmul (one layer, one time step, one part; the default), "
-                            "layer = all steps of a layer, model = all of the input's "
-                            "contributions. model + signed is Eq. 3 as written.")
-values = c[3].radio("Values", state.VALUES, horizontal=True, key="cov_values",
-                    help="abs: the magnitudes |contribution| are normalized (the default); "
-                         "signed: the signed values.")
+# The profile's settings sit in a popover whose label shows them: its widgets are drawn only
+# when it is opened, so a new tab's first view loads and lays out five widgets fewer.
+ss = st.session_state
+settings = st.popover(f"Profile: {ss.get('cov_n', state.DEFAULT_INPUTS)} inputs · "
+                      f"{ss.get('cov_gran', 'unit')} · "
+                      f"{ss.get('cov_norm', state.DEFAULT_NORM[0])} + "
+                      f"{ss.get('cov_values', state.DEFAULT_NORM[1])} · "
+                      f"rows by {ss.get('cov_by', 'layer')}", icon=":material/tune:")
+with settings:
+    n_inputs = st.select_slider("Test inputs", state.INPUT_CHOICES, value=state.DEFAULT_INPUTS,
+                                key="cov_n", help="The first N inputs of the test split.")
+    granularity = st.radio("Granularity", ["unit", "edge"], horizontal=True, key="cov_gran",
+                           help="unit: one contribution per gate unit, step and part (the "
+                                "paper's Table 1 count); edge: one per source neuron and weight "
+                                "(Definition 1).")
+    normalize = st.radio("Normalization", state.NORMALIZATIONS, horizontal=True, key="cov_norm",
+                         help="The scope of each input's min-max normalization (Eq. 3): step = "
+                              "one matmul (one layer, one time step, one part; the default), "
+                              "layer = all steps of a layer, model = all of the input's "
+                              "contributions. model + signed is Eq. 3 as written.")
+    values = st.radio("Values", state.VALUES, horizontal=True, key="cov_values",
+                      help="abs: the magnitudes |contribution| are normalized (the default); "
+                           "signed: the signed values.")
+    by = st.radio("RConC rows", ["layer", "source"], horizontal=True, key="cov_by",
+                  help="layer: where the contribution arrives; source: the layer whose "
+                       "neurons emit it (the paper's Figure 7 rows, with the input layer).")
 if (normalize, values) == state.EQ3_AS_WRITTEN:
-    c[2].caption(":material/menu_book: model + signed: **Eq. 3 as written**")
-by = c[4].radio("RConC rows", ["layer", "source"], horizontal=True, key="cov_by",
-                help="layer: where the contribution arrives; source: the layer whose "
-                     "neurons emit it (the paper's Figure 7 rows, with the input layer).")
+    st.caption(":material/menu_book: model + signed: **Eq. 3 as written**")
 profile = (sel.model, sel.dataset, n_inputs, granularity, normalize, values)
 
-try:
-    with st.spinner("Computing coverage (one forward pass over the inputs)…"):
-        crits = state.coverage(*profile)
+try:                                       # the cache shows a spinner only while it computes
+    crits = state.coverage(*profile)
 except RNNConError as e:
     state.show_error(e)
     st.stop()
@@ -62,21 +70,22 @@ def at_threshold():
     t = round(t, 2)             # the cache key of the warm-up's figures at each stop
     with perf.rerun("Coverage · threshold", perf.session_id()):
         view = state.coverage_at(*profile, by, t)
-        m = st.columns(4)
         rate, covered, total = view["rconc"]
-        m[0].metric("RConC", f"{rate:.2%}", help=f"{covered:,} of {total:,} contributions")
+        figures = [("RConC", f"{rate:.2%}", f"{covered:,} of {total:,} contributions")]
         rate, covered, total = view["nc"]
-        m[1].metric("NC", f"{rate:.2%}", help=f"{covered:,} of {total:,} neurons")
-        m[2].metric("HS_C (RNN-Test)", f"{view['hsc']:.2%}",
-                    help="hidden-state coverage: units among the top k of some hidden vector "
-                         "(no threshold)")
+        figures.append(("NC", f"{rate:.2%}", f"{covered:,} of {total:,} neurons"))
+        figures.append(("HS_C (RNN-Test)", f"{view['hsc']:.2%}",
+                        "hidden-state coverage: units among the top k of some hidden vector "
+                        "(no threshold)"))
         if view["csc_boundary"] is not None:
-            m[3].metric("CS_C boundary (RNN-Test)", f"{view['csc_boundary']:.2%}",
-                        help="cell-state coverage: share of LSTM cells some input drove into "
-                             "an outer section of tanh(c) (no threshold)")
+            figures.append(("CS_C boundary (RNN-Test)", f"{view['csc_boundary']:.2%}",
+                            "cell-state coverage: share of LSTM cells some input drove into an "
+                            "outer section of tanh(c) (no threshold)"))
         else:
-            m[3].metric("CS_C (RNN-Test)", "—", help="only for LSTM models (it reads the cell "
-                                                    "state); this model has none")
+            figures.append(("CS_C (RNN-Test)", "—", "only for LSTM models (it reads the cell "
+                                                   "state); this model has none"))
+        # the headline as HTML, not metric widgets: one Markdown block (the bars' script)
+        st.markdown(images.headline(figures), unsafe_allow_html=True)
         left, right = st.columns([3, 2], gap="large")
         with left.container(key="cov_by_layer"):
             st.markdown(state.coverage_bars(*profile, by, t), unsafe_allow_html=True)

@@ -32,10 +32,8 @@ mode = c[3].radio("Show", modes, key="gates_mode",
 image = state.kind_of(sel.dataset) == "image"
 fold = not image and text_views.fold_toggle()
 profile = (sel.model, sel.dataset, n_inputs, *state.DEFAULT_NORM)
-try:
-    with st.spinner("Computing coverage (one forward pass over the inputs)…"):
-        rconc = state.coverage(sel.model, sel.dataset, n_inputs, "unit",
-                               *state.DEFAULT_NORM)["RConC"]
+try:                                       # the cache shows a spinner only while it computes
+    rconc = state.coverage(sel.model, sel.dataset, n_inputs, "unit", *state.DEFAULT_NORM)["RConC"]
 except RNNConError as e:
     state.show_error(e)
     st.stop()

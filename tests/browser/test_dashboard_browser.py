@@ -148,7 +148,7 @@ def every_page_jobs_reload_cancel_tsne_and_report(server, browser, tmp_path):
     # Coverage (a deep link in a second tab): the threshold slider redraws from the profile
     page = open_page(first, url, "coverage", "Coverage")
     assert "Model: mnist-lstm" in page.locator('[data-testid="stSidebar"]').inner_text()
-    rconc = page.locator('[data-testid="stMetric"]').first
+    rconc = page.locator(".st-key-cov_by_layer")                 # the bars, titled by threshold
     before = rconc.inner_text()
     thumb = page.locator('.st-key-cov_threshold input[type="range"]')
     thumb.focus()
