@@ -206,6 +206,13 @@ def test_min_cosine_keeps_only_substitutes_used_alike_and_ranks_by_it():
     s = L.Substitutes(VOCAB, stop_words(), min_similarity=0.0, max_candidates=50, vectors=vec,
                       min_cosine=0.3)
     assert s("movie", "NN") == [("film", 0.8), ("picture", 0.5)]
+    # an antonym only from the substitute's side (laying -> lay, whose antonym is sit) is
+    # dropped too, as check_edits rejects it
+    vocab = VOCAB | {"sitting", "laying", "seated"}
+    sit = L.Substitutes(vocab, stop_words(), min_similarity=0.0, max_candidates=50,
+                        vectors=_vectors({("sitting", "laying"): 0.9, ("sitting", "seated"): 0.5}),
+                        min_cosine=0.3)
+    assert L.are_antonyms("sitting", "laying") and "laying" not in sit.words("sitting", "VBG")
     with pytest.raises(ValueError, match="vectors"):
         L.Substitutes(VOCAB, stop_words(), min_cosine=0.3)
 

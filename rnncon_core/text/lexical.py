@@ -390,7 +390,8 @@ class Substitutes:
                 break                        # below the sense similarity floor
             form = forms[lemma]
             if (form is None or form == word or form not in self.vocab or lemma in bad
-                    or form in bad or form in self.stop or form in self.names
+                    or form in bad or are_antonyms(word, form)   # both ways, as check_edits
+                    or form in self.stop or form in self.names
                     or is_number(form) or polarity(form) != pol
                     or form in (w for w, _ in out)):
                 continue
