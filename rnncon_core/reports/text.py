@@ -4,8 +4,8 @@ whether a reader would still give the generated reviews their seed's label.
 For each shipped IMDB model, five stored generation runs on the same seeds (the first N test
 reviews the model predicts right): EDA as the EDA paper has it, EDA with the reader
 constraints, synonym substitution without them (as before issue 17), with them, and with them
-but more substitutes (no sense floor, a corpus cosine of at least 0.3: ``MORE_SUBSTITUTES``). Per run:
-the *valid adversarial rate* (adversarial, and every edit passed the checks of
+but more substitutes (no sense floor, a corpus cosine of at least 0.3: ``MORE_SUBSTITUTES``).
+Per run: the *valid adversarial rate* (adversarial, and every edit passed the checks of
 :func:`rnncon_core.text.lexical.check_edits`), the adversarial rate, the share of edits passing
 each check, the share of substitutions passing the antonym, polarity and number checks
 together, words changed (mean count and share of the review), RConC and NC (threshold 0.5, the
@@ -192,7 +192,8 @@ def _targets(rows: list[dict]) -> list[dict]:
         if (r["method"], r["constraints"]) != ("synonym-gradient", "reader"):
             continue
         safe = r["substitutions_safe"]
-        t = {"model": r["model"], "label": r["label"], "valid_adv_rate_70": r["valid_adv_rate"] >= 0.70,
+        t = {"model": r["model"], "label": r["label"],
+             "valid_adv_rate_70": r["valid_adv_rate"] >= 0.70,
              "at_most_10_percent": (r["avg_share_changed"] or 0) <= 0.10,
              "substitutions_safe_97": safe is None or safe >= 0.97}
         t["met"] = all(t[k] for k in ("valid_adv_rate_70", "at_most_10_percent",
