@@ -55,7 +55,6 @@ keeps it).
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import json
 import re
@@ -281,8 +280,8 @@ def imdb_names(vocab_words: Sequence[str]) -> frozenset[str]:
     """Names among the vocabulary's words, from the IMDB training reviews (cached in .cache/);
     empty when the reviews are not installed."""
     from ..paths import CACHE_DIR, ensure_dir
-    key = hashlib.sha256("\n".join(vocab_words).encode()).hexdigest()[:16]
-    path = CACHE_DIR / f"imdb-names-{key}.json"
+    from .wordnet import _vocab_key
+    path = CACHE_DIR / f"imdb-names-{_vocab_key(list(vocab_words))}.json"
     if path.exists():
         return frozenset(json.loads(path.read_text()))
     try:
