@@ -94,17 +94,23 @@ def at_threshold():
                       f"{values} values"
                       + (" (Eq. 3 as written)." if (normalize, values) == state.EQ3_AS_WRITTEN
                          else ".") + " Hover a bar for covered / total.")
-        right.download_button("Download report (HTML)", key="cov_report",
-                              data=lambda: coverage_report(t, source),
-                              file_name=f"coverage-{sel.label.replace(' ', '_').replace(':', '')}"
-                                        f"-{t:g}.html", mime="text/html", on_click="ignore",
-                              icon=":material/download:",
-                              help="One self-contained HTML file (interactive figures, tables, "
-                                   "settings, versions) that opens offline in a browser.")
-        more = st.pills("More views", list(MORE), format_func=MORE.get, selection_mode="multi",
-                        key="cov_more", help="Each opens below, for this session only. The "
-                                             "interactive charts load Plotly's script in this "
-                                             "tab the first time.")
+        # the report and the other views sit in a popover (drawn only when opened), so a new
+        # tab's first view loads no download-button or pills script and shows no placeholder
+        # pulsing while those scripts arrive
+        with st.popover("More views · report", icon=":material/add_chart:"):
+            more = st.pills("Views", list(MORE), format_func=MORE.get, selection_mode="multi",
+                            key="cov_more", help="Each opens below the bars, for this session "
+                                                 "only. The interactive charts load Plotly's "
+                                                 "script in this tab the first time.")
+            st.download_button("Download report (HTML)", key="cov_report",
+                               data=lambda: coverage_report(t, source),
+                               file_name=f"coverage-"
+                                         f"{sel.label.replace(' ', '_').replace(':', '')}"
+                                         f"-{t:g}.html", mime="text/html", on_click="ignore",
+                               icon=":material/download:",
+                               help="One self-contained HTML file (interactive figures, "
+                                    "tables, settings, versions) that opens offline in a "
+                                    "browser.")
         if "growth" in more:
             st.plotly_chart(state.growth_figure(*profile, by, t), width="stretch",
                             key="cov_growth")

@@ -160,7 +160,9 @@ def every_page_jobs_reload_cancel_tsne_and_report(server, browser, tmp_path):
     settle(page, "Coverage")
     no_traceback(page, "Coverage after the slider")
     shoot(page, "coverage")
-    # the report: one HTML file that draws its figures offline (no server, no network)
+    # the report: one HTML file that draws its figures offline (no server, no network); its
+    # button sits in the "More views" popover
+    page.get_by_role("button", name="More views · report").click()
     with page.expect_download(timeout=120_000) as dl:
         page.get_by_role("button", name="Download report (HTML)").click()
     report = tmp_path / "coverage-report.html"
