@@ -113,7 +113,6 @@ class TextGenerator(Generator):
         self.lexicon.set_similarity(min_similarity, min_cosine)
         from .lexical import MIN_SIMILARITY
         self.min_similarity = MIN_SIMILARITY if min_similarity is None else float(min_similarity)
-        self.min_cosine = None if min_cosine is None else float(min_cosine)
         n_ids = int(self.tracer.embedding[1].shape[0])
         if self.lexicon.vocab.num_words > n_ids:
             raise InputError(f"the vocabulary has {self.lexicon.vocab.num_words:,} ids but the "

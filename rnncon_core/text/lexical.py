@@ -377,16 +377,15 @@ class Substitutes:
                     scores[lemma] = scores.get(lemma, 0.0) + discount * w / total * q
         bad = antonyms(word) | antonyms(base)
         pol = polarity(word)
+        # the lemmas above the sense-similarity floor, inflected like the word
         forms = {lemma: inflect(lemma, tag) for lemma, score in scores.items()
                  if score >= self.min_similarity}
+        ranking = {lemma: scores[lemma] for lemma in forms}
         if self.min_cosine is not None:      # ranked by the cosine of the forms in the reviews
-            scores = {lemma: self.vectors.cosine(word, form) for lemma, form in forms.items()
-                      if form is not None}
-            scores = {lemma: c for lemma, c in scores.items() if c >= self.min_cosine}
+            ranking = {lemma: c for lemma, form in forms.items() if form is not None
+                       and (c := self.vectors.cosine(word, form)) >= self.min_cosine}
         out = []
-        for lemma, score in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0])):
-            if lemma not in forms:
-                break                        # below the sense similarity floor
+        for lemma, score in sorted(ranking.items(), key=lambda kv: (-kv[1], kv[0])):
             form = forms[lemma]
             if (form is None or form == word or form not in self.vocab or lemma in bad
                     or form in bad or are_antonyms(word, form)   # both ways, as check_edits
