@@ -69,6 +69,27 @@ def test_text_methods_take_every_parameter(captured, capsys, monkeypatch):
                                                    "rescore": 2}
 
 
+def test_a_text_run_reports_its_validity_beside_the_flips(captured, capsys, monkeypatch):
+    """The summary line and --json of a text run carry the valid adversarial rate and the share
+    of substitutions passing each check (issue 17), not only the adversarial rate."""
+    import rnncon_core.generate as gen
+    text_run = {"run_id": "r", "method": "synonym-gradient", "n_seeds": 20, "n_adversarial": 7,
+                "adv_rate": 0.35, "seconds": 39.4, "adv_per_second": 0.18, "outputs": "o",
+                "avg_words_changed": 8.0, "valid_adv_rate": 0.3,
+                "checks": {"antonym": 1.0, "polarity": 0.95, "number": None}}
+    monkeypatch.setattr(gen, "run_generation", lambda *a, **k: text_run, raising=False)
+    code, out, err = _cli(capsys, monkeypatch, "generate", "--model", "imdb-lstm", "--method",
+                          "synonym-gradient", "--seeds", "20")
+    assert code == 0, err
+    assert ("7/20 adversarial (35.0 %), valid adversarial 30.0 % (every substitution passing "
+            "the checks), substitutions passing antonym 100.0 %, polarity 95.0 %, number -; "
+            "avg words changed 8.000") in out + err
+    code, out, err = _generate(capsys, monkeypatch, "synonym-gradient")
+    assert code == 0, err
+    got = json.loads(out)
+    assert got["valid_adv_rate"] == 0.3 and got["checks"] == text_run["checks"]
+
+
 @pytest.mark.parametrize("args, says", [
     (["--k", "0"], "k must be an integer in [1, 1000], got 0"),
     (["--k"], "--k needs a value (an integer in [1, 1000])"),

@@ -92,12 +92,20 @@ def generate_cmd(
                          workers=workers or 0, ray_address=ray_address, **params)
     if json_out:
         emit({key: out.get(key) for key in _JSON_KEYS} | {
-            k: v for k, v in out.items() if k in ("avg_words_changed", "adv_per_second")})
+            k: v for k, v in out.items() if k in ("avg_words_changed", "adv_per_second",
+                                                  "valid_adv_rate", "checks")})
         return
     fmt = lambda v: "-" if v is None else f"{v:.3f}"   # noqa: E731
-    norms = (f"avg words changed {fmt(out.get('avg_words_changed'))}"
-             if "avg_words_changed" in out else
-             f"avg L2 {fmt(out['avg_l2'])}, L1 {fmt(out['avg_l1'])}, Linf {fmt(out['avg_linf'])}")
+    if "avg_words_changed" in out:          # a text run: its validity beside the flips
+        checks = ", ".join(f"{name} {100 * share:.1f} %" if share is not None else f"{name} -"
+                           for name, share in (out.get("checks") or {}).items())
+        valid = out.get("valid_adv_rate")
+        norms = (f"valid adversarial {'-' if valid is None else f'{100 * valid:.1f} %'} (every "
+                 f"substitution passing the checks), substitutions passing {checks or '-'}; "
+                 f"avg words changed {fmt(out.get('avg_words_changed'))}")
+    else:
+        norms = (f"avg L2 {fmt(out['avg_l2'])}, L1 {fmt(out['avg_l1'])}, "
+                 f"Linf {fmt(out['avg_linf'])}")
     log(f"run {out['run_id']}: {out['n_adversarial']}/{out['n_seeds']} adversarial "
         f"({100 * out['adv_rate']:.1f} %), {norms}, {out['seconds']:.1f} s "
         f"({out['adv_per_second']:.1f} adv/s); outputs {out['outputs']}")
