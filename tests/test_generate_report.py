@@ -20,6 +20,12 @@ def test_report_generation_small(tmp_path):
     rep = build_generation(n_seeds=6, models=["mnist-lstm"], out_dir=tmp_path / "out",
                            iterations=3, store=store, log=lambda m: None)
     rows = {r["row"]: r for r in rep["table2"]}
+    # the minimal-perturbation stage ran on every gradient row: its raw figures beside
+    for name in ("random", "rnntest", "pgd", "fgsm", "constraint:light"):
+        assert rows[name]["avg_l2_unminimized"] is not None
+        if rows[name]["avg_l2"] is not None:
+            assert rows[name]["avg_l2"] <= rows[name]["avg_l2_unminimized"] + 1e-6
+    assert rows["noise (same L2)"]["avg_l2_unminimized"] is None
     assert {"random", "lstm_1", "dense", "constraint:light", "constraint:occlusion",
             "constraint:blackout", "nc", "rnntest", "fgsm", "pgd", "noise (same L2)"} <= set(rows)
     assert rows["random"]["paper_adv_rate"] == 84.40 and rows["pgd"]["paper_adv_rate"] is None
@@ -54,7 +60,7 @@ def test_reuse_only_a_run_of_the_same_request(tmp_path):
     store = RunStore(tmp_path / "runs")
     generator = {"method": "rconc", "target": "random", "k": 1, "pool": "seed",
                  "short": "error", "iterations": 50, "window": 128, "constraint": "none",
-                 "lambda_pred": DEFAULT_LAMBDA_PRED}
+                 "lambda_pred": DEFAULT_LAMBDA_PRED, "minimize": True, "min_steps": 8}
 
     def stored(**changes):
         with store.start("generate", model="mnist-lstm", method="rconc",
@@ -78,6 +84,11 @@ def test_reuse_only_a_run_of_the_same_request(tmp_path):
         run.save_npz("outputs", adversarial=np.ones(5, dtype=bool))
         run.finish({"n_seeds": 5, "n_adversarial": 5})
     assert _reusable(store, "mnist-lstm", "rconc", 5, {"target": "random"}) is None
+    # a run without the minimal-perturbation stage answers only a request without it
+    raw = stored(pool="auto", minimize=False)
+    assert _reusable(store, "mnist-lstm", "rconc", 4, {"target": "random"}) is None
+    assert _reusable(store, "mnist-lstm", "rconc", 4,
+                     {"target": "random", "minimize": False})["run_id"] == raw
     new = stored(pool="auto", lambda_pred=DEFAULT_LAMBDA_PRED)
     assert _reusable(store, "mnist-lstm", "rconc", 4, {"target": "random"})["run_id"] == new
 
@@ -92,7 +103,8 @@ def test_reuse_tells_deepxplore_settings_from_ours(tmp_path):
     store = RunStore(tmp_path / "runs")
     base = {"method": "rconc", "target": "random", "k": 1, "pool": "auto", "short": "error",
             "iterations": 50, "window": 128, "step": 0.02, "constraint": "occlusion",
-            "size": [10, 10], "position": None, "lambda_pred": DEFAULT_LAMBDA_PRED}
+            "size": [10, 10], "position": None, "lambda_pred": DEFAULT_LAMBDA_PRED,
+            "minimize": True, "min_steps": 8}
 
     def stored(generator):
         with store.start("generate", model="mnist-lstm", method="rconc",
