@@ -40,8 +40,6 @@ ALLOWED_UP: dict[tuple[str, str], str] = {
         "run_retraining is a job (it opens the run store); it moves to rnncon_core.jobs",
     ("rnncon_core.retrain", "rnncon_core.jobs"):
         "run_retraining starts generation runs; it moves to rnncon_core.jobs",
-    ("rnncon_core.cli.report_html", "dashboard.report"):
-        "the HTML report moves into rnncon_core.reports",
 }
 
 

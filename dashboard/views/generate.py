@@ -1,7 +1,9 @@
 """Generate: start a coverage-guided generation run, watch it, see Table 2 and the pairs."""
 import streamlit as st
 
-from dashboard import charts, forms, jobs, report, results, state, tables, text_views
+from dashboard import forms, jobs, state, tables, text_views
+from rnncon_core.reports import charts, results
+from rnncon_core.reports import html as report
 from rnncon_core import data, zoo
 from rnncon_core import generate as gen
 from rnncon_core.errors import RNNConError
