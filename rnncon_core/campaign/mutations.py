@@ -17,7 +17,7 @@ Images follow DeepHunter (Xie et al., ISSTA 2019; its code: ``deephunter/mutator
 Text: one reader-checked substitution (``text.eda.synonym_replacement`` with the substitutes of
 ``text.lexical.Substitutes``: same part of speech, re-inflected, same sentiment, no antonym,
 number, negation or name) per mutation, at most ``max_fraction`` of the root review's words
-changed (``text.diff.words_changed``).
+changed (``textdiff.words_changed``).
 
 Other float sequences: per-step Gaussian noise on a few steps, and a time shift of at most
 ``max_shift`` steps once per lineage (like an affine mutation); changes at most ``max_linf``.
@@ -231,7 +231,7 @@ class Mutator:
 
     # -- text
     def _text(self, x, root, rng):
-        from ..text.diff import words_changed
+        from ..textdiff import words_changed
         from ..text.eda import synonym_replacement
         lex = self.lexicon
         out, keep = [], []

@@ -122,9 +122,8 @@ def load_seeds(model_ref, dataset=None, n_seeds=100, inputs=None, labels=None):
     the model predicts right (generate.runner's seeds), or the inputs given."""
     from ..data import load_dataset
     from ..generate.base import model_head
-    from ..generate.runner import model_dataset, select_seeds
     from ..trace import check_model_inputs
-    from ..zoo import load_model, with_steps
+    from ..zoo import load_model, model_datasets, with_steps
     keras_model = load_model(model_ref) if isinstance(model_ref, str) else model_ref
     head = model_head(keras_model).require_classifier("a campaign")
     if (inputs is None) != (labels is None):
@@ -135,15 +134,38 @@ def load_seeds(model_ref, dataset=None, n_seeds=100, inputs=None, labels=None):
         if len(y_all) != len(x_all):
             raise InputError(f"{len(x_all)} inputs but {len(y_all)} labels: give one each")
     else:
-        ds_name = dataset or model_dataset(keras_model, model_ref if isinstance(
-            model_ref, str) else None)
+        fits = model_datasets(model_ref if isinstance(model_ref, str) else None, keras_model)
+        if not dataset and not fits:
+            raise InputError(f"cannot tell which data set fits a model with input "
+                             f"{tuple(keras_model.input_shape[1:])}: give --dataset NAME or "
+                             f"your own seeds (--inputs X.npy --labels Y.npy)")
+        ds_name = dataset or fits[0]
         ds = load_dataset(ds_name)
         x_all = check_model_inputs(keras_model, ds.x_test, f"the {ds_name} test inputs")
         y_all, x_train = ds.y_test, ds.x_train
     y_all = head.check_labels(y_all)
     keras_model = with_steps(keras_model, x_all.shape[1])
-    idx = select_seeds(keras_model, x_all, y_all, int(n_seeds))
+    idx = _right_ones(keras_model, x_all, y_all, int(n_seeds))
     return keras_model, x_all[idx], y_all[idx], x_train, ds_name
+
+
+def _right_ones(model, x, y, n: int) -> np.ndarray:
+    """Indices of the first n inputs the model predicts right (the seeds of generation runs:
+    jobs.runner.select_seeds, a layer above, picks the same)."""
+    from ..generate.base import predict_proba
+    if n < 1:
+        raise InputError(f"the seed set is empty: ask for at least one seed (got {n})")
+    picked, count = [], 0
+    for i in range(0, len(x), 512):
+        ok = np.flatnonzero(predict_proba(model, x[i:i + 512]).argmax(1) == y[i:i + 512]) + i
+        picked.append(ok)
+        count += len(ok)
+        if count >= n:
+            break
+    idx = np.concatenate(picked)[:n] if picked else np.zeros(0, np.int64)
+    if len(idx) == 0:
+        raise InputError("the model predicts none of the inputs right: no seeds to start from")
+    return idx
 
 
 def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", budget="10m",
