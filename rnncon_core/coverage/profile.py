@@ -30,15 +30,15 @@ It holds, over every profiled input (and every step):
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-import os
 import time
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import InputError
+from ..io import atomic_write_npz
+from ..trace import fingerprint
 from .base import Criterion, with_max
 
 MAX_COMPONENTS = 8
@@ -46,18 +46,6 @@ PROFILE_INPUTS = ("all", "correct")
 FLOW_RANGES = ("xif", "axih", "dnet", "dparts")      # per-step lo / hi kept
 FLOW_MOMENTS = ("xih", "axih")                       # per-step sums kept
 _BATCH = 256
-
-
-def fingerprint(model) -> str:
-    """sha256 (first 16 hex digits) of the model's weights: shapes and bytes, in order."""
-    from ..trace import Tracer
-    model = model.model if isinstance(model, Tracer) else model
-    h = hashlib.sha256()
-    for w in model.weights:
-        a = np.ascontiguousarray(np.asarray(w.numpy() if hasattr(w, "numpy") else w))
-        h.update(str((a.shape, a.dtype.str)).encode())
-        h.update(a.tobytes())
-    return h.hexdigest()[:16]
 
 
 def data_digest(x, y=None) -> str:
@@ -89,14 +77,8 @@ class Profile:
         return self.arrays[key]
 
     def save(self, path) -> Path:
-        buf = io.BytesIO()
-        np.savez(buf, _meta=np.array(json.dumps(self.meta)), **self.arrays)
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(buf.getvalue())
-        tmp.replace(path)                          # readers never see half a file
-        return path
+        return atomic_write_npz(path, {"_meta": np.array(json.dumps(self.meta)), **self.arrays},
+                                compressed=False)
 
     @classmethod
     def load(cls, path) -> "Profile":
