@@ -22,7 +22,7 @@ def model_file(tiny_lstm, tmp_path_factory):
 
 def test_one_worker_equals_one_process(model_file, tmp_path, monkeypatch):
     from rnncon_core.campaign import run_campaign
-    from rnncon_core.campaign import run as campaign_run
+    from rnncon_core.campaign import prepare as campaign_run
     from rnncon_core.errors import RNNConError
     from rnncon_core.jobs.distributed import runtime
     from rnncon_core.runs import RunStore
@@ -34,6 +34,7 @@ def test_one_worker_equals_one_process(model_file, tmp_path, monkeypatch):
         model = campaign_run._loaded(model_ref, load_model)
         return model, x, y, x, "inputs"
     monkeypatch.setattr(campaign_run, "load_seeds", seeds)
+    monkeypatch.setattr("rnncon_core.campaign.run.load_seeds", seeds)
     store = RunStore(tmp_path / "runs")
     kw = dict(guide="rconc", budget="300calls", seed=4, store=store, parents=4, mutants=4,
               max_linf=0.5, noise=0.3)

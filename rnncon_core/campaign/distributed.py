@@ -26,7 +26,7 @@ class _Worker:
     def __init__(self, model_ref, x, y, guide, guide_params, values, seed, kind, share):
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         from ..zoo import load_model, with_steps
-        from .run import _lexicon, make_abstraction, make_guide
+        from .prepare import _lexicon, make_abstraction, make_guide
         model = with_steps(load_model(model_ref), x.shape[1])
         self.camp = Campaign(model, x, y, make_guide(guide, model, guide_params), values, seed,
                              kind, make_abstraction(model, values), _lexicon(kind))
@@ -68,7 +68,8 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, guide_params, stor
                should_stop, old, workers, ray_address, values, log, ray_runtime=None,
                sync_every: int = SYNC_EVERY) -> dict:
     """run_campaign's Ray path (same arguments); returns the summary with ``run_id``."""
-    from .run import _progress, ensure_profile, finish, input_kind, load_seeds, make_guide
+    from .prepare import ensure_profile, input_kind, load_seeds, make_guide
+    from .record import _progress, finish
     if old is not None:
         raise InputError("a campaign on Ray cannot be resumed yet: resume it in one process "
                          "(without --workers)")

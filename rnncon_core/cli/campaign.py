@@ -182,7 +182,7 @@ def check_cmd(
         out = run_campaign(model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed,
                            store=runs, should_stop=interrupted, log=log, **params)
     info = runs.get(out["run_id"])
-    from ..campaign.run import load_seeds
+    from ..campaign.prepare import load_seeds
     keras_model = load_seeds(model, dataset, 1)[0]
     table = check_bounds(info, keras_model, bounds, max_faults)
     html_path = Path(html) if html else (Path(junit).with_suffix(".html") if junit
