@@ -8,7 +8,7 @@ if str(ROOT) not in sys.path:          # `streamlit run` puts only dashboard/ on
 
 import streamlit as st  # noqa: E402
 
-from dashboard import perf, state, warmup  # noqa: E402
+from dashboard import perf, shutdown, state, warmup  # noqa: E402
 
 st.set_page_config(page_title="RNNCon-Test", page_icon=":material/biotech:", layout="wide")
 
@@ -25,6 +25,7 @@ PAGES = [
     st.Page("views/runs.py", title="Runs", icon=":material/history:"),
 ]
 page = st.navigation(PAGES)
+shutdown.start()        # once per process: Ctrl-C / SIGTERM end the server within a second
 
 selection = state.current()
 with st.sidebar:

@@ -498,12 +498,13 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
             emit({"run_id": run.run_id, "done": done, "total": total, "message": message,
                   **event})
 
+        children = store.children_of(run.run_id)    # its held-out sets belong to it
         transfer = {}
         if transfer_seeds > 0 and methods:
             tell(0, "held-out transfer sets: generating against the original model",
                  stage="transfer")
             transfer = transfer_sets(model, base, ds, parts["evaluation"], methods,
-                                     transfer_seeds, store, seed, run.cancel_requested)
+                                     transfer_seeds, children, seed, run.cancel_requested)
             run.check_cancel()
 
         def measure(m) -> dict:
@@ -557,7 +558,7 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
             models = {"original": model, "retrained": summary["best_model"]}
             if control:
                 models["control"] = summary["best_control_model"]
-            rob = fresh_adversarial_rate(models, source, ds, robustness_seeds, store,
+            rob = fresh_adversarial_rate(models, source, ds, robustness_seeds, children,
                                          should_stop=run.cancel_requested,
                                          pool=parts["evaluation"])
             rob["drop"] = rob["original"]["adv_rate"] - rob["retrained"]["adv_rate"]
@@ -685,7 +686,8 @@ def choose_run(model: str, store, **tolerances) -> dict:
     """Table 5's rule over every finished image generation run of ``model`` in the store that
     found adversarial inputs: smallest L1, then smallest FID, then largest IS."""
     from .quality import select_retraining_set
-    runs = [r for r in store.list(kind="generate", status="finished", model=model)
+    runs = [r for r in store.list(kind="generate", status="finished", model=model,
+                                  children=False)     # never a retraining's held-out set
             if (r.summary or {}).get("n_adversarial", 0) > 0]
     if not runs:
         raise InputError(f"no finished generation run of {model!r} with adversarial inputs in "

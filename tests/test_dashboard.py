@@ -385,7 +385,8 @@ def test_perturbations_page_tsne_and_pair(runs_dir, gen_run):
 def test_runs_page_history_compare_downloads(runs_dir, gen_run):
     at = clean(run_app("runs"))
     history = at.dataframe[0].value
-    assert gen_run["run_id"] in list(history["run"])
+    assert gen_run["run_id"] in list(history["id"])
+    assert any(r.endswith(gen_run["run_id"][-6:]) for r in history["run"])   # short id beside
     labels = [b.label for b in at.get("download_button")]
     assert "Download this history (CSV)" in labels
     at.selectbox(key="runs_one").set_value(gen_run["run_id"]).run()
@@ -397,7 +398,7 @@ def test_runs_page_history_compare_downloads(runs_dir, gen_run):
 def test_retrain_page_lists_the_generation_run(runs_dir, gen_run):
     at = clean(run_app("retrain"))
     if gen_run["n_adversarial"]:
-        assert any(gen_run["run_id"] in o for o in at.selectbox(key="retrain_from").options)
+        assert any(gen_run["run_id"][-6:] in o for o in at.selectbox(key="retrain_from").options)
     else:
         assert any("No generation run" in i.value for i in at.info)
 
