@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..params import Interval, IntRange, Param, Params
+from ..zoo import class_labels
 from .mutations import MUTATION_PARAMS, Mutator
 from .queue import FaultSet, SeedQueue
 
@@ -46,11 +47,6 @@ LOOP_PARAMS = Params(
     Param("cells", 10, IntRange(1, 1000), "Cells per axis of the abstract state.",
           kinds=("image", "text", "sequence"), level="more"))
 CAMPAIGN_PARAMS = Params(*MUTATION_PARAMS, *LOOP_PARAMS)
-
-
-def labels_of(p: np.ndarray) -> np.ndarray:
-    p = np.asarray(p)
-    return (p[:, 0] > 0.5).astype(np.int64) if p.shape[1] == 1 else p.argmax(1).astype(np.int64)
 
 
 def _grad_fn(model):
@@ -122,7 +118,7 @@ class Campaign:
         t0 = time.perf_counter()
         fwd = compiled_forward(self.model)
         dtype = tf.int32 if self.kind == "text" else tf.float32
-        out = [labels_of(np.asarray(fwd(tf.constant(x[i:i + 512], dtype))))
+        out = [class_labels(np.asarray(fwd(tf.constant(x[i:i + 512], dtype))))
                for i in range(0, len(x), 512)]
         self.model_seconds += time.perf_counter() - t0
         self.calls += len(x)
