@@ -8,7 +8,7 @@ if str(ROOT) not in sys.path:          # `streamlit run` puts only dashboard/ on
 
 import streamlit as st  # noqa: E402
 
-from dashboard import perf, state, warmup  # noqa: E402
+from dashboard import perf, shutdown, state, warmup  # noqa: E402
 
 st.set_page_config(page_title="RNNCon-Test", page_icon=":material/biotech:", layout="wide")
 
@@ -20,11 +20,13 @@ PAGES = [
     st.Page("views/coverage.py", title="Coverage", icon=":material/grid_on:"),
     st.Page("views/gates.py", title="Gates", icon=":material/view_timeline:"),
     st.Page("views/generate.py", title="Generate", icon=":material/auto_fix_high:"),
+    st.Page("views/campaign.py", title="Campaign", icon=":material/bug_report:"),
     st.Page("views/perturbations.py", title="Perturbations", icon=":material/scatter_plot:"),
     st.Page("views/retrain.py", title="Retrain", icon=":material/model_training:"),
     st.Page("views/runs.py", title="Runs", icon=":material/history:"),
 ]
 page = st.navigation(PAGES)
+shutdown.start()        # once per process: Ctrl-C / SIGTERM end the server within a second
 
 selection = state.current()
 with st.sidebar:

@@ -7,11 +7,8 @@ import numpy as np
 import pandas as pd
 from streamlit import column_config as cc
 
-TABLE2_KEYS = [("n_seeds", "seeds"), ("n_adversarial", "adversarial"),
-               ("adv_rate", "adv. rate"), ("avg_l1", "avg L1"), ("avg_l2", "avg L2"),
-               ("avg_linf", "avg L∞"), ("avg_words_changed", "avg words changed"),
-               ("seconds", "seconds")]
-
+from rnncon_core.reports.results import (TABLE2_KEYS, generator_settings,  # noqa: F401
+                                         per_input, table2)
 
 def table1(rows: Iterable[dict]) -> pd.DataFrame:
     """zoo.models_table() rows: our measured figures beside the paper's."""
@@ -56,33 +53,6 @@ def table1_text(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def table2(runs: Iterable) -> pd.DataFrame:
-    """Table 2 rows from generation runs (``RunInfo`` with a summary): one row per run, every
-    column of one type (numbers as floats with NaN where a run lacks one)."""
-    out = []
-    for info in runs:
-        s = info.summary or {}
-        n_seeds, n_adv = s.get("n_seeds"), s.get("n_adversarial")
-        rate = s.get("adv_rate")
-        if rate is None and n_seeds:
-            rate = (n_adv or 0) / n_seeds
-        row = {"run": info.run_id, "status": info.status,
-               "model": str(s.get("model", info.model) or ""),
-               "method": str(s.get("method", info.method) or ""),
-               **generator_settings(info.config),
-               "seeds": n_seeds, "adversarial": n_adv,
-               "adv. rate %": None if rate is None else 100 * float(rate)}
-        for key, label in TABLE2_KEYS[3:]:
-            row[label] = s.get(key)
-        out.append(row)
-    df = pd.DataFrame(out, columns=["run", "status", "model", "method", "layer", "constraint",
-                                    "seeds", "adversarial", "adv. rate %",
-                                    *[label for _, label in TABLE2_KEYS[3:]]])
-    numeric = df.columns[6:]
-    df[numeric] = df[numeric].apply(pd.to_numeric, errors="coerce").astype(float)
-    return df.dropna(axis=1, how="all")
-
-
 CHAR_PX, CELL_PAD_PX = 8, 28     # a wide character of the grid's 14 px font; padding + menu
 
 
@@ -114,36 +84,51 @@ TABLE2_COLUMNS = {
                                help="wall time of the run"),
 }
 
-def generator_settings(config: dict) -> dict:
-    """Target layer and constraint of a generation run: its stored settings read through its
-    method's declaration (retrain.generator_params; older runs' layout too)."""
-    from rnncon_core.errors import RNNConError
-    from rnncon_core.retrain import generator_params
-    try:
-        params = generator_params(config)
-    except RNNConError:                     # a method this checkout does not register
-        params = {}
-    target = params.get("target", params.get("layer"))
-    return {"layer": "Random" if target in (None, "random") else str(target),
-            "constraint": str(params.get("constraint") or "none")}
+def under_parents(runs: Sequence) -> list[tuple]:
+    """(run, depth) with each run's children right under it (a retraining's held-out sets
+    under the retraining), newest first otherwise; a child whose parent is not in ``runs``
+    stands on its own."""
+    ids = {r.run_id for r in runs}
+    kids: dict[str, list] = {}
+    for r in runs:
+        if r.parent in ids:
+            kids.setdefault(r.parent, []).append(r)
+    out = []
+
+    def add(r, depth):
+        out.append((r, depth))
+        for k in kids.get(r.run_id, []):
+            add(k, depth + 1)
+    for r in runs:
+        if r.parent not in ids:
+            add(r, 0)
+    return out
 
 
 def runs_history(runs: Iterable) -> pd.DataFrame:
-    """The run store's history: one row per run, the headline of its summary (text)."""
+    """The run store's history: one row per run (its name, or what it did and when; a
+    retraining's held-out sets under it, marked ↳), the headline of its summary (text) and
+    its full id last."""
+    from rnncon_core.runs import display_name
     out = []
-    for info in runs:
+    for info, depth in under_parents(list(runs)):
         s = info.summary or {}
         headline = ", ".join(f"{k}={_fmt(v)}" for k, v in s.items()
                              if isinstance(v, (int, float)) and not isinstance(v, bool))
-        out.append({"run": info.run_id, "kind": info.kind, "status": info.status,
+        name = display_name(info)
+        if depth:
+            name = "  " * (depth - 1) + "↳ held-out set: " + name
+        out.append({"run": name, "kind": info.kind, "status": info.status,
                     "model": str(info.model or ""), "method": str(info.method or ""),
-                    "created": info.created, "summary": headline, "error": info.error or ""})
+                    "created": info.created, "summary": headline, "error": info.error or "",
+                    "id": info.run_id})
     return pd.DataFrame(out, columns=["run", "kind", "status", "model", "method", "created",
-                                      "summary", "error"])
+                                      "summary", "error", "id"])
 
 
 HISTORY_COLUMNS = {
-    "run": cc.TextColumn("run", width="medium", pinned=True),
+    "run": cc.TextColumn("run", width="large", pinned=True,
+                         help="its name, or what it did and when; the short id last"),
     "kind": cc.TextColumn("kind", width="small"),
     "status": cc.TextColumn("status", width="small"),
     "model": cc.TextColumn("model", width="small"),
@@ -152,16 +137,38 @@ HISTORY_COLUMNS = {
     "summary": cc.TextColumn("summary", width="large", help="the run's headline figures "
                                                              "(hover a cell for all of it)"),
     "error": cc.TextColumn("error", width="medium"),
+    "id": cc.TextColumn("full id", width="medium"),
 }
 
-def compare(summaries: Mapping[str, Mapping]) -> pd.DataFrame:
-    """Summaries of several runs side by side: one row per key, one column per run. Values
-    are shown as text ("—" where a run lacks the key), so a column never mixes types."""
+SUMMARY_NAMES = {
+    "n_seeds": "seeds", "n_adversarial": "adversarial inputs", "adv_rate": "adversarial rate",
+    "avg_l1": "mean L1 distance", "avg_l2": "mean L2 distance", "avg_linf": "mean L∞ distance",
+    "avg_words_changed": "mean words changed", "seconds": "seconds", "model": "model",
+    "method": "method", "n_inputs": "inputs added", "epochs": "epochs", "repeats": "repeats",
+    "repeats_done": "repeats done", "accuracy_after": "accuracy after retraining",
+    "rconc_after": "RConC after retraining", "accuracy": "accuracy",
+    "accuracy_after_minus_control": "accuracy: retrained − control", "from_run": "source run",
+    "valid_adv_rate": "valid adversarial rate", "partial": "partial",
+}
+
+
+def summary_name(key: str) -> str:
+    """A summary key in words (the key itself beside, for the ones not named here)."""
+    return SUMMARY_NAMES.get(key, key.replace("_", " "))
+
+
+def compare(summaries: Mapping[str, Mapping], labels: Mapping[str, str] | None = None
+            ) -> pd.DataFrame:
+    """Summaries of several runs side by side: one row per key (in words), one column per run
+    (its label: name, or what it did and when). Values are shown as text ("—" where a run
+    lacks the key), so a column never mixes types."""
+    labels = labels or {}
     keys: list[str] = []
     for s in summaries.values():
         keys += [k for k in s if k not in keys and not isinstance(s[k], (dict, list))]
-    return pd.DataFrame({run: [_text(s.get(k)) for k in keys] for run, s in summaries.items()},
-                        index=pd.Index(keys, name="summary key"))
+    return pd.DataFrame({labels.get(run, run): [_text(s.get(k)) for k in keys]
+                         for run, s in summaries.items()},
+                        index=pd.Index([summary_name(k) for k in keys], name="figure"))
 
 
 def _text(v) -> str:
@@ -174,7 +181,7 @@ def _text(v) -> str:
 def same_kind_default(runs: Sequence, n: int = 2) -> list[str]:
     """The runs a comparison starts with: the newest finished run and the next finished ones of
     the same kind (and model), so the rows line up; fewer when there are none."""
-    finished = [r for r in runs if r.status == "finished"]
+    finished = [r for r in runs if r.status == "finished" and r.parent is None]
     if not finished:
         return []
     first = finished[0]
@@ -188,22 +195,3 @@ def _fmt(v):
     if isinstance(v, np.generic):
         return v.item()
     return v
-
-
-def per_input(outputs: Mapping[str, np.ndarray]) -> pd.DataFrame:
-    """One row per seed of a generation run's outputs.npz: its 1-D arrays, and the L1/L2/L∞
-    norms of each perturbation when the inputs are there."""
-    n = len(outputs["y_seed"]) if "y_seed" in outputs else len(next(iter(outputs.values())))
-    cols = {k: np.asarray(v) for k, v in outputs.items()
-            if np.asarray(v).ndim == 1 and len(v) == n}
-    if "x_seed" in outputs and "x_gen" in outputs \
-            and np.issubdtype(np.asarray(outputs["x_seed"]).dtype, np.floating):
-        p = (np.asarray(outputs["x_gen"], dtype=np.float64)
-             - np.asarray(outputs["x_seed"], dtype=np.float64))
-        p = p.reshape(n, int(np.prod(p.shape[1:])))          # (also for a run of 0 seeds)
-        cols.update(l1=np.abs(p).sum(1), l2=np.sqrt((p ** 2).sum(1)),
-                    linf=np.abs(p).max(1, initial=0.0))
-    elif "x_seed" in outputs and "x_gen" in outputs:
-        changed = np.asarray(outputs["x_seed"]) != np.asarray(outputs["x_gen"])
-        cols["ids_changed"] = changed.reshape(n, int(np.prod(changed.shape[1:]))).sum(1)
-    return pd.DataFrame(cols)

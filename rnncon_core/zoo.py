@@ -14,7 +14,7 @@ import numpy as np
 
 from .errors import InputError, ModelLoadError, UnsupportedModelError
 from .paths import MODELS_DIR, ensure_dir
-from .reports.writer import versions
+from .io import atomic_save_keras, versions
 
 
 @dataclass(frozen=True)
@@ -305,6 +305,24 @@ def with_steps(model, steps: int):
 
 # ---------------------------------------------------------------- what a model outputs
 
+def class_probabilities(p):
+    """One column per class. The one rule for a one-unit output: a sigmoid unit p (N, 1) is a
+    two-class classifier, P(class 1) = p, so it becomes [1 - p, p]; wider outputs are returned as
+    they are. Takes NumPy arrays and TensorFlow tensors (differentiable)."""
+    if p.shape[-1] != 1:
+        return p
+    if isinstance(p, np.ndarray):
+        return np.concatenate([1.0 - p, p], axis=-1)
+    import tensorflow as tf
+    return tf.concat([1.0 - p, p], axis=-1)
+
+
+def class_labels(p) -> np.ndarray:
+    """Predicted classes of classifier outputs (N, C) or a sigmoid unit (N, 1) (class 1 above
+    one half), as int64."""
+    return class_probabilities(np.asarray(p)).argmax(-1).astype(np.int64)
+
+
 @dataclass(frozen=True)
 class Head:
     """What a model's output is: ``kind`` softmax | sigmoid (one unit, two classes) | logits
@@ -347,11 +365,12 @@ class Head:
         return y
 
     def probabilities(self, out):
-        """Class probabilities from the model's output tensor: softmax of logits, else as is."""
+        """Class probabilities (N, C >= 2) from the model's output tensor: softmax of logits,
+        a sigmoid unit as two classes (``class_probabilities``), else as is."""
         if self.kind == "logits":
             import tensorflow as tf
             return tf.nn.softmax(out, axis=-1)
-        return out
+        return class_probabilities(out)
 
 
 def output_head(model) -> Head:
@@ -476,9 +495,7 @@ def train_model(name: str, epochs: int | None = None, batch_size: int = 128, see
         return previous   # no better on validation: the shipped model stays as it is
     _, test_acc = model.evaluate(ds.x_test, ds.y_test, batch_size=512, verbose=0)
     out_dir = ensure_dir(Path(out_dir or MODELS_DIR))
-    tmp = out_dir / f"{name}.tmp.keras"
-    model.save(tmp)
-    tmp.replace(out_dir / f"{name}.keras")
+    atomic_save_keras(model, out_dir / f"{name}.keras")
     if ds.vocab is not None and out_dir == MODELS_DIR and not VOCAB_FILE.exists():
         ds.vocab.save(VOCAB_FILE)
     card = {

@@ -295,7 +295,7 @@ def test_pollution_relabelling_and_detection_scores():
 def test_robustness_fresh_runs_on_new_seeds(tiny, tmp_path):
     """A real generation run (FGSM, cheap) as the source; robustness runs use seeds the
     source did not use, the same ones for the original and the retrained model."""
-    from rnncon_core.generate import run_generation
+    from rnncon_core.jobs import run_generation
     store = RunStore(tmp_path / "runs")
     src = run_generation(tiny["path"], "fgsm", n_seeds=30, dataset="digits", store=store)
     if src["n_adversarial"] == 0:
@@ -311,6 +311,14 @@ def test_robustness_fresh_runs_on_new_seeds(tiny, tmp_path):
     assert not np.isin(seeds[0], used).any()
     assert rob["drop"] == pytest.approx(rob["original"]["adv_rate"] - rob["retrained"]["adv_rate"])
     assert store.get(rob["retrained"]["run_id"]).model == s["best_model"]
+    # the fresh runs belong to the retraining: its children, never a source or a default
+    kids = {r.run_id for r in store.list(parent=s["run_id"])}
+    assert kids == {rob[k]["run_id"] for k in ("original", "retrained", "control")}
+    assert src["run_id"] in {r.run_id for r in store.list(kind="generate", children=False)}
+    assert not kids & {r.run_id for r in store.list(kind="generate", children=False)}
+    with pytest.raises(InputError, match="held-out evaluation set of retraining"):
+        retrain.run_retraining(tiny["path"], rob["original"]["run_id"], epochs=1, repeats=1,
+                               dataset="digits", store=store, force=True)
 
 
 def test_report_recipes_and_pgd_against_control():

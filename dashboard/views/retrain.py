@@ -1,7 +1,9 @@
 """Retrain: add a generation run's adversarial inputs to the training data, retrain, compare."""
 import streamlit as st
 
-from dashboard import charts, jobs, report, results, state
+from dashboard import jobs, state
+from rnncon_core.reports import charts, results
+from rnncon_core.reports import html as report
 from rnncon_core import retrain
 
 st.title("Retrain")
@@ -50,10 +52,11 @@ if submitted and run_id:
                 coverage_inputs=int(coverage_inputs), mix=float(mix),
                 transfer_seeds=int(transfer_seeds))
 
-jobs.job_panel("retrain", show_key="retrain_show")
+jobs.job_panel("retrain", show_key="retrain_show", model=sel.model)
 
 st.subheader("Results")
-done = [r for r in store.list(kind="retrain") if r.summary and r.summary.get("repeats_done")]
+done = [r for r in store.list(kind="retrain", model=str(sel.model))
+        if r.summary and r.summary.get("repeats_done")]
 if not done:
     st.info("No retraining has finished yet.")
     st.stop()

@@ -66,7 +66,8 @@ def generate_cmd(
     json_out: bool = JSON_OPT,
 ):
     """Generate one test input per seed with one strategy; the run goes to the run store."""
-    from ..generate import generator_class, run_generation
+    from ..generate import generator_class
+    from ..jobs import run_generation
     from . import read_npy
     params = declared_values(generator_class(method).params, ctx.args, param,
                              f"method {method!r}", _declared_elsewhere)

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..trace import Tracer
+from ..io import atomic_write_npz
+from ..trace import Tracer, fingerprint
 from .params import Interval, Params
 
 REPORT_THRESHOLDS = (0.0, 0.25, 0.5, 0.75)
@@ -226,7 +227,6 @@ class Criterion:
             raise InputError(f"can only merge a {self.name} state of the same configuration: "
                              f"{self.get_config()} vs {getattr(other, 'get_config', dict)()}")
         if other.tracer is not self.tracer:
-            from .profile import fingerprint
             if fingerprint(other.tracer) != fingerprint(self.tracer):
                 raise InputError("these coverage states belong to different models (weights "
                                  "differ); a state is never merged into another model's")
@@ -248,7 +248,6 @@ class Criterion:
     def save(self, path) -> "Path":
         """One .npz: the state's arrays, the configuration and the model's fingerprint."""
         from pathlib import Path
-        from .profile import fingerprint
         path = Path(path)
         if path.suffix != ".npz":
             path = path.with_suffix(".npz")
@@ -256,18 +255,13 @@ class Criterion:
                 "fingerprint": fingerprint(self.tracer), "n_inputs": self.n_inputs,
                 "format": 1}
         arrays = {f"state/{k}": v for k, v in self._state_arrays().items()}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez_compressed(tmp, meta=np.array(json.dumps(meta)), **arrays)
-        tmp.replace(path)
-        return path
+        return atomic_write_npz(path, {"meta": np.array(json.dumps(meta)), **arrays})
 
     @classmethod
     def load(cls, model, path) -> "Criterion":
         """A criterion with the state saved by ``save`` (on the same model: its weights'
         fingerprint must match). ``Criterion.load`` picks the class from the file."""
         from pathlib import Path
-        from .profile import fingerprint
         path = Path(path)
         try:
             with np.load(path, allow_pickle=False) as f:

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..params import Bool, IntRange, Interval, OneOf, Param, Params
+from ..zoo import class_labels, class_probabilities, output_head
 from .constraints import CONSTRAINTS
 
 ProgressFn = Callable[[int, int], None]
@@ -73,10 +74,10 @@ class GenerationResult:
         return perturbation_norms(self.perturbation)
 
     def words_changed(self) -> np.ndarray:
-        """Per seed, text.diff's words changed (the generator's, else from the id rows)."""
+        """Per seed, textdiff's words changed (the generator's, else from the id rows)."""
         if "words_changed" in self.extras:
             return np.asarray(self.extras["words_changed"])
-        from ..text.diff import words_changed
+        from ..textdiff import words_changed
         return np.array([words_changed(s, g) for s, g in zip(self.x_seed, self.x_gen)], np.int64)
 
     def summary(self, model: str = "") -> dict:
@@ -158,31 +159,20 @@ def check_unit_range(x: np.ndarray, method: str) -> None:
 
 def model_head(model):
     """The model's output head (zoo.output_head), read once per model."""
-    from ..zoo import output_head
     return shared(model, ("head",), lambda: output_head(model))
 
 
 def predict_proba(model, x: np.ndarray, batch_size: int = 512) -> np.ndarray:
-    """Class probabilities (N, C); a sigmoid output (N, 1) becomes two columns, logits go
-    through a softmax; a model that is not a classifier is refused."""
+    """Class probabilities (N, C): the head's (``zoo.Head.probabilities``: a sigmoid output
+    (N, 1) is two classes, logits go through a softmax); a model that is not a classifier is
+    refused."""
     import tensorflow as tf
     head = model_head(model).require_classifier("predicting classes")
     outs = []
     for i in range(0, len(x), batch_size):
         out = model(tf.convert_to_tensor(x[i:i + batch_size]), training=False)
         outs.append(np.asarray(head.probabilities(out)))
-    p = np.concatenate(outs) if outs else np.zeros((0, 1), np.float32)
-    if p.ndim == 2 and p.shape[1] == 1:
-        p = np.concatenate([1.0 - p, p], axis=1)
-    return p
-
-
-def labels_of(out: np.ndarray) -> np.ndarray:
-    """Predicted classes of model outputs (softmax: argmax; sigmoid (N, 1): above one half)."""
-    out = np.asarray(out)
-    if out.ndim == 2 and out.shape[1] == 1:
-        return (out[:, 0] > 0.5).astype(np.int64)
-    return out.argmax(-1).astype(np.int64)
+    return np.concatenate(outs) if outs else np.zeros((0, head.classes or 2), np.float32)
 
 
 _SHARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -218,8 +208,7 @@ def prediction_term(out, y, top_k: int = TOP_K_OTHERS):
     (the softmax's normalizer cancels). Positive once the input is predicted wrong (DLFuzz's
     objective on its "before_softmax" layer: the seed's class against its next four)."""
     import tensorflow as tf
-    if out.shape[-1] == 1:
-        out = tf.concat([1.0 - out, out], axis=1)
+    out = class_probabilities(out)
     logp = tf.math.log(tf.clip_by_value(out, 1e-30, 1.0))
     own = tf.gather(logp, y, axis=1, batch_dims=1)
     others = logp - 1e9 * tf.one_hot(y, tf.shape(logp)[1], dtype=logp.dtype)
@@ -274,7 +263,7 @@ class Generator(metaclass=_Declared):
         ``on_batch(result_so_far)`` lets a caller save partial outputs. ``part=(start, stop)``
         (start a multiple of batch_size) generates for seeds start..stop-1 only, exactly as the
         whole run would (targets drawn from the whole seed set, the same random streams): how
-        rnncon_core.distributed splits a run over workers."""
+        rnncon_core.jobs.distributed splits a run over workers."""
         x, y = self.validate(x, y)
         lo, hi = (0, len(x)) if part is None else (int(part[0]), min(len(x), int(part[1])))
         if lo % self.batch_size or not 0 <= lo <= hi:
@@ -490,7 +479,7 @@ class GradientGenerator(Generator):
                 self.graph_objective = False
         if grad is None:
             grad, out = step(*args)
-        return grad.numpy(), labels_of(out.numpy())
+        return grad.numpy(), class_labels(out.numpy())
 
     def _is_done(self, pred: np.ndarray, y: np.ndarray) -> np.ndarray:
         return pred != y
@@ -543,7 +532,7 @@ class GradientGenerator(Generator):
         if final:
             return self.predict(x).argmax(1) != y
         out = self.forward(tf.convert_to_tensor(x, tf.float32)).numpy()
-        return self._is_done(labels_of(out), y)
+        return self._is_done(class_labels(out), y)
 
     def _kept(self, x: np.ndarray, ctx: dict) -> np.ndarray | None:
         """(B, m) bool: what the stage keeps true wherever it held on the adversarial input

@@ -1,4 +1,4 @@
-"""The dashboard's figures: pure functions, data in, a Plotly figure out (no Streamlit here).
+"""The figures of the dashboard and of the HTML reports: pure functions, data in, a Plotly figure out (no Streamlit here).
 
 Each builder takes what the engine returns (``by_layer()`` DataFrames, ``curve()`` arrays,
 ``by_gate_step()`` DataFrames, run summaries, image arrays, t-SNE points) and draws it the way
@@ -352,19 +352,27 @@ def repeats(values: pd.DataFrame, title: str = "Over repeated retrainings") -> g
     return fig
 
 
-def compare_runs(summaries: Mapping[str, Mapping], keys: Sequence[str]) -> go.Figure:
-    """Two or more runs side by side: one panel per summary key, one bar per run."""
+def compare_runs(summaries: Mapping[str, Mapping], keys: Sequence[str],
+                 labels: Mapping[str, str] | None = None,
+                 names: Mapping[str, str] | None = None) -> go.Figure:
+    """Two or more runs side by side: one panel per summary key (titled by ``names``), one bar
+    per run (labelled by ``labels``: a run's name, or what it did and when)."""
+    labels, names = labels or {}, names or {}
     keys = [k for k in keys if any(isinstance(s.get(k), (int, float)) for s in summaries.values())]
-    fig = make_subplots(rows=1, cols=max(1, len(keys)), subplot_titles=keys,
-                        horizontal_spacing=0.06)
+    fig = make_subplots(rows=1, cols=max(1, len(keys)),
+                        subplot_titles=[names.get(k, k) for k in keys], horizontal_spacing=0.06)
     for i, (run_id, summary) in enumerate(summaries.items()):
+        label = labels.get(run_id, run_id)
         for col, key in enumerate(keys, start=1):
             v = summary.get(key)
-            fig.add_bar(x=[run_id[-6:]], y=[v if isinstance(v, (int, float)) else None],
-                        name=run_id, legendgroup=run_id, showlegend=col == 1,
+            fig.add_bar(x=[label], y=[v if isinstance(v, (int, float)) else None],
+                        name=label, legendgroup=run_id, showlegend=col == 1,
                         marker_color=px.colors.qualitative.Plotly[i % 10], row=1, col=col,
-                        hovertemplate=f"{run_id}<br>{key}: %{{y:.4g}}<extra></extra>")
-    fig.update_layout(title="Runs compared", legend_title="run", **_LAYOUT)
+                        hovertemplate=f"{label}<br>{names.get(key, key)}: "
+                                      f"%{{y:.4g}}<extra></extra>")
+    fig.update_xaxes(showticklabels=False)          # the legend names the bars
+    fig.update_layout(title="Runs compared", legend_title="run",
+                      **{**_LAYOUT, "legend": dict(orientation="h", y=-0.1)})
     return fig
 
 

@@ -1,0 +1,123 @@
+"""``run_campaign``: a campaign inside a run of the run store, checkpointed after every batch.
+
+Files of a campaign run (``rnncon_core.runs``): ``seeds.npz``; ``queue.npz`` and
+``faults.npz`` (rows appended batch by batch as parts while it runs, one file once it ends);
+``checkpoint.npz`` (everything else that changes: pick counts, curve, guide state, random
+state, counters; one atomic file, so a killed campaign loses at most the batch it was in);
+``curve.npz`` (coverage and distinct faults against wall time and model calls) and
+``summary.json``. ``resume=RUN_ID`` starts a new run (``resumed_from`` in its config) from
+that run's last checkpoint and goes on exactly as the first would have.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from ..errors import InputError, JobCancelled
+from .loop import CAMPAIGN_PARAMS, Campaign
+from .mutations import input_kind
+from .prepare import (_lexicon, ensure_profile, guide_names, load_seeds, make_abstraction,
+                      make_guide)
+from .record import _checkpoint, _progress, _save_state, finish, parse_budget
+
+
+def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", budget="10m",
+                 seeds: int = 100, seed: int = 0, inputs=None, labels=None,
+                 guide_params: dict | None = None, store=None,
+                 progress: Callable[[int, int], None] | None = None,
+                 should_stop: Callable[[], bool] | None = None, resume: str | None = None,
+                 workers: int = 0, ray_address: str | None = None, ray_runtime=None,
+                 log=None, **params) -> dict:
+    """Run a campaign on ``model`` (a shipped name, a .keras path or a Keras model) from the
+    first ``seeds`` test inputs it predicts right, until ``budget`` is spent, guided by the
+    criterion ``guide`` (any of ``coverage.CRITERIA``, or "none"). ``params``: the declared
+    mutation and loop parameters (``CAMPAIGN_PARAMS``). Stored in the run store (kind
+    "campaign"); returns the summary with ``run_id``. ``resume``: a campaign run's id to go on
+    from (its settings are taken; ``budget`` is the total, including what it spent).
+    ``workers``/``ray_address``: one queue per Ray worker (``campaign.distributed``; give
+    ``ray_runtime=rnncon_core.jobs.distributed.runtime``).
+    ``store``: the run store to write to (``rnncon_core.runs.RunStore``; given by the caller,
+    since the store is a layer above campaigns)."""
+    if store is None:     # the run store is a layer above this one: the caller opens it
+        raise InputError("run_campaign needs a run store: store=rnncon_core.runs.RunStore() "
+                         "(or RunStore(DIR))")
+    old = None
+    if resume is not None:
+        old = store.get(resume)
+        if old.kind != "campaign":
+            raise InputError(f"run {resume} is a {old.kind} run, not a campaign")
+        if old.status == "running":
+            raise InputError(f"run {resume} is still running: cancel it first (`rnncon runs "
+                             f"--cancel {resume}`)")
+        if old.load_npz("checkpoint") is None:
+            raise InputError(f"run {resume} has no checkpoint to resume from")
+        cfg = old.config
+        model = cfg["model"] if isinstance(model, str) or model is None else model
+        dataset, guide, seeds, seed = cfg["dataset"], cfg["guide"], cfg["seeds"], cfg["seed"]
+        guide_params, params = cfg["guide_params"], cfg["params"]
+        workers = cfg.get("workers", 0) if not workers else workers
+        if budget is None:
+            budget = cfg["budget"]
+        if dataset == "inputs":            # the user's own seeds: the ones it stored
+            stored = old.load_npz("seeds")
+            dataset, inputs, labels = None, stored["x"], stored["y"]
+    budget = parse_budget(budget)
+    values = CAMPAIGN_PARAMS.check("a campaign", params)
+    if guide not in guide_names():
+        raise InputError(f"unknown guide {guide!r}; choose one of {', '.join(guide_names())}")
+    if workers or ray_address:
+        from .distributed import run_on_ray
+        return run_on_ray(model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed,
+                          guide_params=guide_params, store=store, progress=progress,
+                          should_stop=should_stop, old=old, workers=workers or 1,
+                          ray_address=ray_address, values=values, log=log,
+                          ray_runtime=ray_runtime)
+    keras_model, x, y, x_train, ds_name = load_seeds(model, dataset, seeds, inputs, labels)
+    kind = input_kind(keras_model)
+    ensure_profile(keras_model, x_train, kind, log)
+    camp = Campaign(keras_model, x, y, make_guide(guide, keras_model, guide_params), values,
+                    seed, kind, make_abstraction(keras_model, values), _lexicon(kind))
+    config = {"model": str(model) if isinstance(model, str) else "in-memory model",
+              "dataset": ds_name, "guide": guide, "guide_params": guide_params or {},
+              "budget": budget.text(), "seeds": int(seeds), "seed": int(seed),
+              "params": {k: values[k] for k in values}, "kind": kind, "workers": 0,
+              "resumed_from": resume}
+    with store.start("campaign", model=config["model"], method=guide, config=config) as run:
+        run.save_npz("seeds", x=x, y=y)
+        if old is not None:
+            _restore(camp, old, run)
+        else:
+            camp.start()
+            _checkpoint(run, camp, {"queue": (0, len(camp.queue)), "faults": (0, 0)})
+        stop = (lambda: run.cancel_requested() or bool(should_stop and should_stop()))
+        loop(camp, budget, lambda added: _checkpoint(run, camp, added),
+             lambda: _progress(run, camp, budget, progress), stop)
+        summary = finish(run, camp, config, budget, stopped=not budget.done(camp))
+        if summary["stopped"]:
+            raise JobCancelled(f"campaign {run.run_id} was stopped after {camp.batches} "
+                               f"batches; resume it with --resume {run.run_id}")
+    return {"run_id": run.run_id, **summary}
+
+
+def loop(camp: Campaign, budget: Budget, on_batch, on_progress, stop) -> None:
+    last = 0.0
+    while not budget.done(camp):
+        if stop():
+            return
+        on_batch(camp.step())
+        if time.monotonic() - last > 0.5:
+            on_progress()
+            last = time.monotonic()
+    on_progress()
+
+
+def _restore(camp: Campaign, old, run) -> None:
+    """Continue from ``old``'s checkpoint; its rows are copied into ``run`` first."""
+    state = old.load_npz("checkpoint")
+    camp.restore(state, old.load_npz("queue"), old.load_npz("faults") or {})
+    run.append_npz("queue", **camp.queue.rows.arrays())
+    if len(camp.faults):
+        run.append_npz("faults", **camp.faults.rows.arrays())
+    _save_state(run, camp)
+
+
