@@ -203,9 +203,8 @@ def predictions(model_ref: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _predictions(model_ref: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    p = np.asarray(model(model_ref).predict(x, verbose=0, batch_size=256))
-    if p.shape[-1] == 1:                              # sigmoid head: P(positive)
-        p = np.concatenate([1 - p, p], axis=-1)
+    from rnncon_core.zoo import class_probabilities
+    p = class_probabilities(np.asarray(model(model_ref).predict(x, verbose=0, batch_size=256)))
     return p.argmax(-1), p.max(-1)
 
 

@@ -47,16 +47,14 @@ def classification_metrics(model, x, y, batch_size: int = 512) -> dict:
     present) of ``model`` on (x, y); a one-unit sigmoid output is treated as binary."""
     from sklearn.metrics import precision_recall_fscore_support, roc_auc_score
     y = np.asarray(y).astype(np.int64).ravel()
+    from .zoo import class_probabilities
     probs = np.asarray(model.predict(x, batch_size=batch_size, verbose=0), dtype=np.float64)
-    if probs.ndim == 1 or probs.shape[1] == 1:
-        p1 = probs.reshape(-1)
-        pred = (p1 > 0.5).astype(np.int64)
-        auc = float(roc_auc_score(y, p1)) if len(np.unique(y)) == 2 else float("nan")
-    else:
-        pred = probs.argmax(axis=1)
-        aucs = [roc_auc_score(y == c, probs[:, c]) for c in np.unique(y)
-                if 0 < (y == c).sum() < len(y)]
-        auc = float(np.mean(aucs)) if aucs else float("nan")
+    probs = class_probabilities(probs.reshape(len(probs), -1))
+    pred = probs.argmax(axis=1)
+    # one-vs-rest per class present (two classes: both equal the binary AUC)
+    aucs = [roc_auc_score(y == c, probs[:, c]) for c in np.unique(y)
+            if 0 < (y == c).sum() < len(y)]
+    auc = float(np.mean(aucs)) if aucs else float("nan")
     labels = np.unique(y)
     prec, rec, f1, _ = precision_recall_fscore_support(y, pred, labels=labels, average="macro",
                                                        zero_division=0)
@@ -104,14 +102,12 @@ def accuracy(model, x, y) -> float | None:
 
 # ---------------------------------------------------------------- pieces
 
-def _is_binary(model) -> bool:
-    return int(model.output_shape[-1]) == 1
-
-
 def compile_for_training(model, learning_rate: float = 1e-4):
     """Compile with a fresh Adam and the loss of the model's output (as zoo.build_model)."""
     import keras
-    loss = "binary_crossentropy" if _is_binary(model) else "sparse_categorical_crossentropy"
+    from .zoo import output_head
+    two = output_head(model).kind == "sigmoid"            # one sigmoid unit: two classes
+    loss = "binary_crossentropy" if two else "sparse_categorical_crossentropy"
     model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=loss,
                   metrics=["accuracy"])
     return model

@@ -74,7 +74,8 @@ def _pool(name, model, ds, n_clean, n_seeds, methods, progress):
     """(x, y_true, y_pred, source) of the pool: test[:n_clean] clean, and one generated input
     per seed test[n_clean:n_clean + n_seeds] per method."""
     from ..generate import get_generator
-    from ..generate.base import labels_of, predict_proba
+    from ..generate.base import predict_proba
+    from ..zoo import class_labels
     x_test, y_test = ds.split("test")
     xs, ys, src, secs = [x_test[:n_clean]], [y_test[:n_clean]], ["clean"] * n_clean, {}
     seeds, y_seeds = x_test[n_clean:n_clean + n_seeds], y_test[n_clean:n_clean + n_seeds]
@@ -88,7 +89,7 @@ def _pool(name, model, ds, n_clean, n_seeds, methods, progress):
         ys.append(y_seeds)
         src += [m] * len(seeds)
     x, y = np.concatenate(xs), np.concatenate(ys)
-    pred = labels_of(predict_proba(model, x))
+    pred = class_labels(predict_proba(model, x))
     return x, y, pred, np.array(src), secs
 
 
