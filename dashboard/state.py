@@ -482,7 +482,8 @@ def tsne(run_id: str, mtime: float, rows: tuple, perplexity: float = 30.0,
          seed: int = 0) -> np.ndarray:
     """2-D t-SNE of the perturbations (x_gen − x_seed) of some rows of a run (the core's
     ``quality.tsne_embedding``, fewer iterations than the report's)."""
-    from dashboard.jobs import store
+    from rnncon_core.runs import RunStore
+    store = RunStore             # the server's store (jobs.store(): the same root)
     from rnncon_core.quality import tsne_embedding
     out = run_outputs(store().get(run_id))
     idx = np.asarray(rows, dtype=np.int64)
