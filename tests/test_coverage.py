@@ -32,7 +32,9 @@ def tiny_profile(tiny_lstm, tmp_path_factory):
     from rnncon_core.coverage import build_profile
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(paths, "CACHE_DIR", tmp_path_factory.mktemp("cache"))
-        build_profile(tiny_lstm, np.random.default_rng(7).random((30, 5, 3)).astype("float32"))
+        x = np.random.default_rng(7).random((30, 5, 3)).astype("float32")
+        build_profile(tiny_lstm, x)
+        build_profile(tiny_lstm, x, y=np.asarray(tiny_lstm(x)).argmax(1), inputs="correct")
         yield
 
 

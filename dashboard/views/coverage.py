@@ -184,16 +184,32 @@ def cell_sections(t: float) -> None:
 
 def every_criterion() -> None:
     st.subheader("Every criterion on the same inputs")
-    st.caption("testRNN's, DeepStellar's and DeepGauge's criteria (docs/criteria.md) beside "
-               "RConC, NC and RNN-Test's, each with its default parameters over the same test "
-               "inputs. The profile-based ones need the model's training profile: `rnncon "
-               "profile --model M --dataset D` builds it once.")
+    st.caption("testRNN's, DeepStellar's and DeepGauge's criteria as their authors' code "
+               "defines them (docs/criteria.md) beside RConC, NC and RNN-Test's, each with its "
+               "default parameters over the same test inputs. The profile-based ones read the "
+               "model's training profile, built here from the data set's training split the "
+               "first time (a minute or so).")
     if st.button("Measure every criterion", key="cov_every", icon=":material/table_chart:"):
         st.session_state["cov_every_on"] = True
-    if st.session_state.get("cov_every_on"):
-        st.dataframe(state.every_criterion(sel.model, sel.dataset, n_inputs), hide_index=True,
-                     width="stretch",
-                     column_config={"rate": st.column_config.NumberColumn(format="%.4f")})
+    if not st.session_state.get("cov_every_on"):
+        return
+    from rnncon_core.coverage import TITLES, needs_profile
+    bar = st.progress(0.0, text="Measuring every criterion…")
+
+    def progress(i, n, name):
+        extra = " (builds the training profile the first time)" if needs_profile(name) else ""
+        bar.progress(i / n, text=f"{i + 1} of {n}: {TITLES.get(name, name)} ({name}){extra}")
+    try:
+        table = state.every_criterion(sel.model, sel.dataset, n_inputs, progress)
+    except RNNConError as e:
+        bar.empty()
+        state.show_error(e)
+        return
+    bar.empty()
+    st.dataframe(table, hide_index=True, width="stretch",
+                 column_config={"criterion": st.column_config.TextColumn("criterion"),
+                                "id": st.column_config.TextColumn("id", width="small"),
+                                "rate": st.column_config.NumberColumn(format="%.4f")})
 
 
 source = state.dataset(sel.dataset).source

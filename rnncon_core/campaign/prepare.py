@@ -31,6 +31,8 @@ def make_guide(name: str, model, params: dict | None):
     cls = CRITERIA[name]
     if cls.threshold_from_data and "threshold" not in params and "threshold" in cls.params:
         params["threshold"] = default_threshold(model)
+    if "profile_inputs" in cls.params:         # the campaign builds the all-inputs profile
+        params.setdefault("profile_inputs", "all")
     return get_criterion(name, model, **params)
 
 
@@ -51,7 +53,8 @@ def make_abstraction(model, values: dict):
     """inputs -> (N,) int64: DeepStellar's abstract state of the last step's hidden state of
     the last recurrent layer (coverage.deepstellar.StateCoverage's abstraction)."""
     from ..coverage import StateCoverage
-    sc = StateCoverage(model, components=values["components"], cells=values["cells"])
+    sc = StateCoverage(model, components=values["components"], cells=values["cells"],
+                       profile_inputs="all")
     return lambda x: sc.abstract_states(x)[:, -1]
 
 
