@@ -375,6 +375,7 @@ def coverage(model_ref: str, dataset_name: str, n_inputs: int, granularity: str 
 
 
 PROFILE_DIR = CACHE_DIR / "dashboard-profiles"
+PROFILE_VERSION = 2         # bumped when a criterion's values change (2: NC's one-unit output)
 
 
 def kept_profile(crit, key: tuple, name: str, inputs):
@@ -383,7 +384,8 @@ def kept_profile(crit, key: tuple, name: str, inputs):
     refuses another model's, so a changed model is never read from a stale file). A file
     that cannot be read or written only costs the forward pass."""
     from rnncon_core.coverage import Criterion
-    digest = hashlib.sha256(repr((key, name, crit.get_config())).encode()).hexdigest()[:20]
+    digest = hashlib.sha256(repr((key, name, crit.get_config(), PROFILE_VERSION)).encode()
+                            ).hexdigest()[:20]
     path = PROFILE_DIR / f"{name}-{digest}.npz"
     if path.exists():
         try:

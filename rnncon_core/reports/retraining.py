@@ -53,53 +53,31 @@ METRIC_KEYS = ("accuracy", "precision", "recall", "f1", "auc")
 
 # ---------------------------------------------------------------- find or run
 
-def _same(config: dict, want: dict) -> bool:
-    return all(config.get(k) == v for k, v in want.items())
-
-
-def _model_sha(model: str) -> str | None:
-    import hashlib
-    from ..zoo import model_path
-    p = model_path(model)
-    return hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else None
-
-
-def _same_model(run, model: str) -> bool:
-    """A run counts only if it ran on the model file that is shipped now (not an older one)."""
-    rec = run.load_json("model") or {}
-    return rec.get("sha256") is not None and rec.get("sha256") == _model_sha(model)
-
-
 def find_or_run_generation(store, model: str, method: str, n_seeds: int, log: Callable,
                            **params) -> str:
-    """A finished generation run of ``model`` with these settings (reused), or a new one."""
-    from ..jobs import run_generation
-    from ..retrain import generator_params
-    for r in store.list(kind="generate", status="finished", model=model):
-        c = r.config
-        if c.get("method") == method and c.get("n_seeds") == n_seeds \
-                and not c.get("seed_indices_given") and c.get("split", "test") == "test" \
-                and _same({**{"constraint": "none"}, **generator_params(c)}, params) \
-                and _same_model(r, model):
-            return r.run_id
+    """The finished generation run this request makes (jobs.find_generation: the same model
+    file, seeds and whole generator configuration), reused, or a new one."""
+    from ..jobs import find_generation, run_generation
+    found = find_generation(store, model, method, n_seeds, **params)
+    if found is not None:
+        return found.run_id
     log(f"[report] generating: {model} {method} {params} on {n_seeds} seeds")
     return run_generation(model, method, n_seeds, store=store, **params)["run_id"]
 
 
 def find_or_run(store, kind: str, model: str, want: dict, run: Callable[..., dict],
                 log: Callable, what: str, more_repeats: bool = False) -> dict:
-    """The summary of a finished run of ``kind`` whose config holds ``want``, or ``run()``'s.
-    ``more_repeats``: ``run`` takes ``continue_from``, and a finished run with the same
-    settings but fewer repeats is continued (its repeats kept) rather than started over."""
-    runs = [r for r in store.list(kind=kind, status="finished", model=model)
-            if r.summary and _same_model(r, model)]
-    for r in runs:
-        if _same(r.config, want):
-            return {**r.summary, "run_id": r.run_id}
+    """The summary of a finished run of ``kind`` whose config holds ``want``
+    (``RunStore.find_finished``), or ``run()``'s. ``more_repeats``: ``run`` takes
+    ``continue_from``, and a finished run with the same settings but fewer repeats is
+    continued (its repeats kept) rather than started over."""
+    found = store.find_finished(model, want, kind=kind)
+    if found is not None and found.summary:
+        return {**found.summary, "run_id": found.run_id}
     if more_repeats:
         but_repeats = {k: v for k, v in want.items() if k != "repeats"}
-        fewer = [r for r in runs if _same(r.config, but_repeats)
-                 and r.config.get("repeats", 0) < want["repeats"]]
+        fewer = [r for r in store.matching(model, but_repeats, kind=kind)
+                 if r.summary and r.config.get("repeats", 0) < want["repeats"]]
         if fewer:
             last = max(fewer, key=lambda r: r.config["repeats"])
             log(f"[report] {what}: continuing {last.run_id} "

@@ -22,7 +22,6 @@ import numpy as np
 from ..errors import InputError
 from ..paths import REPO_ROOT
 from ..text.generators import IMDB_THRESHOLD
-from ..text.lexical import MIN_SIMILARITY
 from .writer import write_files
 
 # (method, constraints, further generator parameters); the last trades readable substitutes
@@ -166,21 +165,16 @@ def build_text(models=None, n_seeds: int = 100, max_fraction: float = 0.1,
 
 def _stored_run(store, model, method, constraints, n_seeds, max_fraction, max_changes,
                 params: dict):
-    """The newest finished run with these settings, as run_generation's answer, or None."""
-    for info in store.list(kind="generate", status="finished", model=str(model)):
-        cfg = info.config
-        gen = cfg.get("generator", {})
-        if (cfg.get("method") == method and cfg.get("n_seeds") == n_seeds
-                and not cfg.get("seed_indices_given") and gen.get("constraints") == constraints
-                and gen.get("max_fraction") == max_fraction
-                and gen.get("max_changes") == max_changes
-                and (constraints == "none" or gen.get("min_similarity")
-                     == params.get("min_similarity", MIN_SIMILARITY))
-                and gen.get("min_cosine") == params.get("min_cosine")
-                and (info.path / "outputs.npz").exists()):
-            return {**(info.summary or {}), "run_id": info.run_id, "method": method,
-                    "outputs": str(info.path / "outputs.npz")}
-    return None
+    """The finished run this request makes (jobs.find_generation), as run_generation's answer,
+    or None."""
+    from ..jobs import find_generation
+    info = find_generation(store, model, method, n_seeds, dataset="imdb",
+                           max_fraction=max_fraction, max_changes=max_changes,
+                           constraints=constraints, **params)
+    if info is None or not (info.path / "outputs.npz").exists():
+        return None
+    return {**(info.summary or {}), "run_id": info.run_id, "method": method,
+            "outputs": str(info.path / "outputs.npz")}
 
 
 def _targets(rows: list[dict]) -> list[dict]:
