@@ -264,10 +264,6 @@ def default_threshold(dataset_name: str | None) -> float:
     return engine_default(dataset_name)
 
 
-def nearest_grid(threshold: float) -> float:
-    return min(THRESHOLD_GRID, key=lambda t: abs(t - threshold))
-
-
 def _norm_kwargs(normalize: str, values: str) -> dict:
     return {"normalize": normalize, "values": values}
 

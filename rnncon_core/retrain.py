@@ -268,7 +268,7 @@ def retrain_once(base, x_fit, y_fit, x_extra, y_extra, epochs: int, seed: int,
     return out
 
 
-# Adam's rate for retraining: the recipe chosen on validation in issue 14's search (mnist-lstm:
+# Adam's rate for retraining: the recipe chosen on validation in the recipe search (mnist-lstm:
 # mix 25 % at 3e-4 kept the clean validation accuracy and gained most on held-out rconc inputs;
 # reports/retraining/report.md lists every recipe tried)
 FINE_TUNE_RATE = 3e-4

@@ -382,13 +382,3 @@ def compare_runs(summaries: Mapping[str, Mapping], keys: Sequence[str],
     fig.update_layout(title="Runs compared", legend_title="run",
                       **{**_LAYOUT, "legend": dict(orientation="h", y=-0.1)})
     return fig
-
-
-def progress_history(history: Mapping[str, Sequence[float]], title: str) -> go.Figure:
-    """Per-epoch curves (e.g. a retraining's accuracy and loss)."""
-    fig = go.Figure()
-    for i, (name, ys) in enumerate(history.items()):
-        fig.add_scatter(x=np.arange(1, len(ys) + 1), y=list(ys), mode="lines+markers", name=name,
-                        line=dict(color=px.colors.qualitative.Plotly[i % 10]))
-    fig.update_layout(title=title, xaxis_title="epoch", **_LAYOUT)
-    return fig

@@ -279,7 +279,7 @@ def load_card_acc(model: str):
     return None if card is None else card.get("test_accuracy")
 
 
-# ---------------------------------------------------------------- recipes (issue 14)
+# ---------------------------------------------------------------- recipes
 
 # Every recipe tried, on the same source runs: (label, source, mix, learning rate). "rconc" is
 # RNNCon-Test's Random row; "pgd" is PGD adversarial training with the same seeds and budget.
@@ -546,7 +546,7 @@ def render_markdown(r: dict) -> str:
     lines += _recipes_markdown(r)
     if r["models"]:
         lines += ["## Targets (measured on the evaluation part of the test split)", "",
-                  "Targets of issue 14: held-out transfer accuracy on rconc-generated inputs at "
+                  "Targets: held-out transfer accuracy on rconc-generated inputs at "
                   "least 20 points above the control arm's, and clean accuracy after − control "
                   "≥ −0.1 point (mean over the repeats). p: paired t-test over the repeats.", "",
                   "| model | recipe | clean accuracy after − control (points) | transfer "
@@ -715,8 +715,8 @@ def render_markdown(r: dict) -> str:
               "(their perturbed copies are training data), a validation part (half the rest, "
               "stratified by class) that keeps the best epoch of each retraining and picks the "
               "best repeat and the recipe, and an evaluation part (the other half) for every "
-              "figure reported here. Before issue 14 the best model was picked on the split "
-              "that was then reported. The seeds are the first test inputs the model predicts "
+              "figure reported here. (An earlier version picked the best model on the split "
+              "that was then reported.) The seeds are the first test inputs the model predicts "
               "right, so the other two parts hold more of its errors: accuracies there are "
               "lower than on the whole test split.",
               "- Held-out transfer (a): one generation run per method (rconc, nc, rnntest, pgd; "
@@ -736,8 +736,3 @@ def render_markdown(r: dict) -> str:
               f"Report written in {r['seconds']:.0f} s of this run (reused runs not counted).",
               ""]
     return "\n".join(lines)
-
-
-def load_report(out_dir: str | Path = "reports/retraining") -> dict | None:
-    p = Path(out_dir) / "report.json"
-    return json.loads(p.read_text()) if p.exists() else None

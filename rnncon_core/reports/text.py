@@ -3,7 +3,7 @@ whether a reader would still give the generated reviews their seed's label.
 
 For each shipped IMDB model, five stored generation runs on the same seeds (the first N test
 reviews the model predicts right): EDA as the EDA paper has it, EDA with the reader
-constraints, synonym substitution without them (as before issue 17), with them, and with them
+constraints, synonym substitution without them (as the generator first did), with them, and with them
 but more substitutes (no sense floor, a corpus cosine of at least 0.3: ``MORE_SUBSTITUTES``).
 Per run: the *valid adversarial rate* (adversarial, and every edit passed the checks of
 :func:`rnncon_core.text.lexical.check_edits`), the adversarial rate, the share of edits passing
@@ -31,7 +31,7 @@ MORE_SUBSTITUTES = (("min_similarity", 0.0), ("min_cosine", 0.3))
 VARIANTS = (("eda", "none", ()), ("eda", "reader", ()), ("synonym-gradient", "none", ()),
             ("synonym-gradient", "reader", ()), ("synonym-gradient", "reader", MORE_SUBSTITUTES))
 LABELS = {("eda", "none", ()): "EDA (paper)", ("eda", "reader", ()): "EDA, reader constraints",
-          ("synonym-gradient", "none", ()): "synonym-gradient, unconstrained (before #17)",
+          ("synonym-gradient", "none", ()): "synonym-gradient, unconstrained",
           ("synonym-gradient", "reader", ()): "synonym-gradient, reader constraints",
           ("synonym-gradient", "reader", MORE_SUBSTITUTES):
               "synonym-gradient, reader constraints, more substitutes (no sense floor, corpus "
@@ -40,7 +40,7 @@ METHODS = ("eda", "synonym-gradient")
 IMDB_MODELS = ("imdb-lstm", "imdb-gru", "stacked-imdb-lstm", "stacked-imdb-gru")
 DEFAULT_OUT = REPO_ROOT / "reports" / "text"
 N_EXAMPLES = 10
-SAFE = ("antonym", "polarity", "number")     # the checks of the issue's 97 % target
+SAFE = ("antonym", "polarity", "number")     # the checks of the 97 % target
 
 
 def _coverage_before_after(model, x_seed, x_gen, criterion: str) -> tuple[float, float]:
@@ -178,7 +178,7 @@ def _stored_run(store, model, method, constraints, n_seeds, max_fraction, max_ch
 
 
 def _targets(rows: list[dict]) -> list[dict]:
-    """Per model, for synonym-gradient with the reader constraints (issue 17): valid
+    """Per model, for synonym-gradient with the reader constraints: valid
     adversarial rate >= 70 % with <= 10 % of the words changed, and >= 97 % of the
     substitutions passing the antonym, polarity and number checks."""
     out = []
@@ -241,7 +241,7 @@ def _markdown(rep: dict) -> str:
              "number, same part of speech when the generated review is re-tagged, the seed "
              "word's inflection; inserted or deleted words: neutral and no number). "
              "\"Adv., 3 checks\": adversarial with no edit failing the antonym, polarity or number "
-             "check (the automatic check of issue 17's measurement). \"Subst. safe\": share of "
+             "check (the automatic check of the text generators' target). \"Subst. safe\": share of "
              "substitutions passing those three checks together. **Words changed** = the word "
              "positions that differ after an optimal alignment of the seed and the generated "
              "review (the word-level Levenshtein distance: each substituted, inserted or "
@@ -264,7 +264,7 @@ def _markdown(rep: dict) -> str:
             + f" | {num(r['avg_words_changed'])} | {pct(r['avg_share_changed'])} | "
             f"{pct(r['rconc_before'])} → {pct(r['rconc_after'])} | {pct(r['nc_before'])} → "
             f"{pct(r['nc_after'])} | {num(r['seconds_per_input'])} |")
-    lines += ["", "## Target (issue 17): synonym-gradient with the reader constraints reaches "
+    lines += ["", "## Target: synonym-gradient with the reader constraints reaches "
                   "a valid adversarial rate ≥ 70 % with ≤ 10 % of the words changed, and ≥ 97 % "
                   "of its substitutions pass the antonym, polarity and number checks", ""]
     for t in rep["targets"]:
