@@ -154,6 +154,7 @@ class Card:
     error: str | None = None
     mine: bool = True              # started by this browser session
     origin: str = ""               # who started it, when not this session (said on the card)
+    model: str | None = None       # the model it works on ("Show its results" switches to it)
     ident: str = ""                # the job's id (or the run's, for a run started elsewhere)
     rate: float | None = None      # items per second over the recent batches
 
@@ -233,12 +234,13 @@ def card_for_run(info, title: str, mine: bool, started: float | None = None,
     return Card(title=title, state=info.status, run_id=info.run_id, done=done,
                 total=int(progress.get("total", 0)), message=progress.get("message", ""),
                 elapsed=max(0.0, end - began), error=error, mine=mine, ident=info.run_id,
-                rate=rate, origin=origin)
+                rate=rate, origin=origin, model=info.model)
 
 
 def card_for_job(job: Job) -> Card:
     card = _card_for_job(job)
     card.ident = job.job_id
+    card.model = card.model or job.model
     return card
 
 
@@ -365,10 +367,17 @@ def render_card(card: Card, key: str, show_key: str | None = None) -> None:
         if show_key and card.run_id and card.state in ("finished", "cancelled"):
             st.button("Show its results", key=f"show-{key}-{card.run_id}",
                       icon=":material/arrow_downward:", on_click=_show,
-                      args=(show_key, card.run_id))
+                      args=(show_key, card.run_id, card.model))
 
 
-def _show(show_key: str, run_id: str) -> None:
+def _show(show_key: str, run_id: str, model: str | None = None) -> None:
+    """Show a card's run: its model becomes the selection (when it is another shipped one)
+    and the page's results selector picks the run."""
+    from dashboard import state
+    if model and model != state.current().model and model in state.shipped():
+        from rnncon_core import zoo
+        st.session_state["selection"] = state.Selection(model, model,
+                                                        zoo.ARCHITECTURES[model].dataset)
     st.session_state[show_key] = run_id
 
 

@@ -264,10 +264,6 @@ def default_threshold(dataset_name: str | None) -> float:
     return engine_default(dataset_name)
 
 
-def nearest_grid(threshold: float) -> float:
-    return min(THRESHOLD_GRID, key=lambda t: abs(t - threshold))
-
-
 def _norm_kwargs(normalize: str, values: str) -> dict:
     return {"normalize": normalize, "values": values}
 
@@ -375,6 +371,7 @@ def coverage(model_ref: str, dataset_name: str, n_inputs: int, granularity: str 
 
 
 PROFILE_DIR = CACHE_DIR / "dashboard-profiles"
+PROFILE_VERSION = 2         # bumped when a criterion's values change (2: NC's one-unit output)
 
 
 def kept_profile(crit, key: tuple, name: str, inputs):
@@ -383,7 +380,8 @@ def kept_profile(crit, key: tuple, name: str, inputs):
     refuses another model's, so a changed model is never read from a stale file). A file
     that cannot be read or written only costs the forward pass."""
     from rnncon_core.coverage import Criterion
-    digest = hashlib.sha256(repr((key, name, crit.get_config())).encode()).hexdigest()[:20]
+    digest = hashlib.sha256(repr((key, name, crit.get_config(), PROFILE_VERSION)).encode()
+                            ).hexdigest()[:20]
     path = PROFILE_DIR / f"{name}-{digest}.npz"
     if path.exists():
         try:
@@ -482,7 +480,8 @@ def tsne(run_id: str, mtime: float, rows: tuple, perplexity: float = 30.0,
          seed: int = 0) -> np.ndarray:
     """2-D t-SNE of the perturbations (x_gen − x_seed) of some rows of a run (the core's
     ``quality.tsne_embedding``, fewer iterations than the report's)."""
-    from dashboard.jobs import store
+    from rnncon_core.runs import RunStore
+    store = RunStore             # the server's store (jobs.store(): the same root)
     from rnncon_core.quality import tsne_embedding
     out = run_outputs(store().get(run_id))
     idx = np.asarray(rows, dtype=np.int64)

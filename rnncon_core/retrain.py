@@ -268,7 +268,7 @@ def retrain_once(base, x_fit, y_fit, x_extra, y_extra, epochs: int, seed: int,
     return out
 
 
-# Adam's rate for retraining: the recipe chosen on validation in issue 14's search (mnist-lstm:
+# Adam's rate for retraining: the recipe chosen on validation in the recipe search (mnist-lstm:
 # mix 25 % at 3e-4 kept the clean validation accuracy and gained most on held-out rconc inputs;
 # reports/retraining/report.md lists every recipe tried)
 FINE_TUNE_RATE = 3e-4
@@ -311,34 +311,17 @@ def generator_params(config: dict) -> dict:
             if k in cls.params or (k in cls.accepted() and k not in run_settings)}
 
 
-def model_sha(model: str) -> str | None:
-    """sha256 of a shipped model's (or a .keras path's) file."""
-    import hashlib
-    from pathlib import Path
-    from .zoo import ARCHITECTURES, FEATURE_NET, model_path
-    p = model_path(model) if model in ARCHITECTURES or model == FEATURE_NET else Path(model)
-    return hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else None
-
-
 def generation_on_seeds(model: str, keras_model, method: str, seeds: np.ndarray, ds, store,
                         seed: int = 0, should_stop=None, **params) -> str:
     """The id of a finished generation run of ``model`` (``keras_model``, the same file) with
     ``method`` and ``params`` on exactly the test inputs ``seeds``: found in the store, or run
     now."""
-    from .generate import get_generator
-    from .jobs import run_generation
+    from .jobs import find_generation, run_generation
     seeds = np.asarray(seeds, np.int64)
-    sha = model_sha(model)
-    settings = get_generator(method, keras_model, seed=seed, **params).get_config()
-    want = {"method": method, "dataset": ds.name, "split": "test", "n_seeds": int(len(seeds)),
-            "seed": int(seed), "seed_indices_given": True}
-    for r in store.list(kind="generate", status="finished", model=str(model)):
-        c = r.config
-        if all(c.get(k) == v for k, v in want.items()) and c.get("generator") == settings \
-                and (r.load_json("model") or {}).get("sha256") == sha:
-            got = r.load_npz("seeds")
-            if got is not None and np.array_equal(got["seed_index"], seeds):
-                return r.run_id
+    found = find_generation(store, model, method, seed_indices=seeds, split="test",
+                            dataset=ds.name, seed=seed, keras_model=keras_model, **params)
+    if found is not None:
+        return found.run_id
     return run_generation(model, method, seed_indices=seeds, split="test", dataset=ds.name,
                           seed=seed, store=store, should_stop=should_stop, **params)["run_id"]
 

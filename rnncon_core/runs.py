@@ -46,7 +46,7 @@ import numpy as np
 from .errors import InputError, JobCancelled, RunStoreError
 from .paths import RUNS_DIR
 from .io import (atomic_write_bytes, atomic_write_json, atomic_write_npz, file_sha256,  # noqa: F401
-                 model_file, to_json, versions)
+                 model_file, model_sha256, to_json, versions)
 
 STATUSES = ("running", "finished", "failed", "cancelled")
 _SCHEMA = """
@@ -462,6 +462,37 @@ class RunStore:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [self._info(r) for r in self._execute(sql, tuple(args))]
+
+    def find_finished(self, model, config: dict, seeds=None, kind: str = "generate",
+                      children: bool = True) -> RunInfo | None:
+        """The one rule for "is there a stored run for this request?": the newest finished run
+        of ``kind`` on this very model file (same name and same sha256 of its file; a model
+        without a file matches nothing), whose stored configuration has every key of
+        ``config`` with an equal value (compared as JSON, so a generator's whole
+        ``get_config()`` must be equal, not a few of its settings), and, with ``seeds``, on
+        exactly those seed indices (its ``seeds.npz``). None when there is none."""
+        return next(self.matching(model, config, seeds, kind, children), None)
+
+    def matching(self, model, config: dict, seeds=None, kind: str = "generate",
+                 children: bool = True):
+        """Every run ``find_finished`` would accept, newest first (a generator)."""
+        sha = model_sha256(model)
+        if sha is None:
+            return
+        want = json.loads(to_json(config))
+        for info in self.list(kind=kind, status="finished", model=str(model),
+                              children=children):
+            stored = json.loads(to_json(info.config))
+            if any(k not in stored or stored[k] != v for k, v in want.items()):
+                continue
+            if (info.load_json("model") or {}).get("sha256") != sha:
+                continue
+            if seeds is not None:
+                got = info.load_npz("seeds")
+                if got is None or not np.array_equal(got.get("seed_index"),
+                                                     np.asarray(seeds, np.int64).reshape(-1)):
+                    continue
+            yield info
 
 
 def repair_store(root: str | os.PathLike | None = None) -> dict:

@@ -6,7 +6,7 @@ import os
 import sys
 import time
 import zipfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -572,7 +572,3 @@ def models_table() -> list[dict]:
                       "cons": a.paper_cons, "accuracy": a.paper_accuracy},
         })
     return rows
-
-
-def architecture_dict(name: str) -> dict:
-    return asdict(ARCHITECTURES[name])

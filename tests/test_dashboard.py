@@ -500,3 +500,25 @@ def test_coverage_page_measures_every_registered_criterion(runs_dir, tmp_path, m
     assert (measured["rate"] >= 0).all()
     assert not table["note"].str.contains(str(tmp_path), regex=False).any()
     assert "slider" in table.set_index("id").loc["nc", "note"]
+
+
+def test_the_view_is_in_the_url_and_a_new_session_restores_it(runs_dir, gen_run):
+    """A reload or a shared link (a new session with the URL's query) opens on the URL's
+    model and run; a bad value is ignored; the page writes its view back to the URL."""
+    others = [n for n in state.shipped() if n != state.DEFAULT_MODEL
+              and zoo.ARCHITECTURES[n].dataset == "mnist"]
+    if not others:
+        pytest.skip("needs a second shipped MNIST model")
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.query_params.update(model=others[0], data="mnist", run=gen_run["run_id"],
+                           threshold="7")
+    at.switch_page("views/runs.py").run()
+    clean(at)
+    assert at.session_state["selection"].model == others[0]
+    assert at.session_state["runs_one"] == gen_run["run_id"]
+    assert dict(at.query_params)["model"] in (others[0], [others[0]])
+    bad = AppTest.from_file(APP, default_timeout=240)
+    bad.query_params.update(model="../../etc/passwd", run="x;rm")
+    bad.switch_page("views/runs.py").run()
+    clean(bad)
+    assert bad.session_state["selection"].model == state.DEFAULT_MODEL

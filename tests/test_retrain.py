@@ -389,10 +389,12 @@ def test_continue_from_keeps_the_earlier_repeats_and_trains_the_rest(tiny, tmp_p
 
 def test_the_report_continues_a_run_with_fewer_repeats(tmp_path, monkeypatch):
     from rnncon_core.reports import retraining as report
-    monkeypatch.setattr(report, "_same_model", lambda run, model: True)
+    model = tmp_path / "m.keras"                 # runs count only on this very model file
+    model.write_bytes(b"weights")
+    model = str(model)
     store = RunStore(tmp_path / "runs")
     for repeats in (2, 3):
-        with store.start("retrain", model="m", method="rconc",
+        with store.start("retrain", model=model, method="rconc",
                          config={"epochs": 10, "repeats": repeats, "mix": 0.25}) as run:
             run.finish({"repeats_done": repeats})
     three = [r.run_id for r in store.list(kind="retrain") if r.config["repeats"] == 3][0]
@@ -403,7 +405,7 @@ def test_the_report_continues_a_run_with_fewer_repeats(tmp_path, monkeypatch):
         return {"new": True}
 
     want = {"epochs": 10, "repeats": 5, "mix": 0.25}
-    find = lambda want, more: report.find_or_run(store, "retrain", "m", want, run,  # noqa: E731
+    find = lambda want, more: report.find_or_run(store, "retrain", model, want, run,  # noqa: E731
                                                  lambda *a: None, "x", more_repeats=more)
     assert find(want, True) == {"new": True} and calls[-1] == {"continue_from": three}
     assert find(want, False) == {"new": True} and calls[-1] == {}     # started over

@@ -75,7 +75,8 @@ def at_threshold():
         rate, covered, total = view["rconc"]
         figures = [("RConC", f"{rate:.2%}", f"{covered:,} of {total:,} contributions")]
         rate, covered, total = view["nc"]
-        figures.append(("NC", f"{rate:.2%}", f"{covered:,} of {total:,} neurons"))
+        figures.append(("NC", f"{rate:.2%}", f"{covered:,} of {total:,} neurons (layer "
+                                             f"outputs, no input pixels)"))
         figures.append(("HS_C (RNN-Test)", f"{view['hsc']:.2%}",
                         "hidden-state coverage: units among the top k of some hidden vector "
                         "(no threshold)"))
@@ -91,6 +92,7 @@ def at_threshold():
         left, right = st.columns([3, 2], gap="large")
         with left.container(key="cov_by_layer"):
             st.markdown(state.coverage_bars(*profile, by, t), unsafe_allow_html=True)
+        one_unit_note(right, granularity)
         right.caption(f"{view['n_inputs']} inputs of the {sel.dataset} test split, model "
                       f"{sel.label}, {granularity} granularity, {normalize} normalization of "
                       f"{values} values"
@@ -130,6 +132,23 @@ def at_threshold():
                     cell_sections(t)
         if "every" in more:
             every_criterion()
+
+
+def one_unit_note(where, granularity: str) -> None:
+    """What NC and RConC mean for a layer of one neuron (a binary classifier's output)."""
+    one = [layer["name"] for layer in state.traced_layers(sel.model)
+           if layer["kind"] == "dense" and layer["units"] == 1]
+    if not one:
+        return
+    names = ", ".join(f"`{n}`" for n in one)
+    text = (f"**One-unit output {names}** (a binary classifier's sigmoid): NC reads it as "
+            f"P(positive), covered at a threshold when some input gives a higher probability.")
+    if granularity == "unit":
+        text += (" RConC at unit granularity has one contribution per input there (the sum "
+                 "over its sources) and min-max scaling (Eq. 3) needs two values, so its row "
+                 "stays at 0 %: pick the edge granularity (Profile settings) to see one "
+                 "contribution per source neuron.")
+    where.info(text, icon=":material/info:")
 
 
 def coverage_report(t: float, source: str) -> str:

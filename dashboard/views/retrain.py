@@ -96,15 +96,13 @@ with right:
         st.caption("Not measured in this run (held-out seeds per method: 0).")
     else:
         st.dataframe(table, hide_index=True, width="stretch")
-left, right = st.columns(2)
-with left:
-    st.plotly_chart(charts.before_after(results.before_after_frame(summary),
-                                        title="Before and after retraining (mean over repeats)"),
-                    width="stretch", key="retrain_bars")
-with right:
-    st.plotly_chart(charts.repeats(results.repeats_frame(summary),
-                                   title="Spread over the repeats (Figure 14)"),
-                    width="stretch", key="retrain_repeats_chart")
+# the small multiples take the page's width (nine panels in half of it ran together)
+st.plotly_chart(charts.before_after(results.before_after_frame(summary),
+                                    title="Before and after retraining (mean over repeats)"),
+                width="stretch", key="retrain_bars")
+st.plotly_chart(charts.repeats(results.repeats_frame(summary),
+                               title="Spread over the repeats (Figure 14)"),
+                width="stretch", key="retrain_repeats_chart")
 if "robustness" in summary:
     rob = summary["robustness"]
     c = st.columns(3)

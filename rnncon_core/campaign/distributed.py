@@ -142,7 +142,6 @@ def _absorb(run, view: Campaign, deltas, actors, ray) -> None:
         guide._load_state(deltas[0]["guide"] if deltas[0]["guide"] is not None else
                           ray.get(actors[0].guide_state.remote()))
     view._record()
-    if len(view.queue) > q0:
-        run.append_npz("queue", **view.queue.rows.arrays(q0))
-    if len(view.faults) > f0:
-        run.append_npz("faults", **view.faults.rows.arrays(f0))
+    from .record import write_rows
+    write_rows(run, view.queue.rows.arrays(q0) if len(view.queue) > q0 else {},
+               view.faults.rows.arrays(f0) if len(view.faults) > f0 else {})

@@ -152,6 +152,10 @@ class Campaign:
                 self.gradient(part, y[:len(part)])
         self.calls, self.model_seconds = calls, secs
         self.abstraction(x)
+        if self.kind == "text":     # the substitutes of the seeds' words (WordNet, tagger)
+            xs = self.x_seeds
+            self.mutator.mutate(xs, xs, np.zeros(len(xs), bool), self.y_seeds,
+                                np.random.default_rng(0))
         if self.guide is not None:
             type(self.guide).from_config(self.model, self.guide.get_config()).update(x)
 

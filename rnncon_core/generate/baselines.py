@@ -14,12 +14,6 @@ EPS = Param("eps", 0.3, Interval(0.0, 1.0, lo_open=True), "L-infinity radius of 
             label="ε (L∞ radius)")
 
 
-def prediction_loss(model, x, y):
-    """Per-seed cross-entropy of the true label y for ``model(x, training=False)`` (any
-    callable); tf (B,)."""
-    return loss_from_output(model(x, training=False), y)
-
-
 def loss_from_output(out, y):
     """Per-seed cross-entropy of the label y given class probabilities (a sigmoid unit is two
     classes: zoo.class_probabilities); tf (B,)."""

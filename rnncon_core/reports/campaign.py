@@ -70,17 +70,22 @@ def summarize(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     for (model, guide), g in rows.groupby(["model", "guide"], sort=False):
         f, fl, fh = t_interval(g["distinct_faults"])
         p, pl, ph = t_interval(g["distinct_pairs"])
+        k, kl, kh = t_interval(1000 * g["distinct_faults"] / g["calls"])
         table.append({"model": model, "guide": guide, "repeats": len(g), "faults": f,
                       "faults_low": fl, "faults_high": fh, "pairs": p, "pairs_low": pl,
-                      "pairs_high": ph, "coverage": g["coverage"].mean(),
+                      "pairs_high": ph, "per_kcall": k, "per_kcall_low": kl,
+                      "per_kcall_high": kh, "coverage": g["coverage"].mean(),
                       "calls": g["calls"].mean(), "overhead": g["overhead"].mean()})
         base = rows[(rows.model == model) & (rows.guide == "none")]
         if guide != "none" and len(base):
             d, lo, hi = welch(g["distinct_faults"], base["distinct_faults"])
             dp, plo, phi = welch(g["distinct_pairs"], base["distinct_pairs"])
+            dk, klo, khi = welch(1000 * g["distinct_faults"] / g["calls"],
+                                 1000 * base["distinct_faults"] / base["calls"])
             verdicts.append({"model": model, "guide": guide, "faults_minus_none": d,
                              "low": lo, "high": hi, "pairs_minus_none": dp, "pairs_low": plo,
-                             "pairs_high": phi,
+                             "pairs_high": phi, "per_kcall_minus_none": dk,
+                             "per_kcall_low": klo, "per_kcall_high": khi,
                              "verdict": "beats none" if lo > 0 else
                              ("worse than none" if hi < 0 else "no difference shown")})
     return pd.DataFrame(table), pd.DataFrame(verdicts)
@@ -122,20 +127,24 @@ def markdown(table: pd.DataFrame, verdicts: pd.DataFrame, settings: dict) -> str
              f"measured on this machine ({settings.get('machine', '')}). Distinct faults: "
              "distinct (true, predicted, DeepStellar abstract state) triples; pairs: distinct "
              "(true, predicted). Intervals: 95 % t over the repeats.", "",
-             "| model | guide | n | distinct faults [95 % CI] | pairs [95 % CI] | final "
-             "coverage | model calls | loop / model time |", "|---|---|---|---|---|---|---|---|"]
+             "| model | guide | n | distinct faults [95 % CI] | pairs [95 % CI] | per 1000 "
+             "calls [95 % CI] | final coverage | model calls | loop / model time |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in table.itertuples():
         lines.append(f"| {r.model} | {r.guide} | {r.repeats} | {r.faults:.1f} "
                      f"[{r.faults_low:.1f}, {r.faults_high:.1f}] | {r.pairs:.1f} "
-                     f"[{r.pairs_low:.1f}, {r.pairs_high:.1f}] | {r.coverage:.4f} | "
+                     f"[{r.pairs_low:.1f}, {r.pairs_high:.1f}] | {r.per_kcall:.2f} "
+                     f"[{r.per_kcall_low:.2f}, {r.per_kcall_high:.2f}] | {r.coverage:.4f} | "
                      f"{r.calls:.0f} | {r.overhead:.2f} |")
     lines += ["", "## Against the unguided baseline (none)", "",
               "| model | guide | faults − none [95 % Welch CI] | pairs − none [95 % CI] | "
-              "verdict |", "|---|---|---|---|---|"]
+              "per 1000 calls − none [95 % CI] | verdict (faults at the budget) |",
+              "|---|---|---|---|---|---|"]
     for r in verdicts.itertuples():
         lines.append(f"| {r.model} | {r.guide} | {r.faults_minus_none:+.1f} [{r.low:+.1f}, "
                      f"{r.high:+.1f}] | {r.pairs_minus_none:+.1f} [{r.pairs_low:+.1f}, "
-                     f"{r.pairs_high:+.1f}] | {r.verdict} |")
+                     f"{r.pairs_high:+.1f}] | {r.per_kcall_minus_none:+.2f} "
+                     f"[{r.per_kcall_low:+.2f}, {r.per_kcall_high:+.2f}] | {r.verdict} |")
     beats = verdicts[verdicts.verdict == "beats none"] if len(verdicts) else verdicts
     lines += ["", "**Verdict:** " + (
         "guidance beats none (95 % interval of the difference above 0) for " +
@@ -323,7 +332,8 @@ def check_bounds(info, model, min_coverage: dict, max_faults: int | None) -> pd.
             rate = float(s["coverage"])
         else:
             if queue is None:
-                queue = info.load_npz("queue")["x"]
+                from ..campaign.record import read_rows
+                queue = read_rows(info, "queue")["x"]
             crit = make_guide(name, model, {})
             for i in range(0, len(queue), 256):
                 crit.update(queue[i:i + 256])
