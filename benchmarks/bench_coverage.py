@@ -96,7 +96,7 @@ def ray_speedup(x) -> None:
     """Unit RConC over x on a local Ray runtime with 1 and with 2 workers (same result): the
     first call (the runtime and its actors start, load the model, compile) and a second one
     on the same actors (the work itself)."""
-    from rnncon_core.distributed import coverage, runtime
+    from rnncon_core.jobs.distributed import coverage, runtime
     cold, warm = {}, {}
     for workers in (1, 2):
         t0 = time.perf_counter()

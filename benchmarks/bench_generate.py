@@ -30,7 +30,7 @@ def main() -> None:
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)
     from rnncon_core.data import load_dataset
     from rnncon_core.generate import get_generator
-    from rnncon_core.generate.runner import model_dataset, select_seeds
+    from rnncon_core.jobs.runner import model_dataset, select_seeds
     from rnncon_core.zoo import load_model
 
     model = load_model(args.model)

@@ -361,7 +361,7 @@ def run_picker(label: str, runs: list, key: str, where=None, **kwargs):
     """A select box over runs (newest first) that starts on the newest complete run and never
     on a partial one; picking a partial run shows a warning. Returns the RunInfo, or None
     (no run, or only partial ones and none picked)."""
-    from dashboard import results
+    from rnncon_core.reports import results
     where = where or st
     by_id = {r.run_id: r for r in runs}
     if key not in st.session_state or (st.session_state[key] is not None

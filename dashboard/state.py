@@ -177,7 +177,8 @@ def accuracy_figure():
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _accuracy_figure(signature: tuple):
-    from dashboard import charts, tables
+    from dashboard import tables
+    from rnncon_core.reports import charts
     return charts.accuracy_beside_paper(tables.table1(_table1(signature)))
 
 
@@ -359,7 +360,7 @@ def coverage_at(model_ref: str, dataset_name: str, n_inputs: int, granularity: s
     """What the Coverage page shows at one threshold, read once per server from the kept
     maxima: the four headline figures, RConC and NC per layer, the growth curves (at the
     nearest grid threshold) and CS_C's sections. Small tables only."""
-    from dashboard.results import coverage_view
+    from rnncon_core.reports.results import coverage_view
     crits = coverage(model_ref, dataset_name, n_inputs, granularity, normalize, values)
     return coverage_view(crits, threshold, by, THRESHOLD_GRID)
 
@@ -382,7 +383,7 @@ def growth_figure(model_ref: str, dataset_name: str, n_inputs: int, granularity:
                   normalize: str, values: str, by: str, threshold: float):
     """The growth curves (Figure 6) at the grid threshold nearest to ``threshold``, built once
     per server (read-only)."""
-    from dashboard import charts
+    from rnncon_core.reports import charts
     view = coverage_at(model_ref, dataset_name, n_inputs, granularity, normalize, values, by,
                        threshold)
     return charts.growth_curves(view["curves"], threshold=view["grid_threshold"])
@@ -393,7 +394,7 @@ def growth_figure(model_ref: str, dataset_name: str, n_inputs: int, granularity:
 def sweep(model_ref: str, dataset_name: str, n_inputs: int, granularity: str, normalize: str,
           values: str = DEFAULT_NORM[1], by: str = "layer") -> "pd.DataFrame":
     """RConC and NC per layer (and "All") at every threshold of the grid."""
-    from dashboard.results import coverage_sweep
+    from rnncon_core.reports.results import coverage_sweep
     return coverage_sweep(coverage(model_ref, dataset_name, n_inputs, granularity, normalize,
                                    values), THRESHOLD_GRID, by)
 
@@ -415,7 +416,7 @@ def gate_table(model_ref: str, dataset_name: str, n_inputs: int, normalize: str,
 @st.cache_resource(show_spinner=False, max_entries=64)
 def sweep_figure(model_ref: str, dataset_name: str, n_inputs: int, granularity: str,
                  normalize: str, values: str, by: str, chosen: float):
-    from dashboard import charts
+    from rnncon_core.reports import charts
     return charts.threshold_sweep(sweep(model_ref, dataset_name, n_inputs, granularity,
                                         normalize, values, by), chosen=chosen)
 

@@ -212,7 +212,8 @@ def perturbations_view(sel, info, outputs: dict) -> None:
     """The Perturbations page for a text run: where its edits fall (part of speech, words),
     and the t-SNE map of the change in the final hidden state, coloured by class flip; a
     selected point shows its pair."""
-    from dashboard import charts, state
+    from dashboard import state
+    from rnncon_core.reports import charts
     vocab = state.dataset(sel.dataset).vocab
     lex = lexicon(vocab, str(len(vocab.words)))
     s = info.summary or {}

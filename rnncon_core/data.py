@@ -24,7 +24,7 @@ import numpy as np
 
 from .errors import DataMissingError, InputError
 from .paths import CACHE_DIR, MODELS_DIR, NPM_MODULES, ensure_dir
-from .runs import atomic_write_bytes, atomic_write_npz
+from .io import atomic_write_bytes, atomic_write_npz
 
 DATASETS = ("mnist", "fashion-mnist", "imdb", "digits")
 # a model's input (without the batch axis): (steps, features) images, (steps,) word ids

@@ -214,10 +214,10 @@ def set_quality(x_gen, x_seed, x_reference, feature_net=None) -> dict:
 # ---------------------------------------------------------------- text
 
 def text_quality(seeds: Sequence[Sequence], generated: Sequence[Sequence]) -> dict:
-    """Mean words changed (:func:`rnncon_core.text.diff.words_changed`: word positions that
+    """Mean words changed (:func:`rnncon_core.textdiff.words_changed`: word positions that
     differ after alignment) and its mean share of the seed's words, over (seed, generated)
     pairs of word lists or id arrays."""
-    from .text.diff import tokens, words_changed
+    from .textdiff import tokens, words_changed
     if len(seeds) != len(generated) or len(seeds) == 0:
         raise InputError(f"give one generated text per seed (got {len(seeds)} seeds and "
                          f"{len(generated)} generated texts, at least one of each)")

@@ -364,7 +364,8 @@ def generation_on_seeds(model: str, keras_model, method: str, seeds: np.ndarray,
     """The id of a finished generation run of ``model`` (``keras_model``, the same file) with
     ``method`` and ``params`` on exactly the test inputs ``seeds``: found in the store, or run
     now."""
-    from .generate import get_generator, run_generation
+    from .generate import get_generator
+    from .jobs import run_generation
     seeds = np.asarray(seeds, np.int64)
     sha = model_sha(model)
     settings = get_generator(method, keras_model, seed=seed, **params).get_config()
@@ -414,7 +415,7 @@ def fresh_adversarial_rate(models: dict[str, str], source, ds, n_seeds: int, sto
     ``n_seeds`` test inputs of ``pool`` (default: the inputs of its split it did not use) that every
     model predicts right. Returns ``{label: {"run_id", "adv_rate", "n_seeds",
     "n_adversarial"}}``."""
-    from .generate import run_generation
+    from .jobs import run_generation
     from .zoo import load_model
     cfg = source.config
     split = "test" if pool is not None else cfg.get("split", "test")

@@ -22,7 +22,6 @@ by a process that started later) is reported failed.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import secrets
@@ -40,7 +39,8 @@ import numpy as np
 
 from .errors import InputError, JobCancelled, RunStoreError
 from .paths import RUNS_DIR
-from .reports.writer import to_json, versions
+from .io import (atomic_write_bytes, atomic_write_json, atomic_write_npz, file_sha256,  # noqa: F401
+                 model_file, to_json, versions)
 
 STATUSES = ("running", "finished", "failed", "cancelled")
 _SCHEMA = """
@@ -66,51 +66,14 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def _tmp_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-
-
-def _atomic_write(path: Path, write) -> None:
-    """Write through ``write(file)`` to a temporary file, then move it into place."""
-    tmp = _tmp_path(path)
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    _atomic_write(path, lambda f: f.write(data))
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, to_json(obj, indent=2).encode())
-
-
-def atomic_write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    _atomic_write(path, lambda f: np.savez_compressed(f, **arrays))
-
-
 def _model_record(model: str | None) -> dict | None:
     """Name/path of the model plus the file's size and sha256 when it can be found."""
     if model is None:
         return None
-    from .paths import MODELS_DIR
     rec: dict[str, Any] = {"model": str(model)}
-    for candidate in (MODELS_DIR / f"{model}.keras", Path(str(model))):
-        if candidate.is_file():
-            h = hashlib.sha256()
-            with open(candidate, "rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    h.update(chunk)
-            rec.update(path=str(candidate.resolve()), bytes=candidate.stat().st_size,
-                       sha256=h.hexdigest())
-            break
+    path = model_file(model)
+    if path is not None:
+        rec.update(path=str(path.resolve()), bytes=path.stat().st_size, sha256=file_sha256(path))
     return rec
 
 

@@ -746,3 +746,17 @@ def _empty(v) -> bool:
 def _from_dict(d: dict, specs: dict) -> Trace:
     layers = {name: LayerTrace(specs[name], **fields) for name, fields in d["layers"].items()}
     return Trace(layers, d["output"], d["inputs"], dict(d["outputs"]))
+
+
+def fingerprint(model) -> str:
+    """sha256 (first 16 hex digits) of a model's weights (a Keras model or a ``Tracer``): every
+    weight array's shape, dtype and bytes, in order. The same weights loaded from another path
+    give the same fingerprint; retrained weights another."""
+    import hashlib
+    model = model.model if isinstance(model, Tracer) else model
+    h = hashlib.sha256()
+    for w in model.weights:
+        a = np.ascontiguousarray(np.asarray(w.numpy() if hasattr(w, "numpy") else w))
+        h.update(str((a.shape, a.dtype.str)).encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:16]

@@ -14,7 +14,7 @@ import numpy as np
 
 from .errors import InputError, ModelLoadError, UnsupportedModelError
 from .paths import MODELS_DIR, ensure_dir
-from .reports.writer import versions
+from .io import atomic_save_keras, versions
 
 
 @dataclass(frozen=True)
@@ -499,9 +499,7 @@ def train_model(name: str, epochs: int | None = None, batch_size: int = 128, see
         return previous   # no better on validation: the shipped model stays as it is
     _, test_acc = model.evaluate(ds.x_test, ds.y_test, batch_size=512, verbose=0)
     out_dir = ensure_dir(Path(out_dir or MODELS_DIR))
-    tmp = out_dir / f"{name}.tmp.keras"
-    model.save(tmp)
-    tmp.replace(out_dir / f"{name}.keras")
+    atomic_save_keras(model, out_dir / f"{name}.keras")
     if ds.vocab is not None and out_dir == MODELS_DIR and not VOCAB_FILE.exists():
         ds.vocab.save(VOCAB_FILE)
     card = {

@@ -14,7 +14,7 @@ from tests.test_coverage import _cli  # the CLI through its real entry point
 @pytest.fixture
 def captured(monkeypatch, tmp_path):
     """run_generation and the report builders replaced by recorders (nothing runs)."""
-    import rnncon_core.generate as gen
+    import rnncon_core.jobs as gen
     calls = {}
 
     def record(name, result):
@@ -77,7 +77,7 @@ def test_text_methods_take_every_parameter(captured, capsys, monkeypatch):
 def test_a_text_run_reports_its_validity_beside_the_flips(captured, capsys, monkeypatch):
     """The summary line and --json of a text run carry the valid adversarial rate and the share
     of substitutions passing each check (issue 17), not only the adversarial rate."""
-    import rnncon_core.generate as gen
+    import rnncon_core.jobs as gen
     text_run = {"run_id": "r", "method": "synonym-gradient", "n_seeds": 20, "n_adversarial": 7,
                 "adv_rate": 0.35, "seconds": 39.4, "adv_per_second": 0.18, "outputs": "o",
                 "avg_words_changed": 8.0, "valid_adv_rate": 0.3,

@@ -38,7 +38,7 @@ def runs_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def gen_run(runs_dir):
     """One real, small generation run of mnist-lstm (the engine's own entry point)."""
-    from rnncon_core.generate import run_generation
+    from rnncon_core.jobs import run_generation
     return run_generation("mnist-lstm", "rconc", 8, iterations=20, step=0.1, constraint="none",
                           batch_size=8, store=RunStore(runs_dir))     # finds an adversarial one
 

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the dashboard package
-from dashboard import charts, results, tables  # noqa: E402
+from dashboard import tables  # noqa: E402
+from rnncon_core.reports import charts, results  # noqa: E402
 
 
 def _by_layer(rates):
@@ -303,7 +304,7 @@ def test_a_kept_profile_is_read_back_and_never_from_another_model(tmp_path, monk
 
 
 def test_the_html_report_is_self_contained_with_figures_tables_and_versions():
-    from dashboard import report
+    from rnncon_core.reports import html as report
     by_layer = {"RConC": _by_layer([1, 1, 1]), "NC": _by_layer([1, 1, 1])}
     view = {"n_inputs": 50, "grid_threshold": 0.25, "rconc": (0.5, 71, 142),
             "nc": (0.25, 10, 40), "hsc": 0.4, "by_layer": by_layer,

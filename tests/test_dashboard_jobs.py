@@ -141,7 +141,7 @@ def test_a_finished_run_keeps_its_card_in_a_new_session(runs_dir):
 
 
 def test_partial_runs_are_never_the_default(runs_dir):
-    from dashboard import results
+    from rnncon_core.reports import results
     store = RunStore(runs_dir)
     done = store.start("generate", model="m", method="rconc")
     done.finish({"n_seeds": 4})

@@ -11,7 +11,7 @@ ray = pytest.importorskip("ray", reason="Ray is not installed")
 
 @pytest.fixture(scope="module")
 def local_ray():
-    from rnncon_core.distributed import runtime
+    from rnncon_core.jobs.distributed import runtime
     from rnncon_core.errors import RNNConError
     try:
         with runtime(workers=2) as r:
@@ -30,7 +30,7 @@ def model_file(tiny_lstm, tmp_path_factory):
 @pytest.mark.parametrize("name,params", [("rconc", {}), ("rconc", {"granularity": "edge"}),
                                          ("nc", {})])
 def test_coverage_on_ray_equals_one_process(local_ray, model_file, name, params):
-    from rnncon_core.distributed import coverage
+    from rnncon_core.jobs.distributed import coverage
     from rnncon_core.zoo import load_model
     x = np.random.default_rng(5).random((23, 5, 3)).astype("float32")
     seen = []
@@ -47,7 +47,7 @@ def test_coverage_on_ray_equals_one_process(local_ray, model_file, name, params)
     ("pgd", {"eps": 0.2, "step": 0.05, "iterations": 3}),
     ("rconc", {"threshold": 0.9, "step": 0.05, "iterations": 3})])
 def test_generation_on_ray_equals_one_process(local_ray, model_file, method, params):
-    from rnncon_core.distributed import generate
+    from rnncon_core.jobs.distributed import generate
     from rnncon_core.generate import get_generator
     from rnncon_core.zoo import load_model
     model = load_model(model_file)
@@ -62,7 +62,7 @@ def test_generation_on_ray_equals_one_process(local_ray, model_file, method, par
 
 def test_run_generation_on_ray_writes_one_run(local_ray, model_file, tmp_path):
     """`rnncon generate --workers 2`: one run in the store, the same outputs as one process."""
-    from rnncon_core.generate import run_generation
+    from rnncon_core.jobs import run_generation
     from rnncon_core.runs import RunStore
     from rnncon_core.zoo import load_model
     x = np.random.default_rng(7).random((8, 5, 3)).astype("float32")

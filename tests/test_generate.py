@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from rnncon_core.errors import InputError
-from rnncon_core.generate import get_generator, run_generation
+from rnncon_core.generate import get_generator
+from rnncon_core.jobs import run_generation
 from rnncon_core.generate.baselines import clipped_to_l2
 from rnncon_core.generate.differential import Differential
 from rnncon_core.runs import RunStore

@@ -295,7 +295,7 @@ def test_pollution_relabelling_and_detection_scores():
 def test_robustness_fresh_runs_on_new_seeds(tiny, tmp_path):
     """A real generation run (FGSM, cheap) as the source; robustness runs use seeds the
     source did not use, the same ones for the original and the retrained model."""
-    from rnncon_core.generate import run_generation
+    from rnncon_core.jobs import run_generation
     store = RunStore(tmp_path / "runs")
     src = run_generation(tiny["path"], "fgsm", n_seeds=30, dataset="digits", store=store)
     if src["n_adversarial"] == 0:

@@ -11,7 +11,7 @@ import pytest
 from rnncon_core.data import OOV, PAD, START, Vocabulary
 from rnncon_core.errors import InputError
 from rnncon_core.text import display
-from rnncon_core.text.diff import align, words_changed
+from rnncon_core.textdiff import align, words_changed
 from rnncon_core.text.eda import (EDA, UNK, Lexicon, random_deletion, random_insertion,
                                   random_swap, stop_words, synonym_replacement)
 from rnncon_core.text.wordnet import WORDNET_DIR, wordnet_available
@@ -282,7 +282,7 @@ def test_text_report_markdown_leads_with_the_valid_rate():
 
 def test_a_text_result_without_the_generators_count_uses_the_one_words_changed():
     """GenerationResult's fallback (a text generator that gives no ``words_changed``) counts
-    as text.diff does: an inserted word shifting the rest counts 1, not every shifted id."""
+    as textdiff does: an inserted word shifting the rest counts 1, not every shifted id."""
     from rnncon_core.generate.base import GenerationResult
     seed = np.array([[0, 1, 5, 6, 7, 8], [0, 1, 5, 6, 7, 8]])
     gen = np.array([[1, 9, 5, 6, 7, 8], [0, 1, 5, 6, 7, 9]])       # one insertion, one substitution

@@ -69,7 +69,7 @@ def runs(setup):
 
 @pytest.mark.parametrize("method", ["eda", "synonym-gradient"])
 def test_generation_respects_budget_and_oracle(setup, runs, method):
-    from rnncon_core.text.diff import words_changed
+    from rnncon_core.textdiff import words_changed
     model, lex, x, y = setup
     _, res = runs[method]
     assert res.x_gen.shape == x.shape and res.x_gen.dtype == np.int32

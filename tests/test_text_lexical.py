@@ -28,7 +28,7 @@ VOCAB_CONTEXT = VOCAB | set("tract patch strategy scheme beautiful gorgeous sple
 
 @pytest.fixture(scope="module")
 def subs():
-    from rnncon_core.text.eda import stop_words
+    from rnncon_core.text.lexical import stop_words
     return L.Substitutes(VOCAB, stop_words(), names={"george"}, min_similarity=0.0,
                          max_candidates=50)
 
@@ -127,7 +127,7 @@ def test_substitutes_keep_tag_inflection_and_sentiment(subs):
 
 
 def test_similarity_prefers_the_common_sense():
-    from rnncon_core.text.eda import stop_words
+    from rnncon_core.text.lexical import stop_words
     s = L.Substitutes(VOCAB, stop_words())                 # the default threshold
     assert s.words("extremely", "RB")[:1] == ["highly"]
     assert "passing" not in s.words("extremely", "RB")   # an adverb only in a rare sense
@@ -136,7 +136,7 @@ def test_similarity_prefers_the_common_sense():
 def test_context_weights_the_senses():
     """Simplified Lesk: the words around a word move its substitutes towards the sense they
     share a gloss with (plot of land -> patch; not so for the plot of a movie)."""
-    from rnncon_core.text.eda import stop_words
+    from rnncon_core.text.lexical import stop_words
     s = L.Substitutes(VOCAB_CONTEXT, stop_words(), min_similarity=0.0, max_candidates=50)
     land = "they bought a small plot of land to grow vegetables".split()
     movie = "the plot of the movie was weak and the story dull".split()
@@ -154,7 +154,7 @@ def test_similar_adjectives_and_verb_hypernyms_are_candidates_noun_hypernyms_not
     informed) count at half their sense's weight; a noun's hypernym does not (hotel ->
     building: read by hand, 6 of 35 noun hypernyms were acceptable); every candidate still
     passes the checks."""
-    from rnncon_core.text.eda import stop_words
+    from rnncon_core.text.lexical import stop_words
     s = L.Substitutes(VOCAB_CONTEXT, stop_words(), min_similarity=0.0, max_candidates=50)
     wn = L._wn()
     assert "gorgeous" not in wn.synset("beautiful.a.01").lemma_names()
@@ -173,7 +173,7 @@ def test_similar_adjectives_and_verb_hypernyms_are_candidates_noun_hypernyms_not
 def test_content_stop_words_may_be_replaced_function_words_not():
     """scikit-learn's stop words hold content adverbs (often, perhaps): they get substitutes;
     its nouns and verbs (show, found) and the function words stay protected."""
-    from rnncon_core.text.eda import stop_words
+    from rnncon_core.text.lexical import stop_words
     s = L.Substitutes(VOCAB_CONTEXT, stop_words())
     assert {"often", "perhaps", "show", "found", "the"} <= stop_words()
     assert "frequently" in s.words("often", "RB")
@@ -199,7 +199,7 @@ def _vectors(pairs: dict[tuple[str, str], float]):
 
 
 def test_min_cosine_keeps_only_substitutes_used_alike_and_ranks_by_it():
-    from rnncon_core.text.eda import stop_words
+    from rnncon_core.text.lexical import stop_words
     base = L.Substitutes(VOCAB, stop_words(), min_similarity=0.0, max_candidates=50)
     assert {"film", "flick"} <= set(base.words("movie", "NN"))
     vec = _vectors({("movie", "film"): 0.8, ("movie", "flick"): 0.1, ("movie", "picture"): 0.5})

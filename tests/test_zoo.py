@@ -215,7 +215,7 @@ def test_model_datasets_own_first_then_what_fits_the_input():
     from types import SimpleNamespace
 
     from rnncon_core.errors import InputError
-    from rnncon_core.generate.runner import model_dataset
+    from rnncon_core.jobs.runner import model_dataset
 
     def never(_):
         raise AssertionError("a shipped architecture's data sets need no model")

@@ -4,7 +4,9 @@ CS_C's sections and every criterion."""
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, images, perf, report, state
+from dashboard import images, perf, state
+from rnncon_core.reports import charts
+from rnncon_core.reports import html as report
 from rnncon_core.errors import RNNConError
 
 st.title("Coverage")

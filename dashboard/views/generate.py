@@ -1,10 +1,13 @@
 """Generate: start a coverage-guided generation run, watch it, see Table 2 and the pairs."""
 import streamlit as st
 
-from dashboard import charts, forms, jobs, report, results, state, tables, text_views
+from dashboard import forms, jobs, state, tables, text_views
+from rnncon_core.reports import charts, results
+from rnncon_core.reports import html as report
 from rnncon_core import data, zoo
 from rnncon_core import generate as gen
 from rnncon_core.errors import RNNConError
+from rnncon_core.jobs import run_generation
 
 st.title("Generate")
 st.caption("Start from seeds the model predicts right, perturb them (guided by the criterion "
@@ -54,7 +57,7 @@ if submitted:
                  "none is shipped yet.")
     else:
         jobs.launch("generate", f"{method} on {sel.label} · {int(n_seeds)} seeds",
-                    gen.run_generation, model=sel.model, method=method, n_seeds=int(n_seeds),
+                    run_generation, model=sel.model, method=method, n_seeds=int(n_seeds),
                     dataset=sel.dataset, batch_size=forms.batch_size(int(n_seeds)),
                     **({"others": list(others)} if others else {}), **params)
 

@@ -2,7 +2,8 @@
 import numpy as np
 import streamlit as st
 
-from dashboard import charts, jobs, results, state, text_views
+from dashboard import jobs, state, text_views
+from rnncon_core.reports import charts, results
 from rnncon_core import data
 
 st.title("Perturbations")

@@ -1,7 +1,9 @@
 """Retrain: add a generation run's adversarial inputs to the training data, retrain, compare."""
 import streamlit as st
 
-from dashboard import charts, jobs, report, results, state
+from dashboard import jobs, state
+from rnncon_core.reports import charts, results
+from rnncon_core.reports import html as report
 from rnncon_core import retrain
 
 st.title("Retrain")

@@ -3,7 +3,8 @@ import json
 
 import streamlit as st
 
-from dashboard import charts, jobs, tables
+from dashboard import jobs, tables
+from rnncon_core.reports import charts
 
 st.title("Runs")
 store = jobs.store()

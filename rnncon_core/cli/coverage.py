@@ -149,7 +149,7 @@ def coverage_cmd(ctx: typer.Context, model: str = MODEL_OPT,
         log(f"going on from {state} ({cov.n_inputs:,} inputs so far)")
     started = time.time()
     if workers or ray_address:
-        from ..distributed import coverage as on_ray
+        from ..jobs.distributed import coverage as on_ray
         config = {k: v for k, v in cov.get_config().items() if k != "name"}
         cov.merge(on_ray(model, x, cov.name, workers=workers or 2, address=ray_address,
                          progress=lambda d, t: log(f"[ray] {d}/{t} shards"), **config))

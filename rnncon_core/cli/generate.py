@@ -72,7 +72,8 @@ def generate_cmd(
     """Generate one test input per seed with one strategy; the run goes to the run store."""
     from pathlib import Path
 
-    from ..generate import generator_class, run_generation
+    from ..generate import generator_class
+    from ..jobs import run_generation
     from . import read_labels, read_npy
     checked(seeds=seeds, seed=seed, kind=kind, workers=workers, batch_size=batch_size)
     params = declared_values(generator_class(method).params, ctx.args, param,

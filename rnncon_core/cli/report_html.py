@@ -1,9 +1,8 @@
 """`rnncon report html`: the dashboard's shareable report (one self-contained HTML file with
 interactive figures, tables, model, data, settings and versions) for a run or for the coverage
-of a model, without starting the dashboard."""
+of a model, without starting the dashboard. The writer is ``rnncon_core.reports.html``."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -11,21 +10,6 @@ import typer
 
 from . import JSON_OPT, RUNS_DIR_OPT, emit, log, report_app, store
 from ..errors import InputError
-from ..paths import REPO_ROOT
-
-
-def _dashboard_report():
-    """``dashboard.report`` of this checkout (the HTML writer draws with the dashboard's
-    charts; the dashboard is not part of the installed package)."""
-    if (REPO_ROOT / "dashboard").is_dir() and str(REPO_ROOT) not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT))
-    try:
-        from dashboard import report
-    except ImportError as e:
-        raise InputError(f"rnncon report html needs the dashboard of a checkout ({e}); run it "
-                         f"from a clone of the repository with the dashboard's requirements "
-                         f"installed") from None
-    return report
 
 
 @report_app.command("html")
@@ -59,7 +43,7 @@ def report_html_cmd(
                                  ("--values", values, ("abs", "signed"))):
         if value not in choices:
             raise InputError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
-    report = _dashboard_report()
+    from ..reports import html as report
     if run is not None:
         doc, name = report.for_run(store(runs_dir).get(run)), f"report-{run}.html"
     else:

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..trace import Tracer
+from ..io import atomic_write_npz
+from ..trace import Tracer, fingerprint
 from .params import Interval, Params
 
 REPORT_THRESHOLDS = (0.0, 0.25, 0.5, 0.75)
@@ -278,7 +279,6 @@ class Criterion:
             raise InputError(f"can only merge a {self.name} state of the same configuration: "
                              f"{self.get_config()} vs {getattr(other, 'get_config', dict)()}")
         if other.tracer is not self.tracer:
-            from .profile import fingerprint
             if fingerprint(other.tracer) != fingerprint(self.tracer):
                 raise InputError("these coverage states belong to different models (weights "
                                  "differ); a state is never merged into another model's")
@@ -301,21 +301,16 @@ class Criterion:
         """One .npz archive at exactly ``path`` (whatever its suffix: ``x.state`` writes
         ``x.state``): the state's arrays, the configuration and the model's fingerprint.
         An unwritable path is an InputError (:func:`check_writable` tells before the work)."""
-        from .profile import fingerprint
         path = check_writable(path)
         meta = {"criterion": self.name, "config": self.get_config(),
                 "fingerprint": fingerprint(self.tracer), "n_inputs": self.n_inputs,
                 "format": 1}
         arrays = {f"state/{k}": v for k, v in self._state_arrays().items()}
-        tmp = path.with_name(f".{path.name}.tmp")
-        try:
-            with open(tmp, "wb") as f:           # a file object: numpy adds no suffix
-                np.savez_compressed(f, meta=np.array(json.dumps(meta)), **arrays)
-            tmp.replace(path)
+        try:            # written through a file object: numpy adds no suffix
+            return atomic_write_npz(path, {"meta": np.array(json.dumps(meta)), **arrays})
         except OSError as e:
-            tmp.unlink(missing_ok=True)
-            raise InputError(f"cannot write the coverage state {path} ({e.strerror or e})")
-        return path
+            raise InputError(f"cannot write the coverage state {path} "
+                             f"({e.strerror or e})") from None
 
     @classmethod
     def load(cls, model, path) -> "Criterion":
@@ -324,7 +319,6 @@ class Criterion:
         that is not such a state (truncated, not an archive, its meta missing or broken) is
         an InputError."""
         from pathlib import Path
-        from .profile import fingerprint
         path = Path(path)
         if not path.exists() and path.with_suffix(".npz").is_file():
             path = path.with_suffix(".npz")      # saved by an older version (it added .npz)

@@ -153,6 +153,17 @@ class _AbstractModel(ProfiledCriterion):
             df["rate"] = self.rate(threshold)
         return df
 
+    def abstract_states(self, x, embedded: bool = False) -> np.ndarray:
+        """(N, T) int64: every input's abstract state at every step, one key per vector of
+        cells (``decode_state`` gives the cells back); the state is not touched."""
+        if getattr(self, "_states_fn", None) is None:
+            self._states_fn = self._compile(self._keys_graph)
+        return self._states_fn(self.tracer.check_inputs(x, embedded), embedded).numpy()
+
+    def decode_state(self, key: int) -> list[int]:
+        """The cells (one per component) of an abstract state key."""
+        return self._decode(key)
+
     def describe(self, index: int) -> dict:
         seg, (i,) = self._segment_of(index)
         key = int(self._items[i])

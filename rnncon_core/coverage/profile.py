@@ -24,7 +24,6 @@ It holds, over every training input (and every step):
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -32,22 +31,12 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from ..io import atomic_write_npz
+from ..trace import fingerprint
 from .base import Criterion, with_max
 
 MAX_COMPONENTS = 8
 _BATCH = 256
-
-
-def fingerprint(model) -> str:
-    """sha256 (first 16 hex digits) of the model's weights: shapes and bytes, in order."""
-    from ..trace import Tracer
-    model = model.model if isinstance(model, Tracer) else model
-    h = hashlib.sha256()
-    for w in model.weights:
-        a = np.ascontiguousarray(np.asarray(w.numpy() if hasattr(w, "numpy") else w))
-        h.update(str((a.shape, a.dtype.str)).encode())
-        h.update(a.tobytes())
-    return h.hexdigest()[:16]
 
 
 def default_path(model) -> Path:
@@ -68,14 +57,8 @@ class Profile:
         return self.arrays[key]
 
     def save(self, path) -> Path:
-        from ..runs import atomic_write_bytes
-        import io
-        buf = io.BytesIO()
-        np.savez(buf, _meta=np.array(json.dumps(self.meta)), **self.arrays)
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, buf.getvalue())
-        return path
+        return atomic_write_npz(path, {"_meta": np.array(json.dumps(self.meta)), **self.arrays},
+                                compressed=False)
 
     @classmethod
     def load(cls, path) -> "Profile":

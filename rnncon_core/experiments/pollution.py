@@ -122,7 +122,7 @@ def run_pollution(architecture: str = "mnist-gru", source: int = 9, target: int 
                   progress=None, **generator_params) -> dict:
     """The whole experiment, stored as a run of kind ``pollution``; returns its summary."""
     from ..data import load_dataset
-    from ..generate import run_generation
+    from ..jobs import run_generation
     from ..generate.base import predict_proba
     from ..retrain import fit_split
     from ..runs import RunStore

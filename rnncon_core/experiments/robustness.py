@@ -35,7 +35,7 @@ def run_robustness(model: str = "mnist-gru", from_run: str | None = None, n_inpu
     store = store or RunStore()
     emit = progress or (lambda e: None)
     if from_run is None:
-        from ..generate import run_generation
+        from ..jobs import run_generation
         emit({"stage": "generate", "n_seeds": n_inputs})
         from_run = run_generation(model, "rconc", n_seeds=n_inputs, seed=seed,
                                   store=store)["run_id"]

@@ -2,7 +2,8 @@
 
     gen = get_generator("rconc", model, target="lstm_1", k=2, constraint="light")
     result = gen.generate(x_seeds, y_seeds)          # GenerationResult
-    summary = run_generation("mnist-lstm", "rconc", n_seeds=100)   # stored in the run store
+
+A stored run of a strategy (the CLI's and the dashboard's) is ``rnncon_core.jobs.run_generation``.
 
 Image methods: rconc (RNNCon-Test), nc (DeepXplore's NC objective), rnntest (RNN-Test),
 differential (DeepXplore), fgsm, pgd, noise. Text methods (``eda``, ``synonym-gradient``)
@@ -88,13 +89,11 @@ def __getattr__(name: str):
     for module, cls in _LAZY.values():
         if name == cls and module.startswith(__name__):
             return getattr(importlib.import_module(module), cls)
-    if name in ("run_generation", "select_seeds", "model_dataset"):
-        return getattr(importlib.import_module(".runner", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["BatchOutput", "GenerationResult", "Generator", "GradientGenerator", "predict_proba",
            "CONSTRAINTS", "get_constraint", "IMAGE_METHODS", "TEXT_METHODS",
            "register_generator", "get_generator", "generator_class", "list_generators",
-           "run_generation", "select_seeds", "model_dataset", "ContributionGuided",
+           "ContributionGuided",
            "NeuronGuided", "StateGuided", "Differential", "FGSM", "PGD", "Noise"]

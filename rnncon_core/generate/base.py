@@ -75,10 +75,10 @@ class GenerationResult:
                 "linf": np.abs(p).max(axis=1, initial=0.0)}
 
     def words_changed(self) -> np.ndarray:
-        """Per seed, text.diff's words changed (the generator's, else from the id rows)."""
+        """Per seed, textdiff's words changed (the generator's, else from the id rows)."""
         if "words_changed" in self.extras:
             return np.asarray(self.extras["words_changed"])
-        from ..text.diff import words_changed
+        from ..textdiff import words_changed
         return np.array([words_changed(s, g) for s, g in zip(self.x_seed, self.x_gen)], np.int64)
 
     def summary(self, model: str = "") -> dict:
@@ -252,7 +252,7 @@ class Generator(metaclass=_Declared):
         ``on_batch(result_so_far)`` lets a caller save partial outputs. ``part=(start, stop)``
         (start a multiple of batch_size) generates for seeds start..stop-1 only, exactly as the
         whole run would (targets drawn from the whole seed set, the same random streams): how
-        rnncon_core.distributed splits a run over workers."""
+        rnncon_core.jobs.distributed splits a run over workers."""
         x, y = self.validate(x, y)
         lo, hi = (0, len(x)) if part is None else (int(part[0]), min(len(x), int(part[1])))
         if lo % self.batch_size or not 0 <= lo <= hi:

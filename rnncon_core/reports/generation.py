@@ -73,7 +73,7 @@ def build_generation(n_seeds: int = 500, models=None, out_dir="reports/generatio
     from ..runs import RunStore
     from ..zoo import ARCHITECTURES, load_model, read_card, shipped_models
     from ..trace import Tracer
-    from ..generate import run_generation
+    from ..jobs import run_generation
 
     store = store if store is not None else RunStore()
     shipped = set(shipped_models())

@@ -73,7 +73,7 @@ def _same_model(run, model: str) -> bool:
 def find_or_run_generation(store, model: str, method: str, n_seeds: int, log: Callable,
                            **params) -> str:
     """A finished generation run of ``model`` with these settings (reused), or a new one."""
-    from ..generate import run_generation
+    from ..jobs import run_generation
     from ..retrain import generator_params
     for r in store.list(kind="generate", status="finished", model=model):
         c = r.config

@@ -123,7 +123,7 @@ def build_text(models=None, n_seeds: int = 100, max_fraction: float = 0.1,
     ``reuse``: take a finished stored run of the same model, method and settings (seeds,
     constraints, word budget) instead of generating again (the figures are recomputed from
     its outputs)."""
-    from ..generate import run_generation
+    from ..jobs import run_generation
     from ..runs import RunStore
     from ..zoo import load_model, shipped_models
     shipped = set(shipped_models())
@@ -251,7 +251,7 @@ def _markdown(rep: dict) -> str:
              "substitutions passing those three checks together. **Words changed** = the word "
              "positions that differ after an optimal alignment of the seed and the generated "
              "review (the word-level Levenshtein distance: each substituted, inserted or "
-             "deleted word counts 1; `rnncon_core.text.diff.words_changed`); share changed = "
+             "deleted word counts 1; `rnncon_core.textdiff.words_changed`); share changed = "
              "that count over the seed's words.", "",
              "| model | method | valid adversarial | adversarial | adv., 3 checks | "
              "subst. safe | antonym | polarity | number | POS | inflection | words changed | "

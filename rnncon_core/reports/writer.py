@@ -7,58 +7,19 @@ writes each file atomically (a reader never sees half a file), by its extension:
 (NumPy scalars and arrays and paths converted), ``.csv`` (a DataFrame, or a list of dicts
 written as they are) and anything else as UTF-8 text, then ``provenance.json`` beside them
 (which report, when, the package versions and the git commit of the code). The run store
-(``runs.py``), the model cards (``zoo.py``), the CLI's ``--json`` and the dashboard's HTML
-reports use the same encoder and versions.
+(``runs.py``), the model cards (``zoo.py``), the CLI's ``--json`` and the HTML reports use the
+same encoder and versions, from ``rnncon_core.io``.
 """
 from __future__ import annotations
 
 import csv
 import io
-import json
-import platform
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-# key -> distributions that may provide it (the first one installed wins)
-_DISTRIBUTIONS = {"tensorflow": ("tensorflow-cpu", "tensorflow"), "keras": ("keras",),
-                  "numpy": ("numpy",), "rnncon": ("rnncon-test",)}
-
-
-def json_default(o: Any):
-    """``json.dumps(..., default=json_default)``: NumPy scalars and arrays, paths and sets."""
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    if isinstance(o, (set, frozenset)):
-        return sorted(o)
-    raise TypeError(f"not JSON serializable: {type(o).__name__}")
-
-
-def to_json(obj: Any, indent: int | None = None) -> str:
-    return json.dumps(obj, indent=indent, default=json_default)
-
-
-def versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
-    """Python's and the packages' versions, read from the installed metadata (nothing is
-    imported): python, tensorflow, keras, numpy, rnncon, then the ``extra`` distributions."""
-    from importlib import metadata
-    out = {"python": platform.python_version()}
-    for key, dists in {**_DISTRIBUTIONS, **{d: (d,) for d in extra}}.items():
-        for dist in dists:
-            try:
-                out[key] = metadata.version(dist)
-                break
-            except metadata.PackageNotFoundError:
-                continue
-    return out
-
+from ..io import atomic_write_bytes, json_default, to_json, versions  # noqa: F401
 
 def _commit() -> str | None:
     """The git commit of this code (with ``+dirty`` when files differ from it), or None."""
@@ -102,7 +63,6 @@ def write_files(out_dir: str | Path, files: dict[str, Any], report: str,
     """Write ``files`` (name -> content) under ``out_dir`` and the report's ``provenance.json``;
     returns the paths written. An empty list of CSV rows writes no file. ``float_format``:
     pandas' format for the DataFrames' floats (default: full precision)."""
-    from ..runs import atomic_write_bytes
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .diff import align
+from ..textdiff import align
 
 STATUS_STYLE = {
     "replaced": "background:#fde68a;border-radius:3px;padding:0 2px",

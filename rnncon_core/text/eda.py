@@ -32,16 +32,12 @@ import numpy as np
 
 from ..data import IMDB_MAXLEN, INDEX_FROM, OOV, PAD, START, Vocabulary, pad_sequences, tokenize
 from ..errors import InputError
+from .lexical import stop_words
 
 OPERATIONS = ("sr", "ri", "rs", "rd")
 OPERATION_NAMES = {"sr": "synonym replacement", "ri": "random insertion",
                    "rs": "random swap", "rd": "random deletion"}
 UNK = "<unk>"
-
-
-def stop_words() -> frozenset[str]:
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-    return frozenset(ENGLISH_STOP_WORDS)
 
 
 CONSTRAINTS = ("reader", "none")

@@ -3,7 +3,7 @@ substitution. Both work on padded word-id rows (N, T) of a model that starts wit
 change at most a budget of words per review, and stop a seed as soon as its prediction flips.
 
 Budget: ``min(max_changes, floor(max_fraction * words))`` words of a review (at least 1),
-counted as the word-level edit distance to the seed (:func:`rnncon_core.text.diff.words_changed`).
+counted as the word-level edit distance to the seed (:func:`rnncon_core.textdiff.words_changed`).
 
 ``constraints="reader"`` (the default) lets only substitutions a reader accepts through (same
 part of speech, re-inflected, same sentiment, no antonym, no number, negation or name; see
@@ -25,7 +25,7 @@ from ..data import INDEX_FROM, VOCAB_FILE, Vocabulary
 from ..errors import DataMissingError, InputError, UnsupportedModelError
 from ..generate.base import BatchOutput, Generator
 from ..params import Bool, FilePath, IntRange, Interval, OneOf, Param, Params, Text
-from .diff import words_changed
+from ..textdiff import words_changed
 from .eda import CONSTRAINTS, EDA, Lexicon
 from .lexical import CHECKS, check_edits
 
@@ -184,7 +184,7 @@ class TextGenerator(Generator):
 
     def _checked(self, x, x_gen, extras: dict) -> dict:
         """``extras`` plus every edit checked (see the module doc), the seed's confidence and
-        the words changed (text.diff's one definition, whatever the generator counted for its
+        the words changed (textdiff's one definition, whatever the generator counted for its
         budget)."""
         n = len(x)
         valid = np.zeros(n, bool)

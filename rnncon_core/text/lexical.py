@@ -62,10 +62,19 @@ from functools import lru_cache
 from typing import Sequence
 
 from ..errors import DataMissingError
+from ..io import atomic_write_text
 
 PENN_TO_WN = {"NN": "n", "NNS": "n", "VB": "v", "VBD": "v", "VBG": "v", "VBN": "v",
               "VBP": "v", "VBZ": "v", "JJ": "a", "JJR": "a", "JJS": "a",
               "RB": "r", "RBR": "r", "RBS": "r"}
+
+
+def stop_words() -> frozenset[str]:
+    """scikit-learn's ENGLISH_STOP_WORDS (318 words)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+    return frozenset(ENGLISH_STOP_WORDS)
+
+
 UPOS = {"n": "NOUN", "v": "VERB", "a": "ADJ", "r": "ADV"}
 NEGATIONS = frozenset(("not no never nothing none nobody nowhere neither nor without cannot "
                        "hardly barely scarcely lack lacks lacking").split())
@@ -194,7 +203,6 @@ def _lemma(word: str) -> str:
 def _signature(sname: str) -> frozenset[str]:
     """Lesk's signature of a synset: the lemmas of the content words of its gloss and
     examples, and its own and its related synsets' lemma names."""
-    from .eda import stop_words
     s = _wn().synset(sname)
     text = " ".join([s.definition(), *s.examples(),
                      *(n for r in [s, *s.hypernyms(), *s.similar_tos()]
@@ -292,9 +300,7 @@ def imdb_names(vocab_words: Sequence[str]) -> frozenset[str]:
     known = set(vocab_words)
     names = sorted(names_from_texts(texts) & known)
     ensure_dir(CACHE_DIR)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(names))
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps(names))
     return frozenset(names)
 
 
@@ -420,7 +426,7 @@ def check_edits(seed_words: Sequence[str], gen_words: Sequence[str],
     insertion in the generated review; a substitution also has ``gen_position``). Replaced blocks of equal length are
     substitutions word by word; the rest of a replaced block counts as insertions/deletions.
     """
-    from .diff import align
+    from ..textdiff import align
     seed_words, gen_words = list(seed_words), list(gen_words)
     seed_tags = list(seed_tags) if seed_tags is not None else pos_tags(seed_words)
     gen_tags = None

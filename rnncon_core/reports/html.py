@@ -19,7 +19,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from dashboard import charts, results, tables
+from ..io import versions as core_versions
+from . import charts, results
 
 PACKAGES = ("pandas", "plotly", "streamlit", "scikit-learn")   # beside the core's versions
 
@@ -33,7 +34,6 @@ class Section:
 
 
 def versions() -> dict[str, str]:
-    from rnncon_core.reports.writer import versions as core_versions
     return core_versions(extra=PACKAGES)
 
 
@@ -134,19 +134,19 @@ def generation(info, outputs: dict | None, pairs: int = 12) -> str:
              "method": info.method, "created": info.created}
     if not results.complete(info):
         facts["partial"] = results.partial_note(info)
-    sections = [Section("Table 2", tables=[("", tables.table2([info]))])]
+    sections = [Section("Table 2", tables=[("", results.table2([info]))])]
     if outputs is not None and "x_seed" in outputs:
         rows = results.gallery_order(outputs, only_adversarial=False)[:pairs]
         x_seed = np.asarray(outputs["x_seed"])
         if np.issubdtype(x_seed.dtype, np.floating) and x_seed.ndim == 3 and len(rows):
-            from rnncon_core import data
+            from .. import data
             sections.append(Section(
                 "Seeds and generated inputs (Figure 9)",
                 f"The first {len(rows)} pairs, adversarial ones first.",
                 figures=[charts.image_triplets(data.to_images(x_seed[rows]),
                                                data.to_images(outputs["x_gen"][rows]),
                                                results.captions(outputs, rows))]))
-        sections.append(Section("Per input", tables=[("", tables.per_input(outputs))]))
+        sections.append(Section("Per input", tables=[("", results.per_input(outputs))]))
     sections.append(Section("Summary", tables=[("", _key_values(info.summary or {}))]))
     return render(f"Generation run {info.run_id}", facts, sections,
                   settings=_flat(info.config))
@@ -206,11 +206,11 @@ def coverage_of_model(model: str, dataset: str | None = None, n_inputs: int = 20
                       normalize: str = "step", values: str = "abs") -> str:
     """The Coverage page's report for a model over the first ``n_inputs`` test inputs of a data
     set (default: the model's own), without a server (``rnncon report html --model``)."""
-    from rnncon_core import data, zoo
-    from rnncon_core.coverage import (CellStateCoverage, ContributionCoverage,
-                                      HiddenStateCoverage, NeuronCoverage, default_threshold)
-    from rnncon_core.errors import UnsupportedModelError
-    from rnncon_core.trace import Tracer
+    from .. import data, zoo
+    from ..coverage import (CellStateCoverage, ContributionCoverage, HiddenStateCoverage,
+                            NeuronCoverage, default_threshold)
+    from ..errors import UnsupportedModelError
+    from ..trace import Tracer
     dataset = dataset or (zoo.ARCHITECTURES[model].dataset if model in zoo.ARCHITECTURES
                           else "mnist")
     ds = data.load_dataset(dataset)

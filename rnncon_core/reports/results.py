@@ -1,6 +1,8 @@
 """Reading runs for display: pure functions from run-store records to frames and arrays."""
 from __future__ import annotations
 
+from typing import Iterable, Mapping
+
 import numpy as np
 import pandas as pd
 
@@ -194,7 +196,7 @@ def coverage_view(crits: dict, threshold: float, by: str, grid: tuple) -> dict:
 
 def coverage_sweep(crits: dict, grid: tuple, by: str = "layer") -> pd.DataFrame:
     """RConC and NC per layer (and "All") at every threshold of the grid."""
-    from dashboard.charts import with_all
+    from .charts import with_all
     rows = []
     for t in grid:
         for name in ("RConC", "NC"):
@@ -203,3 +205,71 @@ def coverage_sweep(crits: dict, grid: tuple, by: str = "layer") -> pd.DataFrame:
             rows += [{"threshold": t, "criterion": name, "layer": r.layer, "rate": r.rate}
                      for r in df.itertuples()]
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- generation tables
+
+TABLE2_KEYS = [("n_seeds", "seeds"), ("n_adversarial", "adversarial"),
+               ("adv_rate", "adv. rate"), ("avg_l1", "avg L1"), ("avg_l2", "avg L2"),
+               ("avg_linf", "avg L∞"), ("avg_words_changed", "avg words changed"),
+               ("seconds", "seconds")]
+
+
+def table2(runs: Iterable) -> pd.DataFrame:
+    """Table 2 rows from generation runs (``RunInfo`` with a summary): one row per run, every
+    column of one type (numbers as floats with NaN where a run lacks one)."""
+    out = []
+    for info in runs:
+        s = info.summary or {}
+        n_seeds, n_adv = s.get("n_seeds"), s.get("n_adversarial")
+        rate = s.get("adv_rate")
+        if rate is None and n_seeds:
+            rate = (n_adv or 0) / n_seeds
+        row = {"run": info.run_id, "status": info.status,
+               "model": str(s.get("model", info.model) or ""),
+               "method": str(s.get("method", info.method) or ""),
+               **generator_settings(info.config),
+               "seeds": n_seeds, "adversarial": n_adv,
+               "adv. rate %": None if rate is None else 100 * float(rate)}
+        for key, label in TABLE2_KEYS[3:]:
+            row[label] = s.get(key)
+        out.append(row)
+    df = pd.DataFrame(out, columns=["run", "status", "model", "method", "layer", "constraint",
+                                    "seeds", "adversarial", "adv. rate %",
+                                    *[label for _, label in TABLE2_KEYS[3:]]])
+    numeric = df.columns[6:]
+    df[numeric] = df[numeric].apply(pd.to_numeric, errors="coerce").astype(float)
+    return df.dropna(axis=1, how="all")
+
+
+def generator_settings(config: dict) -> dict:
+    """Target layer and constraint of a generation run: its stored settings read through its
+    method's declaration (retrain.generator_params; older runs' layout too)."""
+    from ..errors import RNNConError
+    from ..retrain import generator_params
+    try:
+        params = generator_params(config)
+    except RNNConError:                     # a method this checkout does not register
+        params = {}
+    target = params.get("target", params.get("layer"))
+    return {"layer": "Random" if target in (None, "random") else str(target),
+            "constraint": str(params.get("constraint") or "none")}
+
+
+def per_input(outputs: Mapping[str, np.ndarray]) -> pd.DataFrame:
+    """One row per seed of a generation run's outputs.npz: its 1-D arrays, and the L1/L2/L∞
+    norms of each perturbation when the inputs are there."""
+    n = len(outputs["y_seed"]) if "y_seed" in outputs else len(next(iter(outputs.values())))
+    cols = {k: np.asarray(v) for k, v in outputs.items()
+            if np.asarray(v).ndim == 1 and len(v) == n}
+    if "x_seed" in outputs and "x_gen" in outputs \
+            and np.issubdtype(np.asarray(outputs["x_seed"]).dtype, np.floating):
+        p = (np.asarray(outputs["x_gen"], dtype=np.float64)
+             - np.asarray(outputs["x_seed"], dtype=np.float64))
+        p = p.reshape(n, int(np.prod(p.shape[1:])))          # (also for a run of 0 seeds)
+        cols.update(l1=np.abs(p).sum(1), l2=np.sqrt((p ** 2).sum(1)),
+                    linf=np.abs(p).max(1, initial=0.0))
+    elif "x_seed" in outputs and "x_gen" in outputs:
+        changed = np.asarray(outputs["x_seed"]) != np.asarray(outputs["x_gen"])
+        cols["ids_changed"] = changed.reshape(n, int(np.prod(changed.shape[1:]))).sum(1)
+    return pd.DataFrame(cols)

@@ -14,8 +14,8 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InputError, JobCancelled
-from . import generator_class, get_generator
-from .base import GenerationResult, predict_proba
+from ..generate import generator_class, get_generator
+from ..generate.base import GenerationResult, predict_proba
 
 
 def model_dataset(model, name_or_path: str | os.PathLike | None = None) -> str:
@@ -69,18 +69,17 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
     model's). ``others``: names/paths of the other models (``differential``). ``params``: the
     strategy's own (target, k, constraint, step, ...). Inputs, labels and the model's head are
     checked before the model runs. ``workers``/``ray_address``: split the seeds over Ray actors
-    (rnncon_core.distributed; the same inputs as one process). ``kind`` ("image", "sequence",
-    "text") overrides the guess from the input shape (trace.set_kind); ``inputs_source``
-    (e.g. the files of ``inputs`` and ``labels``) is recorded in the run's config, so that
-    retraining can say what to pass. Returns the summary plus ``run_id`` and ``outputs``."""
+    (rnncon_core.jobs.distributed; the same inputs as one process). ``kind`` ("image",
+    "sequence", "text") overrides the guess from the input shape (trace.set_kind);
+    ``inputs_source`` (e.g. the files of ``inputs`` and ``labels``) is recorded in the run's
+    config, so that retraining can say what to pass. Returns the summary plus ``run_id`` and
+    ``outputs``."""
     from ..data import class_labels, load_dataset
     from ..runs import RunStore
-    from ..trace import check_model_inputs, input_domain
-    from ..zoo import load_model, with_steps
-    from .base import check_unit_range, model_head
-
+    from ..generate.base import check_unit_range, model_head
     from ..params import check_args
-    from ..trace import set_kind
+    from ..trace import check_model_inputs, input_domain, set_kind
+    from ..zoo import load_model, with_steps
     check_args(prefix="", seed=seed, n=int(n_seeds) if seed_indices is None else None)
     cls = generator_class(method)      # unknown method: fail before loading anything
     keras_model = load_model(model)
@@ -159,7 +158,7 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
             if method == "differential" or not isinstance(model, str):
                 raise InputError("--workers needs a model every worker can load (a shipped "
                                  "name or a .keras path) and is not for differential testing")
-            from ..distributed import generate as on_ray
+            from .distributed import generate as on_ray
             result = on_ray(model, x_all[idx], y_all[idx], method, workers=workers or 2,
                             address=ray_address, progress=report, should_stop=stop, seed=seed,
                             **params)

@@ -1,4 +1,4 @@
-"""The dashboard's figures: pure functions, data in, a Plotly figure out (no Streamlit here).
+"""The figures of the dashboard and of the HTML reports: pure functions, data in, a Plotly figure out (no Streamlit here).
 
 Each builder takes what the engine returns (``by_layer()`` DataFrames, ``curve()`` arrays,
 ``by_gate_step()`` DataFrames, run summaries, image arrays, t-SNE points) and draws it the way

@@ -1,0 +1,20 @@
+"""Test campaigns: find a model's faults within a budget, guided by any coverage criterion.
+
+    from rnncon_core.campaign import run_campaign
+    summary = run_campaign("mnist-lstm", guide="rconc", budget="2m")   # stored in the run store
+
+Where things are: ``mutations`` (the declared mutations and their validity bounds), ``queue``
+(the seed queue and the distinct faults), ``loop`` (one campaign's loop, its state a value),
+``run`` (``run_campaign``: the run store, checkpoints, resume), ``distributed`` (one queue per
+Ray worker, states merged). Guide: any name of ``coverage.CRITERIA``, or ``none``.
+"""
+from __future__ import annotations
+
+from .loop import CAMPAIGN_PARAMS, CURVE_COLUMNS, LOOP_PARAMS, Campaign
+from .mutations import MUTATION_PARAMS, Mutator, input_kind
+from .run import (GUIDE_NONE, Budget, guide_names, load_campaign, make_guide, parse_budget,
+                  run_campaign)
+
+__all__ = ["CAMPAIGN_PARAMS", "CURVE_COLUMNS", "LOOP_PARAMS", "MUTATION_PARAMS", "Campaign",
+           "Mutator", "input_kind", "GUIDE_NONE", "Budget", "guide_names", "load_campaign",
+           "make_guide", "parse_budget", "run_campaign"]

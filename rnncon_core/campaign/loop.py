@@ -1,0 +1,251 @@
+"""One campaign's loop, as an object whose whole state is a value (checkpoint, resume, Ray).
+
+A step (one batch): pick parents from the queue (``queue.SeedQueue.pick``), make ``mutants``
+of each (``mutations.Mutator``, valid ones only), run the model on them, record the faults
+(prediction differs from the root seed's label; distinct by (label, prediction, abstract state
+of the last hidden state), each re-predicted before it is kept), give the others to the guide
+(``update``) and keep in the queue those that raised its coverage (the per-input gain is read
+from the guide's growth curve, ``curve()``, over the batch's inputs). The unguided baseline
+(guide ``none``) keeps every valid mutant that is not a fault (DeepHunter's random mode, where
+``has_new_bits`` is always true). Inspired by DeepHunter's Algorithm 1 and TensorFuzz's corpus
+loop (Odena et al., ICML 2019: mutate an element, keep it if its coverage is new); neither
+handles recurrent models nor more than one criterion.
+
+Randomness: one ``numpy.random.Generator`` (seeded with ``seed``) drives every choice; its state
+is part of the checkpoint, so a resumed campaign draws what the uninterrupted one would have.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..errors import InputError
+from ..params import Interval, IntRange, Param, Params
+from .mutations import MUTATION_PARAMS, Mutator
+from .queue import FaultSet, SeedQueue
+
+CURVE_COLUMNS = ("seconds", "calls", "coverage", "distinct_faults", "distinct_pairs",
+                 "queue", "faults", "model_seconds")
+
+LOOP_PARAMS = Params(
+    Param("parents", 8, IntRange(1, 4096), "Queue entries picked per batch.",
+          kinds=("image", "text", "sequence"), level="more"),
+    Param("mutants", 8, IntRange(1, 1024), "Mutants made of each picked entry.",
+          kinds=("image", "text", "sequence"), level="more"),
+    Param("p_init", 0.8, Interval(0.0, 1.0, lo_open=True), "DeepHunter's initial pick "
+          "probability.", kinds=("image", "text", "sequence"), level="cli"),
+    Param("p_min", 0.3, Interval(0.0, 1.0, lo_open=True), "DeepHunter's least pick "
+          "probability.", kinds=("image", "text", "sequence"), level="cli"),
+    Param("gamma", 5.0, Interval(0.0, 1e6, lo_open=True), "Picks over which the probability "
+          "decays (DeepHunter's γ).", kinds=("image", "text", "sequence"), level="cli"),
+    Param("max_queue", 50_000, IntRange(1), "Most queue entries (memory bound).",
+          kinds=("image", "text", "sequence"), level="more"),
+    Param("components", 3, IntRange(1, 8), "Principal axes of the abstract state (DeepStellar) "
+          "that tells faults apart.", kinds=("image", "text", "sequence"), level="more"),
+    Param("cells", 10, IntRange(1, 1000), "Cells per axis of the abstract state.",
+          kinds=("image", "text", "sequence"), level="more"))
+CAMPAIGN_PARAMS = Params(*MUTATION_PARAMS, *LOOP_PARAMS)
+
+
+def labels_of(p: np.ndarray) -> np.ndarray:
+    p = np.asarray(p)
+    return (p[:, 0] > 0.5).astype(np.int64) if p.shape[1] == 1 else p.argmax(1).astype(np.int64)
+
+
+def _grad_fn(model):
+    """d(prediction term)/dx for float inputs: the generators' objective (other classes'
+    logits minus the label's), compiled once per model."""
+    import tensorflow as tf
+
+    from ..generate.base import compiled_forward, shared
+    from ..generate.guided import prediction_term
+    fwd = compiled_forward(model)
+
+    def make():
+        @tf.function(reduce_retracing=True)
+        def grad(x, y):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                obj = prediction_term(fwd(x), y)
+            return tape.gradient(obj, x)
+        return grad
+    fn = shared(model, ("campaign-grad",), make)
+    return lambda x, y: fn(tf.constant(x, tf.float32), tf.constant(y, tf.int64)).numpy()
+
+
+def guide_gains(guide, x) -> np.ndarray:
+    """Update the guide with x; per input, how much coverage it added first (in items, or in
+    weight for a weighted criterion), read from the guide's growth curve."""
+    n0 = guide.n_inputs
+    before = guide.rate()
+    guide.update(x)
+    try:
+        curve = np.asarray(guide.curve(), np.float64)
+        prev = np.concatenate([[curve[n0 - 1] if n0 else 0.0], curve[n0:n0 + len(x) - 1]])
+        gain = (curve[n0:n0 + len(x)] - prev) * max(1, guide.total)
+    except InputError:            # no growth curve at this threshold: the batch's gain, shared
+        gain = np.full(len(x), (guide.rate() - before) * max(1, guide.total) / max(1, len(x)))
+    return np.maximum(gain, 0.0)
+
+
+class Campaign:
+    """The loop's state and one batch at a time (``start`` once, then ``step``)."""
+
+    def __init__(self, model, x, y, guide, values: dict, seed: int, kind: str,
+                 abstraction, lexicon=None):
+        self.model, self.kind, self.values = model, kind, values
+        self.guide = guide                     # a Criterion, or None (unguided)
+        if guide is not None:
+            guide.KEEP_INPUTS = 0              # no inputs kept inside the guide (memory)
+        self.abstraction = abstraction
+        self.mutator = Mutator(kind, values, lexicon)
+        self.x_seeds, self.y_seeds = x, np.asarray(y, np.int64)
+        self.rng = np.random.default_rng(seed)
+        self.queue = SeedQueue(values["p_init"], values["p_min"], values["gamma"],
+                               values["max_queue"])
+        self.faults = FaultSet()
+        self.curve: list[list[float]] = []
+        self.calls, self.batches = 0, 0
+        self.seconds = self.model_seconds = 0.0      # elapsed before this process's clock
+        self.unstable = 0          # faults whose prediction changed when re-predicted
+        self._clock = None
+        self._grad = _grad_fn(model) if kind == "image" and \
+            "gradient" in self.mutator.families else None
+
+    # -- the model
+    def predict(self, x) -> np.ndarray:
+        import tensorflow as tf
+
+        from ..generate.base import compiled_forward
+        t0 = time.perf_counter()
+        fwd = compiled_forward(self.model)
+        dtype = tf.int32 if self.kind == "text" else tf.float32
+        out = [labels_of(np.asarray(fwd(tf.constant(x[i:i + 512], dtype))))
+               for i in range(0, len(x), 512)]
+        self.model_seconds += time.perf_counter() - t0
+        self.calls += len(x)
+        return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+    def gradient(self, x, y):
+        t0 = time.perf_counter()
+        g = self._grad(x, y)
+        self.model_seconds += time.perf_counter() - t0
+        self.calls += len(x)
+        return g
+
+    def elapsed(self) -> float:
+        return self.seconds + (time.perf_counter() - self._clock if self._clock else 0.0)
+
+    def resume_clock(self) -> None:
+        self._clock = time.perf_counter()
+
+    def coverage(self) -> float:
+        return float(self.guide.rate()) if self.guide is not None else float("nan")
+
+    # -- the loop
+    def start(self) -> None:
+        """The dry run: the seeds' predictions and coverage; every seed enters the queue."""
+        self.resume_clock()
+        x, y = self.x_seeds, self.y_seeds
+        pred = self.predict(x)
+        if np.any(pred != y):
+            raise InputError("every seed must be predicted right (a campaign looks for inputs "
+                             "whose prediction differs from their seed's label)")
+        gain = guide_gains(self.guide, x) if self.guide is not None else np.zeros(len(x))
+        n = len(x)
+        self.queue.add(x=x, ref=x, root=np.arange(n), label=y, shifted=np.zeros(n, bool),
+                       gain=gain, depth=np.zeros(n, np.int64), parent=np.full(n, -1))
+        self._record()
+
+    def step(self) -> dict:
+        """One batch; returns what it added (for the run store and the Ray driver)."""
+        q, v = self.queue, self.values
+        idx = np.repeat(q.pick(self.rng, v["parents"]), v["mutants"])
+        rows = q.rows
+        x, ref, label = rows["x"][idx], rows["ref"][idx], rows["label"][idx]
+        grad = None if self._grad is None else self.gradient
+        new, new_ref, shifted, ops, pos = self.mutator.mutate(
+            x, ref, rows["shifted"][idx], label, self.rng, grad)
+        idx, label = idx[pos], label[pos]
+        q_start, f_start = len(q), len(self.faults)
+        if len(new):
+            pred = self.predict(new)
+            bad = pred != label
+            self._faults(new[bad], idx[bad], label[bad], pred[bad], np.array(ops)[bad])
+            ok = ~bad
+            if self.guide is not None and ok.any():
+                gain = guide_gains(self.guide, new[ok])
+                keep = gain > 0
+            else:
+                gain = np.zeros(int(ok.sum()))
+                keep = np.ones(len(gain), bool)
+            sel = np.flatnonzero(ok)[keep]
+            parents = idx[sel]
+            q.add(x=new[sel], ref=new_ref[sel], root=rows["root"][parents],
+                  label=label[sel], shifted=shifted[sel], gain=gain[keep],
+                  depth=rows["depth"][parents] + 1, parent=parents)
+        self.batches += 1
+        self._record()
+        return {"queue": (q_start, len(q)), "faults": (f_start, len(self.faults))}
+
+    def _faults(self, x, parent, label, pred, ops) -> None:
+        if not len(x):
+            return
+        self.faults.total += len(x)
+        state = self.abstraction(x)
+        new = self.faults.new_mask(label, pred, state)
+        if not new.any():
+            return
+        x, parent, label, pred, state, ops = (a[new] for a in (x, parent, label, pred,
+                                                                 state, ops))
+        again = self.predict(x)                  # every fault re-predicted before it is kept
+        stable = again == pred
+        self.unstable += int((~stable).sum())
+        root = self.queue.rows["root"][parent]
+        m = int(stable.sum())
+        self.faults.add(x=x[stable], root=root[stable], label=label[stable], pred=pred[stable],
+                        state=state[stable], op=ops[stable].astype("<U24"),
+                        batch=np.full(m, self.batches), calls=np.full(m, self.calls),
+                        seconds=np.full(m, self.elapsed()))
+
+    def _record(self) -> None:
+        self.curve.append([self.elapsed(), self.calls, self.coverage(), len(self.faults),
+                           len(self.faults.pairs), len(self.queue), self.faults.total,
+                           self.model_seconds])
+
+    # -- the state as a value
+    def state(self) -> dict:
+        """Everything mutable besides the queue's and faults' rows (which only grow)."""
+        import json
+        out = {"picks": self.queue.picks.copy(), "curve": np.array(self.curve, np.float64),
+               "counters": np.array(json.dumps({
+                   "calls": self.calls, "batches": self.batches, "seconds": self.elapsed(),
+                   "model_seconds": self.model_seconds, "unstable": self.unstable,
+                   "faults_total": self.faults.total, "n_queue": len(self.queue),
+                   "n_faults": len(self.faults), "rng": self.rng.bit_generator.state}))}
+        if self.guide is not None:
+            out.update({f"guide/{k}": np.asarray(a) for k, a in
+                        self.guide._state_arrays().items()})
+        return out
+
+    def restore(self, state: dict, queue: dict, faults: dict) -> None:
+        """Back to a saved state (rows beyond the state's counts, written after it, are
+        dropped)."""
+        import json
+        c = json.loads(str(state["counters"]))
+        self.queue = SeedQueue(self.queue.p_init, self.queue.p_min, self.queue.gamma,
+                               self.queue.capacity)
+        self.queue.add(**{k: np.asarray(v)[:c["n_queue"]] for k, v in queue.items()})
+        self.queue.picks = np.asarray(state["picks"], np.int64).copy()
+        self.faults.load({k: np.asarray(v)[:c["n_faults"]] for k, v in (faults or {}).items()})
+        self.faults.total = c["faults_total"]
+        self.curve = np.asarray(state["curve"]).tolist()
+        self.calls, self.batches = c["calls"], c["batches"]
+        self.seconds, self.model_seconds = c["seconds"], c["model_seconds"]
+        self.unstable = c["unstable"]
+        self.rng.bit_generator.state = c["rng"]
+        if self.guide is not None:
+            self.guide._load_state({k[6:]: v for k, v in state.items()
+                                    if k.startswith("guide/")})
+        self.resume_clock()
