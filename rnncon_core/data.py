@@ -153,10 +153,11 @@ def read_dataset(path, kind: str | None = None) -> Dataset:
         raise InputError(f"no data set file {path}" if not path.exists() else
                          f"{path} is not a file: give a .npz data set")
     try:
-        with np.load(path, allow_pickle=False) as f:
-            if not hasattr(f, "files"):
-                raise InputError(f"{path} holds one array: a data set is an .npz with "
-                                 f"{', '.join(NPZ_KEYS)} (numpy.savez)")
+        f = np.load(path, allow_pickle=False)
+        if not hasattr(f, "files"):
+            raise InputError(f"{path} holds one array: a data set is an .npz with "
+                             f"{', '.join(NPZ_KEYS)} (numpy.savez)")
+        with f:
             missing = [k for k in NPZ_KEYS if k not in f.files]
             if missing:
                 raise InputError(f"{path} lacks {', '.join(missing)}: a data set is an .npz "

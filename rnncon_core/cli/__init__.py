@@ -286,6 +286,8 @@ def main(argv: list[str] | None = None) -> None:
         _fail(e.format_message() + hint, e.exit_code if e.exit_code else 2)
     except (Abort, KeyboardInterrupt):
         _fail(_interrupted(), 130)
+    if code == 130:                 # typer turns Ctrl-C into a silent exit code 130
+        _fail(_interrupted(), 130)
     sys.exit(code if isinstance(code, int) else 0)
 
 

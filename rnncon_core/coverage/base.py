@@ -152,9 +152,10 @@ def _read_state(path) -> tuple[dict, dict]:
                          f"{path} is not a file: give a coverage state saved by --save-state")
     bad = f"{path} is not a coverage state saved by rnncon (--save-state / Criterion.save)"
     try:
-        with np.load(path, allow_pickle=False) as f:
-            if not hasattr(f, "files"):
-                raise InputError(f"{bad}: it holds one array, not an archive")
+        f = np.load(path, allow_pickle=False)
+        if not hasattr(f, "files"):
+            raise InputError(f"{bad}: it holds one array, not an archive")
+        with f:
             if "meta" not in f.files:
                 raise InputError(f"{bad}: it has no meta record")
             meta = json.loads(str(f["meta"]))
