@@ -8,9 +8,12 @@ if str(ROOT) not in sys.path:          # `streamlit run` puts only dashboard/ on
 
 import streamlit as st  # noqa: E402
 
-from dashboard import perf, state, warmup  # noqa: E402
+from dashboard import perf, shutdown, state, urlstate, warmup  # noqa: E402
 
-st.set_page_config(page_title="RNNCon-Test", page_icon=":material/biotech:", layout="wide")
+# a local icon: a Material icon name here makes the browser fetch the favicon from a font host
+# on the internet, and nothing may leave this machine at run time
+st.set_page_config(page_title="RNNCon-Test", page_icon=str(ROOT / "assets" / "favicon.png"),
+                   layout="wide")
 
 # The page files live in views/, not pages/: Streamlit runs a pages/ folder as an old-style
 # multipage app (each file on its own, without this frame) until some session has called
@@ -20,12 +23,15 @@ PAGES = [
     st.Page("views/coverage.py", title="Coverage", icon=":material/grid_on:"),
     st.Page("views/gates.py", title="Gates", icon=":material/view_timeline:"),
     st.Page("views/generate.py", title="Generate", icon=":material/auto_fix_high:"),
+    st.Page("views/campaign.py", title="Campaign", icon=":material/bug_report:"),
     st.Page("views/perturbations.py", title="Perturbations", icon=":material/scatter_plot:"),
     st.Page("views/retrain.py", title="Retrain", icon=":material/model_training:"),
     st.Page("views/runs.py", title="Runs", icon=":material/history:"),
 ]
 page = st.navigation(PAGES)
+shutdown.start()        # once per process: Ctrl-C / SIGTERM end the server within a second
 
+urlstate.restore(page)      # a reload, a second tab, a shared link: the view in its URL
 selection = state.current()
 with st.sidebar:
     st.markdown("**RNNCon-Test**  \ncontribution coverage for recurrent networks")
@@ -36,6 +42,7 @@ try:
     with perf.rerun(page.title, perf.session_id()):
         page.run()
 finally:
+    urlstate.publish(page)  # the address bar holds the view (model, data, run, settings)
     # once per server, after the first page has drawn what it can (importing TensorFlow in
     # a thread holds the interpreter for seconds): the default model and views, in background
     warmup.start()

@@ -38,6 +38,8 @@ class Job:
     run_id: str | None = None       # set by the engine's store.start(...)
     error: str | None = None        # an error raised before (or outside) the run
     thread: threading.Thread | None = field(default=None, repr=False)
+    model: str | None = None        # the model it works on (cards are per model)
+    session: str = ""               # the browser session that started it
 
     @property
     def alive(self) -> bool:
@@ -70,7 +72,9 @@ def _job_store(job: Job) -> RunStore:
 
 def start(kind: str, label: str, fn: Callable[..., Any], /, **kwargs) -> Job:
     """Run ``fn(**kwargs, store=...)`` in a worker thread; return its Job at once."""
-    job = Job(job_id=secrets.token_hex(4), kind=kind, label=label)
+    job = Job(job_id=secrets.token_hex(4), kind=kind, label=label,
+              model=None if kwargs.get("model") is None else str(kwargs["model"]),
+              session=_session())
 
     def work():
         try:
@@ -85,6 +89,13 @@ def start(kind: str, label: str, fn: Callable[..., Any], /, **kwargs) -> Job:
         _JOBS[job.job_id] = job
     job.thread.start()
     return job
+
+
+def _session() -> str:
+    """The id of the browser session whose script runs now ("" outside one)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return ctx.session_id if ctx else ""
 
 
 def one_line(e: BaseException) -> str:
@@ -107,6 +118,28 @@ def cancel(run_id: str) -> None:
         pass                               # it finished meanwhile: nothing to cancel
 
 
+def stop_all(grace: float = 0.6, reason: str = "the server was stopped") -> int:
+    """Cancel every running job of this server (the server is stopping): ask each run to stop,
+    wait up to ``grace`` seconds for the jobs to end by themselves (a cancelled run keeps what
+    it finished), then mark the runs still running cancelled, outputs kept. Returns how many
+    runs were cancelled."""
+    from rnncon_core.runs import Run
+    live = [j for j in list(_JOBS.values()) if j.alive and j.run_id]
+    for job in live:
+        cancel(job.run_id)
+    deadline = time.monotonic() + grace
+    for job in live:
+        job.thread.join(max(0.0, deadline - time.monotonic()))
+    for job in live:
+        try:
+            if store().get(job.run_id).status == "running":
+                Run(store(), job.run_id).fail(f"JobCancelled: {reason}; what the run had "
+                                              f"finished is kept", status="cancelled")
+        except RNNConError:
+            pass
+    return len(live)
+
+
 # ---------------------------------------------------------------- what a card shows
 
 @dataclass
@@ -120,6 +153,8 @@ class Card:
     elapsed: float = 0.0
     error: str | None = None
     mine: bool = True              # started by this browser session
+    origin: str = ""               # who started it, when not this session (said on the card)
+    model: str | None = None       # the model it works on ("Show its results" switches to it)
     ident: str = ""                # the job's id (or the run's, for a run started elsewhere)
     rate: float | None = None      # items per second over the recent batches
 
@@ -186,7 +221,8 @@ def _created_epoch(created: str) -> float:
     return calendar.timegm(time.strptime(created, "%Y-%m-%dT%H:%M:%SZ"))
 
 
-def card_for_run(info, title: str, mine: bool, started: float | None = None) -> Card:
+def card_for_run(info, title: str, mine: bool, started: float | None = None,
+                 origin: str = "") -> Card:
     progress = info.progress() or {}
     end = time.time() if info.status == "running" else _created_epoch(info.updated)
     began = started if started is not None else _created_epoch(info.created)
@@ -198,12 +234,13 @@ def card_for_run(info, title: str, mine: bool, started: float | None = None) -> 
     return Card(title=title, state=info.status, run_id=info.run_id, done=done,
                 total=int(progress.get("total", 0)), message=progress.get("message", ""),
                 elapsed=max(0.0, end - began), error=error, mine=mine, ident=info.run_id,
-                rate=rate)
+                rate=rate, origin=origin, model=info.model)
 
 
 def card_for_job(job: Job) -> Card:
     card = _card_for_job(job)
     card.ident = job.job_id
+    card.model = card.model or job.model
     return card
 
 
@@ -230,32 +267,50 @@ def _card_for_job(job: Job) -> Card:
 RECENT_SECONDS = 600       # a run that ended this long ago still has its card
 
 
-def cards(kind: str, job_ids: list[str], now: float | None = None) -> list[Card]:
+def cards(kind: str, job_ids: list[str], now: float | None = None,
+          model: str | None = None) -> list[Card]:
     """This session's jobs of a kind (newest first), then the runs of that kind that other
     sessions (or this one before a reload) started and that are running or ended in the last
-    RECENT_SECONDS: a card outlives its job's end in every session."""
+    RECENT_SECONDS: a card outlives its job's end in every session. With ``model``, only the
+    jobs and runs of that model. A run another run started (a retraining's held-out sets) has
+    no card of its own: it is part of its parent's job."""
     now = time.time() if now is None else now
     out, known = [], set()
     for job_id in reversed(job_ids):
         job = get(job_id)
-        if job is None or job.kind != kind:
+        if job is None or job.kind != kind or (model is not None and job.model is not None
+                                               and job.model != str(model)):
             continue
         out.append(card_for_job(job))
         if job.run_id:
             known.add(job.run_id)
-    for info in store().list(kind=kind):
+    for info in store().list(kind=kind, children=False,
+                             model=None if model is None else str(model)):
         if info.run_id in known:
             continue
         if info.status != "running" and now - _created_epoch(info.updated) > RECENT_SECONDS:
             continue
-        out.append(card_for_run(info, f"{info.method or kind} on {info.model}",
-                                mine=_started_here(info.run_id)))
+        origin = started_by(info.run_id)
+        out.append(card_for_run(info, _run_title(info), mine=not origin, origin=origin))
     return out
 
 
-def _started_here(run_id: str) -> bool:
-    """Whether a job of this server process started the run (before a reload, say)."""
-    return any(job.run_id == run_id for job in list(_JOBS.values()))
+def _run_title(info) -> str:
+    from rnncon_core.runs import display_name
+    return f"{display_name(info)} on {info.model}"
+
+
+def started_by(run_id: str, session: str | None = None) -> str:
+    """Who started a run, said only when it is true: "" for a job of this browser session,
+    else "another tab (or this one before a reload)" for a job of this server, else "outside
+    this dashboard" (the command line, or before the server restarted)."""
+    session = _session() if session is None else session
+    job = next((j for j in list(_JOBS.values()) if j.run_id == run_id), None)
+    if job is None:
+        return "outside this dashboard (the command line, or before a restart)"
+    if session and job.session == session:
+        return ""
+    return "another tab (or this one before a reload)"
 
 
 # ---------------------------------------------------------------- the Streamlit side
@@ -283,8 +338,8 @@ def render_card(card: Card, key: str, show_key: str | None = None) -> None:
     results (it sets the page's results selector, ``show_key``)."""
     with st.container(border=True, key=f"card-{key}"):
         head = f"**{card.title}**" + (f" · `{card.run_id}`" if card.run_id else "")
-        if not card.mine:
-            head += " · started in another session"
+        if not card.mine and card.origin:
+            head += f" · started in {card.origin}"
         st.markdown(head)
         if card.state in ACTIVE:
             text = f"{card.state}: {card.done} of {card.total}" if card.total else card.state
@@ -312,14 +367,22 @@ def render_card(card: Card, key: str, show_key: str | None = None) -> None:
         if show_key and card.run_id and card.state in ("finished", "cancelled"):
             st.button("Show its results", key=f"show-{key}-{card.run_id}",
                       icon=":material/arrow_downward:", on_click=_show,
-                      args=(show_key, card.run_id))
+                      args=(show_key, card.run_id, card.model))
 
 
-def _show(show_key: str, run_id: str) -> None:
+def _show(show_key: str, run_id: str, model: str | None = None) -> None:
+    """Show a card's run: its model becomes the selection (when it is another shipped one)
+    and the page's results selector picks the run."""
+    from dashboard import state
+    if model and model != state.current().model and model in state.shipped():
+        from rnncon_core import zoo
+        st.session_state["selection"] = state.Selection(model, model,
+                                                        zoo.ARCHITECTURES[model].dataset)
     st.session_state[show_key] = run_id
 
 
-def job_panel(kind: str, show_key: str | None = None, limit: int = 4) -> None:
+def job_panel(kind: str, show_key: str | None = None, limit: int = 4,
+              model: str | None = None) -> None:
     """The cards of a kind's jobs, polled while any of them is active. When one of them
     finishes (started here or in another session), the whole page reruns with its results
     selected in ``show_key`` (cancelled and failed runs are never selected by themselves)."""
@@ -339,14 +402,14 @@ def job_panel(kind: str, show_key: str | None = None, limit: int = 4) -> None:
                 PACE.forget(c.run_id)
         return ended
 
-    note(cards(kind, session_jobs())[:limit])
+    note(cards(kind, session_jobs(), model=model)[:limit])
     # also poll while a job of this kind runs in this server but has no run yet (started
     # from a session that was reloaded since): its card appears as soon as the run exists
     active = bool(watch[kind]) or any(j.kind == kind and j.alive and j.run_id is None
                                       for j in list(_JOBS.values()))
 
     def panel():
-        now = cards(kind, session_jobs())[:limit]
+        now = cards(kind, session_jobs(), model=model)[:limit]
         if note(now):                      # ended while only this fragment was rerunning
             st.rerun()
         for i, card in enumerate(now):

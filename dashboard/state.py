@@ -269,35 +269,77 @@ def default_threshold(dataset_name: str | None) -> float:
     return engine_default(dataset_name)
 
 
-def nearest_grid(threshold: float) -> float:
-    return min(THRESHOLD_GRID, key=lambda t: abs(t - threshold))
-
-
 def _norm_kwargs(normalize: str, values: str) -> dict:
     return {"normalize": normalize, "values": values}
 
 
+PROFILE_INPUTS_N = 4000         # training inputs a criterion's profile is built from
+
+
+def _no_paths(text: str) -> str:
+    """A message without server paths (a path becomes its last part)."""
+    import re
+    return re.sub(r"(?:[A-Za-z]:)?(?:/[^\s/:'\"`]+){2,}", lambda m: m.group(0).rsplit("/", 1)[-1],
+                  text)
+
+
+def _big(n: int) -> str:
+    return f"{n:,}" if n < 10 ** 12 else f"{float(n):.3g}"
+
+
 @timed()
-@st.cache_data(show_spinner="Measuring every criterion of the registry…", max_entries=8)
-def every_criterion(model_ref: str, dataset_name: str, n_inputs: int) -> "pd.DataFrame":
-    """Every registered criterion with its default parameters over the same first n test
-    inputs: one row each (criterion, rate, covered, total), or the reason it does not apply
-    (no LSTM layer, no training profile yet: `rnncon profile` builds one)."""
-    import pandas as pd
-    from rnncon_core.coverage import CRITERIA, default_threshold
+@st.cache_data(show_spinner=False, max_entries=256)
+def criterion_row(model_ref: str, dataset_name: str, n_inputs: int, name: str) -> dict:
+    """One criterion at its defaults over the first n test inputs: its name in words, short
+    id, rate, covered, total and a note (what it counts where another figure on the page
+    differs; the profile it read), or the reason it does not apply. A profile-based one
+    builds the model's training profile from the first PROFILE_INPUTS_N training inputs of
+    the data set when it has none (coverage.profile.ensure_profile)."""
+    from rnncon_core.coverage import CRITERIA, TITLES, default_threshold, needs_profile
     from rnncon_core.errors import RNNConError
     x = test_inputs(dataset_name, n_inputs)[0]
+    cls = CRITERIA[name]
+    params = {"threshold": default_threshold(dataset_name)} if cls.threshold_from_data else {}
+    note = ""
+    if needs_profile(name):
+        x_tr, y_tr = dataset(dataset_name).split("train")
+        params.update(x_train=x_tr[:PROFILE_INPUTS_N], y_train=y_tr[:PROFILE_INPUTS_N],
+                      train_source=f"{dataset_name} train[:{PROFILE_INPUTS_N}]")
+    row = {"criterion": TITLES.get(name, name), "id": name}
+    try:
+        crit = cls(model(model_ref), **params).update(x)
+    except RNNConError as e:
+        return {**row, "rate": None, "covered": "", "total": "",
+                "note": _no_paths(str(e).splitlines()[0])}
+    if needs_profile(name):
+        inputs = crit.get_config().get("profile_inputs", "all")
+        note = (f"profile: the first {PROFILE_INPUTS_N:,} {dataset_name} training inputs"
+                + (", those classified correctly" if inputs == "correct" else ""))
+    if name == "nc":
+        note = (f"at threshold {params['threshold']:g}, the data set's default (the NC "
+                f"figure above follows the slider); layer outputs only, no input pixels")
+    elif name == "csc":
+        note = ("(cell, section) pairs over all five sections; the CS_C boundary figure above "
+                "counts the cells driven into an outer section")
+    elif name == "tknp":
+        note = f"{crit.patterns_seen():,} distinct patterns of {_big(crit.total)} possible"
+    elif cls.uses_threshold and "threshold" in crit.get_config():
+        note = (f"threshold {crit.threshold:g}" + ("; " + note if note else ""))
+    return {**row, "rate": float(crit.rate()), "covered": _big(int(crit.covered)),
+            "total": _big(int(crit.total)), "note": note}
+
+
+def every_criterion(model_ref: str, dataset_name: str, n_inputs: int,
+                    progress=None) -> "pd.DataFrame":
+    """Every registered criterion with its default parameters over the same first n test
+    inputs (``criterion_row`` each); ``progress(i, n, name)`` before each one."""
+    import pandas as pd
+    from rnncon_core.coverage import CRITERIA
     rows = []
-    for name, cls in CRITERIA.items():
-        params = {"threshold": default_threshold(dataset_name)} \
-            if cls.threshold_from_data else {}
-        try:
-            crit = cls(model(model_ref), **params).update(x)
-            rows.append({"criterion": name, "rate": float(crit.rate()),
-                         "covered": int(crit.covered), "total": int(crit.total), "note": ""})
-        except RNNConError as e:
-            rows.append({"criterion": name, "rate": None, "covered": None, "total": None,
-                         "note": str(e).splitlines()[0]})
+    for i, name in enumerate(CRITERIA):
+        if progress:
+            progress(i, len(CRITERIA), name)
+        rows.append(criterion_row(model_ref, dataset_name, n_inputs, name))
     return pd.DataFrame(rows)
 
 
@@ -334,6 +376,7 @@ def coverage(model_ref: str, dataset_name: str, n_inputs: int, granularity: str 
 
 
 PROFILE_DIR = CACHE_DIR / "dashboard-profiles"
+PROFILE_VERSION = 2         # bumped when a criterion's values change (2: NC's one-unit output)
 
 
 def kept_profile(crit, key: tuple, name: str, inputs):
@@ -342,7 +385,8 @@ def kept_profile(crit, key: tuple, name: str, inputs):
     refuses another model's, so a changed model is never read from a stale file). A file
     that cannot be read or written only costs the forward pass."""
     from rnncon_core.coverage import Criterion
-    digest = hashlib.sha256(repr((key, name, crit.get_config())).encode()).hexdigest()[:20]
+    digest = hashlib.sha256(repr((key, name, crit.get_config(), PROFILE_VERSION)).encode()
+                            ).hexdigest()[:20]
     path = PROFILE_DIR / f"{name}-{digest}.npz"
     if path.exists():
         try:
@@ -441,7 +485,8 @@ def tsne(run_id: str, mtime: float, rows: tuple, perplexity: float = 30.0,
          seed: int = 0) -> np.ndarray:
     """2-D t-SNE of the perturbations (x_gen − x_seed) of some rows of a run (the core's
     ``quality.tsne_embedding``, fewer iterations than the report's)."""
-    from dashboard.jobs import store
+    from rnncon_core.runs import RunStore
+    store = RunStore             # the server's store (jobs.store(): the same root)
     from rnncon_core.quality import tsne_embedding
     out = run_outputs(store().get(run_id))
     idx = np.asarray(rows, dtype=np.int64)

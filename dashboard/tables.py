@@ -84,22 +84,51 @@ TABLE2_COLUMNS = {
                                help="wall time of the run"),
 }
 
-def runs_history(runs: Iterable) -> pd.DataFrame:
-    """The run store's history: one row per run, the headline of its summary (text)."""
+def under_parents(runs: Sequence) -> list[tuple]:
+    """(run, depth) with each run's children right under it (a retraining's held-out sets
+    under the retraining), newest first otherwise; a child whose parent is not in ``runs``
+    stands on its own."""
+    ids = {r.run_id for r in runs}
+    kids: dict[str, list] = {}
+    for r in runs:
+        if r.parent in ids:
+            kids.setdefault(r.parent, []).append(r)
     out = []
-    for info in runs:
+
+    def add(r, depth):
+        out.append((r, depth))
+        for k in kids.get(r.run_id, []):
+            add(k, depth + 1)
+    for r in runs:
+        if r.parent not in ids:
+            add(r, 0)
+    return out
+
+
+def runs_history(runs: Iterable) -> pd.DataFrame:
+    """The run store's history: one row per run (its name, or what it did and when; a
+    retraining's held-out sets under it, marked ↳), the headline of its summary (text) and
+    its full id last."""
+    from rnncon_core.runs import display_name
+    out = []
+    for info, depth in under_parents(list(runs)):
         s = info.summary or {}
         headline = ", ".join(f"{k}={_fmt(v)}" for k, v in s.items()
                              if isinstance(v, (int, float)) and not isinstance(v, bool))
-        out.append({"run": info.run_id, "kind": info.kind, "status": info.status,
+        name = display_name(info)
+        if depth:
+            name = "  " * (depth - 1) + "↳ held-out set: " + name
+        out.append({"run": name, "kind": info.kind, "status": info.status,
                     "model": str(info.model or ""), "method": str(info.method or ""),
-                    "created": info.created, "summary": headline, "error": info.error or ""})
+                    "created": info.created, "summary": headline, "error": info.error or "",
+                    "id": info.run_id})
     return pd.DataFrame(out, columns=["run", "kind", "status", "model", "method", "created",
-                                      "summary", "error"])
+                                      "summary", "error", "id"])
 
 
 HISTORY_COLUMNS = {
-    "run": cc.TextColumn("run", width="medium", pinned=True),
+    "run": cc.TextColumn("run", width="large", pinned=True,
+                         help="its name, or what it did and when; the short id last"),
     "kind": cc.TextColumn("kind", width="small"),
     "status": cc.TextColumn("status", width="small"),
     "model": cc.TextColumn("model", width="small"),
@@ -108,16 +137,38 @@ HISTORY_COLUMNS = {
     "summary": cc.TextColumn("summary", width="large", help="the run's headline figures "
                                                              "(hover a cell for all of it)"),
     "error": cc.TextColumn("error", width="medium"),
+    "id": cc.TextColumn("full id", width="medium"),
 }
 
-def compare(summaries: Mapping[str, Mapping]) -> pd.DataFrame:
-    """Summaries of several runs side by side: one row per key, one column per run. Values
-    are shown as text ("—" where a run lacks the key), so a column never mixes types."""
+SUMMARY_NAMES = {
+    "n_seeds": "seeds", "n_adversarial": "adversarial inputs", "adv_rate": "adversarial rate",
+    "avg_l1": "mean L1 distance", "avg_l2": "mean L2 distance", "avg_linf": "mean L∞ distance",
+    "avg_words_changed": "mean words changed", "seconds": "seconds", "model": "model",
+    "method": "method", "n_inputs": "inputs added", "epochs": "epochs", "repeats": "repeats",
+    "repeats_done": "repeats done", "accuracy_after": "accuracy after retraining",
+    "rconc_after": "RConC after retraining", "accuracy": "accuracy",
+    "accuracy_after_minus_control": "accuracy: retrained − control", "from_run": "source run",
+    "valid_adv_rate": "valid adversarial rate", "partial": "partial",
+}
+
+
+def summary_name(key: str) -> str:
+    """A summary key in words (the key itself beside, for the ones not named here)."""
+    return SUMMARY_NAMES.get(key, key.replace("_", " "))
+
+
+def compare(summaries: Mapping[str, Mapping], labels: Mapping[str, str] | None = None
+            ) -> pd.DataFrame:
+    """Summaries of several runs side by side: one row per key (in words), one column per run
+    (its label: name, or what it did and when). Values are shown as text ("—" where a run
+    lacks the key), so a column never mixes types."""
+    labels = labels or {}
     keys: list[str] = []
     for s in summaries.values():
         keys += [k for k in s if k not in keys and not isinstance(s[k], (dict, list))]
-    return pd.DataFrame({run: [_text(s.get(k)) for k in keys] for run, s in summaries.items()},
-                        index=pd.Index(keys, name="summary key"))
+    return pd.DataFrame({labels.get(run, run): [_text(s.get(k)) for k in keys]
+                         for run, s in summaries.items()},
+                        index=pd.Index([summary_name(k) for k in keys], name="figure"))
 
 
 def _text(v) -> str:
@@ -130,7 +181,7 @@ def _text(v) -> str:
 def same_kind_default(runs: Sequence, n: int = 2) -> list[str]:
     """The runs a comparison starts with: the newest finished run and the next finished ones of
     the same kind (and model), so the rows line up; fewer when there are none."""
-    finished = [r for r in runs if r.status == "finished"]
+    finished = [r for r in runs if r.status == "finished" and r.parent is None]
     if not finished:
         return []
     first = finished[0]

@@ -117,7 +117,7 @@ def table2(runs) -> pd.DataFrame:
         checks = s.get("checks") or {}
         row = {"run": info.run_id, "status": info.status,
                "method": str(s.get("method", info.method) or ""),
-               "substitutions": gen_cfg.get("constraints", "none (before #17)"),
+               "substitutions": gen_cfg.get("constraints", "none (an older run)"),
                "seeds": n, "adversarial": s.get("n_adversarial"),
                "adv. rate %": _pct(s.get("adv_rate")),
                "valid adv. rate %": _pct(s.get("valid_adv_rate")),

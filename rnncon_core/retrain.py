@@ -49,16 +49,14 @@ def classification_metrics(model, x, y, batch_size: int = 512) -> dict:
     present) of ``model`` on (x, y); a one-unit sigmoid output is treated as binary."""
     from sklearn.metrics import precision_recall_fscore_support, roc_auc_score
     y = np.asarray(y).astype(np.int64).ravel()
+    from .zoo import class_probabilities
     probs = np.asarray(model.predict(x, batch_size=batch_size, verbose=0), dtype=np.float64)
-    if probs.ndim == 1 or probs.shape[1] == 1:
-        p1 = probs.reshape(-1)
-        pred = (p1 > 0.5).astype(np.int64)
-        auc = float(roc_auc_score(y, p1)) if len(np.unique(y)) == 2 else float("nan")
-    else:
-        pred = probs.argmax(axis=1)
-        aucs = [roc_auc_score(y == c, probs[:, c]) for c in np.unique(y)
-                if 0 < (y == c).sum() < len(y)]
-        auc = float(np.mean(aucs)) if aucs else float("nan")
+    probs = class_probabilities(probs.reshape(len(probs), -1))
+    pred = probs.argmax(axis=1)
+    # one-vs-rest per class present (two classes: both equal the binary AUC)
+    aucs = [roc_auc_score(y == c, probs[:, c]) for c in np.unique(y)
+            if 0 < (y == c).sum() < len(y)]
+    auc = float(np.mean(aucs)) if aucs else float("nan")
     labels = np.unique(y)
     prec, rec, f1, _ = precision_recall_fscore_support(y, pred, labels=labels, average="macro",
                                                        zero_division=0)
@@ -106,14 +104,12 @@ def accuracy(model, x, y) -> float | None:
 
 # ---------------------------------------------------------------- pieces
 
-def _is_binary(model) -> bool:
-    return int(model.output_shape[-1]) == 1
-
-
 def compile_for_training(model, learning_rate: float = 1e-4):
     """Compile with a fresh Adam and the loss of the model's output (as zoo.build_model)."""
     import keras
-    loss = "binary_crossentropy" if _is_binary(model) else "sparse_categorical_crossentropy"
+    from .zoo import output_head
+    two = output_head(model).kind == "sigmoid"            # one sigmoid unit: two classes
+    loss = "binary_crossentropy" if two else "sparse_categorical_crossentropy"
     model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=loss,
                   metrics=["accuracy"])
     return model
@@ -287,7 +283,7 @@ def retrain_once(base, x_fit, y_fit, x_extra, y_extra, epochs: int, seed: int,
     return out
 
 
-# Adam's rate for retraining: the recipe chosen on validation in issue 14's search (mnist-lstm:
+# Adam's rate for retraining: the recipe chosen on validation in the recipe search (mnist-lstm:
 # mix 25 % at 3e-4 kept the clean validation accuracy and gained most on held-out rconc inputs;
 # reports/retraining/report.md lists every recipe tried)
 FINE_TUNE_RATE = 3e-4
@@ -350,34 +346,17 @@ def generator_params(config: dict) -> dict:
             if k in cls.params or (k in cls.accepted() and k not in run_settings)}
 
 
-def model_sha(model: str) -> str | None:
-    """sha256 of a shipped model's (or a .keras path's) file."""
-    import hashlib
-    from pathlib import Path
-    from .zoo import ARCHITECTURES, FEATURE_NET, model_path
-    p = model_path(model) if model in ARCHITECTURES or model == FEATURE_NET else Path(model)
-    return hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else None
-
-
 def generation_on_seeds(model: str, keras_model, method: str, seeds: np.ndarray, ds, store,
                         seed: int = 0, should_stop=None, **params) -> str:
     """The id of a finished generation run of ``model`` (``keras_model``, the same file) with
     ``method`` and ``params`` on exactly the test inputs ``seeds``: found in the store, or run
     now."""
-    from .generate import get_generator
-    from .jobs import run_generation
+    from .jobs import find_generation, run_generation
     seeds = np.asarray(seeds, np.int64)
-    sha = model_sha(model)
-    settings = get_generator(method, keras_model, seed=seed, **params).get_config()
-    want = {"method": method, "dataset": ds.name, "split": "test", "n_seeds": int(len(seeds)),
-            "seed": int(seed), "seed_indices_given": True}
-    for r in store.list(kind="generate", status="finished", model=str(model)):
-        c = r.config
-        if all(c.get(k) == v for k, v in want.items()) and c.get("generator") == settings \
-                and (r.load_json("model") or {}).get("sha256") == sha:
-            got = r.load_npz("seeds")
-            if got is not None and np.array_equal(got["seed_index"], seeds):
-                return r.run_id
+    found = find_generation(store, model, method, seed_indices=seeds, split="test",
+                            dataset=ds.name, seed=seed, keras_model=keras_model, **params)
+    if found is not None:
+        return found.run_id
     return run_generation(model, method, seed_indices=seeds, split="test", dataset=ds.name,
                           seed=seed, store=store, should_stop=should_stop, **params)["run_id"]
 
@@ -541,12 +520,13 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
             emit({"run_id": run.run_id, "done": done, "total": total, "message": message,
                   **event})
 
+        children = store.children_of(run.run_id)    # its held-out sets belong to it
         transfer = {}
         if transfer_seeds > 0 and methods:
             tell(0, "held-out transfer sets: generating against the original model",
                  stage="transfer")
             transfer = transfer_sets(model, base, ds, parts["evaluation"], methods,
-                                     transfer_seeds, store, seed, run.cancel_requested)
+                                     transfer_seeds, children, seed, run.cancel_requested)
             run.check_cancel()
 
         def measure(m) -> dict:
@@ -600,7 +580,7 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
             models = {"original": model, "retrained": summary["best_model"]}
             if control:
                 models["control"] = summary["best_control_model"]
-            rob = fresh_adversarial_rate(models, source, ds, robustness_seeds, store,
+            rob = fresh_adversarial_rate(models, source, ds, robustness_seeds, children,
                                          should_stop=run.cancel_requested,
                                          pool=parts["evaluation"])
             rob["drop"] = rob["original"]["adv_rate"] - rob["retrained"]["adv_rate"]
@@ -728,7 +708,8 @@ def choose_run(model: str, store, **tolerances) -> dict:
     """Table 5's rule over every finished image generation run of ``model`` in the store that
     found adversarial inputs: smallest L1, then smallest FID, then largest IS."""
     from .quality import select_retraining_set
-    runs = [r for r in store.list(kind="generate", status="finished", model=model)
+    runs = [r for r in store.list(kind="generate", status="finished", model=model,
+                                  children=False)     # never a retraining's held-out set
             if (r.summary or {}).get("n_adversarial", 0) > 0]
     if not runs:
         raise InputError(f"no finished generation run of {model!r} with adversarial inputs in "

@@ -12,6 +12,12 @@ Layout of ``<root>/``::
     <run_id>/error.txt           the error of a failed run
 
     <run_id>/status.json         {status, error, updated} once the run has ended
+    <run_id>/relation.json       {parent, name, tags} when the run has any of them
+
+A run may have a ``parent``: the run that started it as part of its own work (a retraining's
+held-out transfer and robustness generation runs). Such a child is shown under its parent and
+is never a default elsewhere, nor a retraining source (:func:`check_source_run`). A run may also
+have a user ``name`` and ``tags`` (shown instead of its bare id).
 
 Every file is written atomically (a temporary file, then ``os.replace``), so a reader never
 sees half a file, and a run that crashes keeps what it last wrote. Cancelling works across
@@ -40,7 +46,7 @@ import numpy as np
 from .errors import InputError, JobCancelled, RunStoreError
 from .paths import RUNS_DIR
 from .io import (atomic_write_bytes, atomic_write_json, atomic_write_npz, file_sha256,  # noqa: F401
-                 model_file, to_json, versions)
+                 model_file, model_sha256, to_json, versions)
 
 STATUSES = ("running", "finished", "failed", "cancelled")
 _SCHEMA = """
@@ -57,8 +63,12 @@ CREATE TABLE IF NOT EXISTS runs (
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     pid INTEGER,
     host TEXT,
-    proc_start TEXT
+    proc_start TEXT,
+    parent TEXT,
+    name TEXT,
+    tags TEXT
 )"""
+_ADDED = ("proc_start", "parent", "name", "tags")     # columns older indexes lack
 _CORRUPT = ("file is not a database", "malformed", "disk image", "no such table", "no such column")
 
 
@@ -118,11 +128,19 @@ class RunInfo:
     error: str | None
     cancel_requested: bool
     path: Path = field(repr=False)
+    parent: str | None = None       # the run that started this one (a retraining's held-out set)
+    name: str | None = None         # the user's name for it
+    tags: tuple = ()
 
     def to_dict(self) -> dict:
         return {"run_id": self.run_id, "kind": self.kind, "status": self.status,
                 "model": self.model, "method": self.method, "created": self.created,
-                "summary": self.summary}
+                "summary": self.summary, "parent": self.parent, "name": self.name,
+                "tags": list(self.tags)}
+
+    @property
+    def is_child(self) -> bool:
+        return self.parent is not None
 
     @property
     def config(self) -> dict:
@@ -263,9 +281,11 @@ class RunStore:
     learns its job's run id that way)."""
 
     def __init__(self, root: str | os.PathLike | None = None,
-                 on_start: Callable[["Run"], None] | None = None):
+                 on_start: Callable[["Run"], None] | None = None,
+                 parent: str | None = None, name: str | None = None, tags=()):
         self.root = Path(root) if root is not None else RUNS_DIR
         self.on_start = on_start
+        self.parent, self.name, self.tags = parent, clean_name(name), clean_tags(tags)
         self.db = self.root / "index.sqlite"
         try:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -280,8 +300,9 @@ class RunStore:
                 con.execute("PRAGMA journal_mode=WAL")
                 con.execute(_SCHEMA)
                 cols = {r[1] for r in con.execute("PRAGMA table_info(runs)")}
-                if "proc_start" not in cols:       # an index written before start times
-                    con.execute("ALTER TABLE runs ADD COLUMN proc_start TEXT")
+                for col in _ADDED:                 # an index written before these columns
+                    if col not in cols:
+                        con.execute(f"ALTER TABLE runs ADD COLUMN {col} TEXT")
                 con.commit()
             except sqlite3.Error as e:
                 raise self._unusable(e) from None
@@ -295,6 +316,25 @@ class RunStore:
                                  f"{self.root}`, or use another store with --runs-dir DIR")
         return RunStoreError(f"the run store {self.root} cannot be written ({text}); choose a "
                              f"writable folder with --runs-dir DIR (or RNNCON_RUNS=DIR)")
+
+    def children_of(self, parent: str) -> "RunStore":
+        """The same store, starting runs as children of run ``parent`` (a retraining passes it
+        to the generation runs it starts for its held-out sets)."""
+        return RunStore(self.root, parent=parent)
+
+    def named(self, name: str | None = None, tags=()) -> "RunStore":
+        """The same store (same ``on_start``), giving the runs it starts a name and tags."""
+        return RunStore(self.root, on_start=self.on_start, parent=self.parent, name=name,
+                        tags=tags)
+
+    def label(self, run_id: str, name: str | None, tags=()) -> RunInfo:
+        """Give a run a name and tags (None / empty: remove them)."""
+        info = self.get(run_id)
+        name, tags = clean_name(name), clean_tags(tags)
+        _write_relation(self.root / run_id, info.parent, name, tags)
+        self._execute("UPDATE runs SET name = ?, tags = ? WHERE run_id = ?",
+                      (name, ",".join(tags) or None, run_id))
+        return self.get(run_id)
 
     def _connect(self) -> sqlite3.Connection:
         try:
@@ -328,11 +368,14 @@ class RunStore:
         rec = _model_record(model)
         if rec is not None:
             atomic_write_json(path / "model.json", rec)
+        _write_relation(path, self.parent, self.name, self.tags)
         now = _now()
         self._execute("INSERT INTO runs (run_id, kind, status, model, method, created, updated, "
-                      "pid, host, proc_start) VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
+                      "pid, host, proc_start, parent, name, tags) "
+                      "VALUES (?, ?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                       (run_id, kind, None if model is None else str(model), method, now, now,
-                       os.getpid(), socket.gethostname(), _proc_start(os.getpid())))
+                       os.getpid(), socket.gethostname(), _proc_start(os.getpid()),
+                       self.parent, self.name, ",".join(self.tags) or None))
         run = Run(self, run_id)
         if self.on_start is not None:
             self.on_start(run)
@@ -430,7 +473,8 @@ class RunStore:
                        method=row["method"], created=row["created"], updated=row["updated"],
                        summary=json.loads(row["summary"]) if row["summary"] else None,
                        error=error, cancel_requested=bool(row["cancel_requested"]),
-                       path=self.root / row["run_id"])
+                       path=self.root / row["run_id"], parent=row["parent"], name=row["name"],
+                       tags=tuple(t for t in (row["tags"] or "").split(",") if t))
 
     def get(self, run_id: str) -> RunInfo:
         rows = self._execute("SELECT * FROM runs WHERE run_id = ?", (run_id,))
@@ -439,18 +483,54 @@ class RunStore:
         return self._info(rows[0])
 
     def list(self, kind: str | None = None, status: str | None = None,
-             model: str | None = None, limit: int | None = None) -> list[RunInfo]:
-        """Runs, newest first, optionally filtered."""
+             model: str | None = None, limit: int | None = None,
+             children: bool = True, parent: str | None = None) -> list[RunInfo]:
+        """Runs, newest first, optionally filtered (``children=False``: only runs without a
+        parent; ``parent``: only that run's children)."""
         where, args = [], []
-        for col, val in (("kind", kind), ("status", status), ("model", model)):
+        for col, val in (("kind", kind), ("status", status), ("model", model),
+                         ("parent", parent)):
             if val is not None:
                 where.append(f"{col} = ?")
                 args.append(val)
+        if not children:
+            where.append("parent IS NULL")
         sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "") + \
               " ORDER BY created DESC, rowid DESC"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [self._info(r) for r in self._execute(sql, tuple(args))]
+
+    def find_finished(self, model, config: dict, seeds=None, kind: str = "generate",
+                      children: bool = True) -> RunInfo | None:
+        """The one rule for "is there a stored run for this request?": the newest finished run
+        of ``kind`` on this very model file (same name and same sha256 of its file; a model
+        without a file matches nothing), whose stored configuration has every key of
+        ``config`` with an equal value (compared as JSON, so a generator's whole
+        ``get_config()`` must be equal, not a few of its settings), and, with ``seeds``, on
+        exactly those seed indices (its ``seeds.npz``). None when there is none."""
+        return next(self.matching(model, config, seeds, kind, children), None)
+
+    def matching(self, model, config: dict, seeds=None, kind: str = "generate",
+                 children: bool = True):
+        """Every run ``find_finished`` would accept, newest first (a generator)."""
+        sha = model_sha256(model)
+        if sha is None:
+            return
+        want = json.loads(to_json(config))
+        for info in self.list(kind=kind, status="finished", model=str(model),
+                              children=children):
+            stored = json.loads(to_json(info.config))
+            if any(k not in stored or stored[k] != v for k, v in want.items()):
+                continue
+            if (info.load_json("model") or {}).get("sha256") != sha:
+                continue
+            if seeds is not None:
+                got = info.load_npz("seeds")
+                if got is None or not np.array_equal(got.get("seed_index"),
+                                                     np.asarray(seeds, np.int64).reshape(-1)):
+                    continue
+            yield info
 
 
 def repair_store(root: str | os.PathLike | None = None) -> dict:
@@ -485,8 +565,9 @@ def repair_store(root: str | os.PathLike | None = None) -> dict:
         if row is None or row["run_id"] in known:
             continue
         fresh._execute("INSERT INTO runs (run_id, kind, status, model, method, created, "
-                       "updated, summary, error) VALUES (:run_id, :kind, :status, :model, "
-                       ":method, :created, :updated, :summary, :error)", row)
+                       "updated, summary, error, parent, name, tags) VALUES (:run_id, :kind, "
+                       ":status, :model, :method, :created, :updated, :summary, :error, "
+                       ":parent, :name, :tags)", row)
         added += 1
     return {"runs": len(known) + added, "recovered": added,
             "moved_aside": None if moved is None else str(moved), "index": str(db)}
@@ -528,18 +609,72 @@ def _row_from_folder(folder: Path) -> dict | None:
         else:
             status, error = "failed", "ended without finishing (recovered by repair)"
     updated = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(folder.stat().st_mtime))
-    return {"run_id": folder.name, "kind": "-".join(parts[2:-1]), "status": status,
+    rel = _read_json(folder / "relation.json") or {}
+    return {"parent": rel.get("parent"), "name": rel.get("name"),
+            "tags": ",".join(rel.get("tags") or []) or None,"run_id": folder.name, "kind": "-".join(parts[2:-1]), "status": status,
             "model": None if model is None else str(model), "method": config.get("method"),
             "created": created, "updated": updated,
             "summary": None if summary is None else to_json(summary),
             "error": error}
 
 
+def clean_name(name: str | None) -> str | None:
+    """A run's user name: one line, at most 80 characters; empty is no name."""
+    if name is None:
+        return None
+    name = " ".join(str(name).split())
+    if len(name) > 80:
+        raise InputError(f"a run name has at most 80 characters (got {len(name)}): shorten it")
+    return name or None
+
+
+def clean_tags(tags) -> tuple:
+    """Tags as a tuple of short words (a comma-separated string or a list)."""
+    if isinstance(tags, str):
+        tags = tags.split(",")
+    out = tuple(dict.fromkeys(" ".join(str(t).split()) for t in tags or ()))
+    out = tuple(t for t in out if t)
+    if any(len(t) > 30 for t in out):
+        raise InputError("a run tag has at most 30 characters: shorten it")
+    return out
+
+
+def _write_relation(folder: Path, parent, name, tags) -> None:
+    path = folder / "relation.json"
+    if parent is None and name is None and not tags:
+        path.unlink(missing_ok=True)
+        return
+    atomic_write_json(path, {"parent": parent, "name": name, "tags": list(tags)})
+
+
+def display_name(info: RunInfo) -> str:
+    """What a person calls a run: its name and tags (the id's short tail beside), or, without
+    a name, what it did and when (a retraining says so: not its source's method)."""
+    short = info.run_id.rsplit("-", 1)[-1]
+    if info.name:
+        tags = f" [{', '.join(info.tags)}]" if info.tags else ""
+        return f"{info.name}{tags} · {short}"
+    what = {"retrain": "retraining", "generate": info.method or "generation"}.get(
+        info.kind, info.method or info.kind)
+    if info.kind == "retrain" and info.method:
+        what = f"retraining with {info.method} inputs"
+    when = info.created[5:16].replace("T", " ") if info.created else ""
+    tags = f" [{', '.join(info.tags)}]" if info.tags else ""
+    return f"{what}{tags} · {when} · {short}"
+
+
 def check_source_run(run: RunInfo, model: str, force: bool = False) -> str | None:
-    """Whether a generation run may feed ``model``'s retraining: a run generated for another
-    model (told apart by the model file's sha256 where both are known, else by name) is an
-    InputError unless ``force``; a run that did not finish gives a note to show (its finished
-    seeds are used), else None."""
+    """Whether a generation run may feed ``model``'s retraining: a run that a retraining
+    started for itself (a held-out transfer or robustness set, ``parent`` set) is always an
+    InputError (training on it would leak the inputs that judge the retraining); a run
+    generated for another model (told apart by the model file's sha256 where both are known,
+    else by name) is an InputError unless ``force``; a run that did not finish gives a note to
+    show (its finished seeds are used), else None."""
+    if run.parent is not None:
+        raise InputError(f"run {run.run_id} is a held-out evaluation set of retraining "
+                         f"{run.parent}: training on it would leak the inputs that judge a "
+                         f"retraining; pick a generation run you started (`rnncon runs` lists "
+                         f"them, children show their parent)")
     rec = _read_json(run.path / "model.json") or {}
     mine = _model_record(str(model)) or {}
     same = rec.get("sha256") == mine.get("sha256") if rec.get("sha256") and mine.get("sha256") \

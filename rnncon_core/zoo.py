@@ -6,7 +6,7 @@ import os
 import sys
 import time
 import zipfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -328,6 +328,24 @@ def with_steps(model, steps: int):
 
 # ---------------------------------------------------------------- what a model outputs
 
+def class_probabilities(p):
+    """One column per class. The one rule for a one-unit output: a sigmoid unit p (N, 1) is a
+    two-class classifier, P(class 1) = p, so it becomes [1 - p, p]; wider outputs are returned as
+    they are. Takes NumPy arrays and TensorFlow tensors (differentiable)."""
+    if p.shape[-1] != 1:
+        return p
+    if isinstance(p, np.ndarray):
+        return np.concatenate([1.0 - p, p], axis=-1)
+    import tensorflow as tf
+    return tf.concat([1.0 - p, p], axis=-1)
+
+
+def class_labels(p) -> np.ndarray:
+    """Predicted classes of classifier outputs (N, C) or a sigmoid unit (N, 1) (class 1 above
+    one half), as int64."""
+    return class_probabilities(np.asarray(p)).argmax(-1).astype(np.int64)
+
+
 @dataclass(frozen=True)
 class Head:
     """What a model's output is: ``kind`` softmax | sigmoid (one unit, two classes) | logits
@@ -370,11 +388,12 @@ class Head:
         return y
 
     def probabilities(self, out):
-        """Class probabilities from the model's output tensor: softmax of logits, else as is."""
+        """Class probabilities (N, C >= 2) from the model's output tensor: softmax of logits,
+        a sigmoid unit as two classes (``class_probabilities``), else as is."""
         if self.kind == "logits":
             import tensorflow as tf
             return tf.nn.softmax(out, axis=-1)
-        return out
+        return class_probabilities(out)
 
 
 def output_head(model) -> Head:
@@ -576,7 +595,3 @@ def models_table() -> list[dict]:
                       "cons": a.paper_cons, "accuracy": a.paper_accuracy},
         })
     return rows
-
-
-def architecture_dict(name: str) -> dict:
-    return asdict(ARCHITECTURES[name])

@@ -6,7 +6,7 @@ import pytest
 
 from rnncon_core.campaign import (CAMPAIGN_PARAMS, Campaign, Mutator, make_guide,
                                   parse_budget, run_campaign)
-from rnncon_core.campaign.run import make_abstraction
+from rnncon_core.campaign.prepare import make_abstraction
 from rnncon_core.errors import InputError, JobCancelled
 
 

@@ -32,7 +32,9 @@ def tiny_profile(tiny_lstm, tmp_path_factory):
     from rnncon_core.coverage import build_profile
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(paths, "CACHE_DIR", tmp_path_factory.mktemp("cache"))
-        build_profile(tiny_lstm, np.random.default_rng(7).random((30, 5, 3)).astype("float32"))
+        x = np.random.default_rng(7).random((30, 5, 3)).astype("float32")
+        build_profile(tiny_lstm, x)
+        build_profile(tiny_lstm, x, y=np.asarray(tiny_lstm(x)).argmax(1), inputs="correct")
         yield
 
 
@@ -312,3 +314,18 @@ def test_cli_state_saves_and_goes_on(model_file, capsys, monkeypatch, tiny_lstm,
     code, _, err = _cli(capsys, monkeypatch, "coverage", "--model", model, "--inputs", x,
                         "--state", state, "--normalize", "layer")
     assert code == 2 and "same criterion options" in err and "Traceback" not in err
+
+
+def test_nc_reads_a_one_unit_sigmoid_output_as_its_probability(tiny_text, tiny_ids):
+    """Min-max over one neuron is always 0: a binary classifier's sigmoid output is read as
+    P(positive) instead, so NC covers it at t when some input gives P > t."""
+    from rnncon_core.coverage import NeuronCoverage
+    nc = NeuronCoverage(tiny_text, threshold=0.0)
+    assert nc.one_unit_layers() == {"probability": ["output"], "unscaled": []}
+    nc.update(tiny_ids)
+    p = tiny_text.predict(tiny_ids, verbose=0)[:, 0]
+    row = nc.by_layer(0.0).set_index("layer").loc["output"]
+    assert (row["total"], row["covered"]) == (1, 1)
+    below, above = float(p.max()) - 1e-3, float(p.max()) + 1e-3
+    assert nc.by_layer(below).set_index("layer").loc["output", "covered"] == 1
+    assert nc.by_layer(above).set_index("layer").loc["output", "covered"] == 0

@@ -1,5 +1,7 @@
-"""testRNN, DeepStellar and DeepGauge criteria against brute-force NumPy oracles of their
-definitions (float64 forward pass of the tiny models; docs/criteria.md)."""
+"""testRNN, DeepStellar and DeepGauge criteria under their declared switches to our earlier
+definitions (per-step ranges, the forget gate, both sides, sets, ...) against brute-force NumPy
+oracles of those definitions (float64 forward pass of the tiny models; docs/criteria.md).
+The originals' own code paths (the defaults) are in tests/test_criteria_originals.py."""
 from __future__ import annotations
 
 from itertools import product
@@ -127,9 +129,11 @@ def test_profile_matches_numpy(setup):
     for name in _rec(model):
         xif, xih, dxih = flows(tr[name])
         np.testing.assert_allclose(prof[f"xif_lo@{name}"], xif.min(0), atol=1e-5)
-        np.testing.assert_allclose(prof[f"dxih_hi@{name}"], dxih.max(0), atol=1e-5)
-        assert prof[f"xih_mean@{name}"] == pytest.approx(xih.mean(), abs=1e-5)
-        assert prof[f"xih_std@{name}"] == pytest.approx(xih.std(), abs=1e-4)
+        np.testing.assert_allclose(prof[f"dparts_hi@{name}"], dxih.max(0), atol=1e-5)
+        np.testing.assert_allclose(prof[f"axih_hi@{name}"], np.abs(xih).max(0), atol=1e-5)
+        np.testing.assert_allclose(prof[f"xih_s1@{name}"], xih.sum(0), atol=1e-4)
+        np.testing.assert_allclose(prof[f"xih_s2@{name}"], (xih ** 2).sum(0), atol=1e-4)
+        assert float(prof[f"count@{name}"]) == len(x_train)
         h = tr[name]["h"].reshape(-1, tr[name]["h"].shape[-1])
         w, v = np.linalg.eigh(np.cov(h.T, bias=True))
         axes = prof[f"pca_axes@{name}"]
@@ -143,12 +147,14 @@ def test_profile_matches_numpy(setup):
 def test_bc_sc(setup, threshold):
     model, _, x, path, _, te = setup
     prof = load_profile(model, path)
+    earlier = {"bc": {"view": "forget", "sides": "both"}, "sc": {"change": "parts"}}
     for name, view in (("bc", 0), ("sc", 2)):
-        cov = _update(get_criterion(name, model, threshold=threshold, profile_path=path), x)
+        cov = _update(get_criterion(name, model, threshold=threshold, profile_path=path,
+                                    ranges="per-step", layer="all", **earlier[name]), x)
         scores = []
         for lay in _rec(model):
             v = flows(te[lay])[view]
-            key = "xif" if view == 0 else "dxih"
+            key = "xif" if view == 0 else "dparts"
             lo, hi = prof[f"{key}_lo@{lay}"], prof[f"{key}_hi@{lay}"]
             r = np.where(hi > lo, hi - lo, np.inf)
             s = np.stack([(hi - v) / r, (v - lo) / r], 2).max(0).ravel() if view == 0 else \
@@ -162,11 +168,15 @@ def test_tc(setup):
     model, _, x, path, _, te = setup
     prof = load_profile(model, path)
     a, L = 3, 4
-    cov = _update(get_criterion("tc", model, symbols=a, length=L, profile_path=path), x)
+    cov = _update(get_criterion("tc", model, symbols=a, length=L, profile_path=path,
+                                view="signed", layer="all"), x)
     cuts = [NormalDist().inv_cdf(i / a) for i in range(1, a)]
     want, near = [], []
     for lay in _rec(model):
-        z = (flows(te[lay])[1] - prof[f"xih_mean@{lay}"]) / prof[f"xih_std@{lay}"]
+        n = float(prof[f"count@{lay}"]) * len(prof[f"xih_s1@{lay}"])
+        mean = prof[f"xih_s1@{lay}"].sum() / n
+        std = np.sqrt(prof[f"xih_s2@{lay}"].sum() / n - mean ** 2)
+        z = (flows(te[lay])[1] - mean) / std
         paa = np.array([np.repeat(s, L).reshape(L, -1).mean(1) for s in z])
         sym = np.searchsorted(cuts, paa, side="right")
         words = (sym * a ** np.arange(L - 1, -1, -1)).sum(1)
@@ -180,9 +190,11 @@ def test_tc(setup):
 
 
 def _cells(p, lo, hi, m):
-    r = np.where(hi > lo, hi - lo, np.inf)
-    c = np.floor((p - lo) / r * m)
-    return np.where(p <= hi, np.minimum(c, m - 1), c).astype(int)
+    """DeepStellar's cells (StateAbstraction.data_transform): floor((p − lo) · (m / range)),
+    in its float32 / float64 arithmetic; the training maximum may get a cell of its own."""
+    p, lo, hi = (np.asarray(a, np.float32) for a in (p, lo, hi))
+    scale = (np.float32(1) / (hi - lo)).astype(np.float64) * m
+    return np.floor((p - lo).astype(np.float64) * scale).astype(int)
 
 
 @pytest.mark.parametrize("components,cells", [(2, 4), (3, 6)])
@@ -191,7 +203,7 @@ def test_deepstellar(setup, components, cells):
     prof = load_profile(model, path)
     lay = _rec(model)[-1]
     mean, axes = prof[f"pca_mean@{lay}"], prof[f"pca_axes@{lay}"][:components]
-    ptrain = prof[f"proj@{lay}"][:, :, :components].astype(np.float64)
+    ptrain = prof[f"proj@{lay}"][:, :, :components]
     lo, hi = ptrain.min((0, 1)), ptrain.max((0, 1))
     train = _cells(ptrain, lo, hi, cells)
     ptest = (te[lay]["h"] - mean) @ axes.T.astype(np.float64)
@@ -210,7 +222,8 @@ def test_deepstellar(setup, components, cells):
         for a, b in zip(seq[:-1], seq[1:]):
             tfreq[(tuple(a), tuple(b))] += 1
     made = {(tuple(a), tuple(b)) for seq in test for a, b in zip(seq[:-1], seq[1:])}
-    kw = {"components": components, "cells": cells, "profile_path": path}
+    kw = {"components": components, "cells": cells, "profile_path": path,
+          "fake_initial": False, "first_state": True}
 
     cov = _update(get_criterion("state", model, **kw), x)
     assert cov.total == len(states)
@@ -242,11 +255,12 @@ def test_deepgauge_ranges(setup):
                             for l in model.layers], axis=1)
         lo, hi = prof[f"{key}_lo"].astype(np.float64), prof[f"{key}_hi"].astype(np.float64)
         k = 4
-        cov = _update(get_criterion(prefix + "kmnc", model, k=k, profile_path=path), x)
+        cov = _update(get_criterion(prefix + "kmnc", model, k=k, profile_path=path,
+                                    rule="deephunter"), x)
         w = (hi - lo) / k
         pos = np.where(w > 0, (v - lo) / np.where(w > 0, w, 1), 0)
         sec = np.clip(np.floor(pos), 0, k - 1).astype(int)
-        inside = (v >= lo) & (v <= hi)
+        inside = (v >= lo) & (v <= hi) & (w > 0)       # a constant item covers no section
         want = np.zeros((v.shape[1], k), bool)
         for i in range(n):
             want[np.flatnonzero(inside[i]), sec[i][inside[i]]] = True
@@ -266,11 +280,11 @@ def test_top_k(setup):
     n = len(x)
     layers = [te[l.name]["neurons"].reshape(n, -1) for l in model.layers]
     for k in (1, 2):
-        cov = _update(get_criterion("tknc", model, k=k), x)
+        cov = _update(get_criterion("tknc", model, k=k, groups="layer", ties="all"), x)
         want = np.concatenate([(v >= np.sort(v, 1)[:, -min(k, v.shape[1])][:, None]).any(0)
                                for v in layers])
         _check(cov, want)
-        pat = _update(get_criterion("tknp", model, k=k), x)
+        pat = _update(get_criterion("tknp", model, k=k, groups="layer", patterns="set"), x)
         seen = {tuple(tuple(sorted(np.argsort(-v[i], kind="stable")[:min(k, v.shape[1])]))
                       for v in layers) for i in range(n)}
         assert pat.covered == len(seen)

@@ -385,7 +385,8 @@ def test_perturbations_page_tsne_and_pair(runs_dir, gen_run):
 def test_runs_page_history_compare_downloads(runs_dir, gen_run):
     at = clean(run_app("runs"))
     history = at.dataframe[0].value
-    assert gen_run["run_id"] in list(history["run"])
+    assert gen_run["run_id"] in list(history["id"])
+    assert any(r.endswith(gen_run["run_id"][-6:]) for r in history["run"])   # short id beside
     labels = [b.label for b in at.get("download_button")]
     assert "Download this history (CSV)" in labels
     at.selectbox(key="runs_one").set_value(gen_run["run_id"]).run()
@@ -397,7 +398,7 @@ def test_runs_page_history_compare_downloads(runs_dir, gen_run):
 def test_retrain_page_lists_the_generation_run(runs_dir, gen_run):
     at = clean(run_app("retrain"))
     if gen_run["n_adversarial"]:
-        assert any(gen_run["run_id"] in o for o in at.selectbox(key="retrain_from").options)
+        assert any(gen_run["run_id"][-6:] in o for o in at.selectbox(key="retrain_from").options)
     else:
         assert any("No generation run" in i.value for i in at.info)
 
@@ -477,17 +478,47 @@ def test_retrain_job_runs_then_shows_table6(runs_dir, gen_run):
     assert any("Before and after" in title(f) for f in figures(at))
 
 
-def test_coverage_page_measures_every_registered_criterion(runs_dir):
-    """Issue 16: the Coverage page lists every criterion of the registry on the same inputs;
-    the ones that need a training profile say how to build it instead of failing."""
-    from rnncon_core.coverage import CRITERIA
+def test_coverage_page_measures_every_registered_criterion(runs_dir, tmp_path, monkeypatch):
+    """Issues 16 and 25: the Coverage page measures every criterion of the registry on the
+    same inputs, the profile-based ones too (their training profile built on demand from the
+    data set's training split), names each in words beside its short id and shows no server
+    path; where a figure above measures something else (NC, CS_C) the note says so."""
+    from rnncon_core import paths
+    from rnncon_core.coverage import CRITERIA, TITLES
+    monkeypatch.setattr(paths, "CACHE_DIR", tmp_path)            # the profiles built here
+    monkeypatch.setattr("dashboard.state.PROFILE_INPUTS_N", 300)
     at = run_app("coverage", cov_n=50, cov_more=["every"])
     clean(at)
     at.button(key="cov_every").click().run()
     clean(at)
     table = at.dataframe[-1].value
-    assert set(table["criterion"]) == set(CRITERIA)
+    assert list(table["id"]) == list(CRITERIA)
+    assert list(table["criterion"]) == [TITLES[n] for n in CRITERIA]
     measured = table[table["rate"].notna()]
-    assert {"rconc", "nc", "hsc"} <= set(measured["criterion"])      # no profile needed
-    assert ((measured["rate"] >= 0)).all()
-    assert table.loc[table["rate"].isna(), "note"].str.len().gt(0).all()
+    missing = set(CRITERIA) - set(measured["id"])
+    assert missing <= {"csc"}, table[table["rate"].isna()]        # csc: LSTM models only
+    assert (measured["rate"] >= 0).all()
+    assert not table["note"].str.contains(str(tmp_path), regex=False).any()
+    assert "slider" in table.set_index("id").loc["nc", "note"]
+
+
+def test_the_view_is_in_the_url_and_a_new_session_restores_it(runs_dir, gen_run):
+    """A reload or a shared link (a new session with the URL's query) opens on the URL's
+    model and run; a bad value is ignored; the page writes its view back to the URL."""
+    others = [n for n in state.shipped() if n != state.DEFAULT_MODEL
+              and zoo.ARCHITECTURES[n].dataset == "mnist"]
+    if not others:
+        pytest.skip("needs a second shipped MNIST model")
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.query_params.update(model=others[0], data="mnist", run=gen_run["run_id"],
+                           threshold="7")
+    at.switch_page("views/runs.py").run()
+    clean(at)
+    assert at.session_state["selection"].model == others[0]
+    assert at.session_state["runs_one"] == gen_run["run_id"]
+    assert dict(at.query_params)["model"] in (others[0], [others[0]])
+    bad = AppTest.from_file(APP, default_timeout=240)
+    bad.query_params.update(model="../../etc/passwd", run="x;rm")
+    bad.switch_page("views/runs.py").run()
+    clean(bad)
+    assert bad.session_state["selection"].model == state.DEFAULT_MODEL

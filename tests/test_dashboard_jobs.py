@@ -96,11 +96,37 @@ def test_cards_list_this_sessions_jobs_then_runs_started_elsewhere(runs_dir):
     other = RunStore(runs_dir).start("generate", model="m", method="rconc")   # another process
     RunStore(runs_dir).start("retrain", model="m")                            # another kind
     cards = jobs.cards("generate", [mine.job_id, "unknown-id"])
-    assert [c.title for c in cards] == ["mine", "rconc on m"]
+    assert [c.title.split(" · ")[0] for c in cards] == ["mine", "rconc"]
+    assert cards[1].title.endswith(" on m")
     assert cards[0].mine and not cards[1].mine and cards[1].run_id == other.run_id
+    assert cards[1].origin.startswith("outside this dashboard")
     assert cards[1].state == "running"
     other.progress(3, 4)
     assert jobs.cards("generate", [])[0].done == 3
+
+
+def test_cards_are_per_model_and_a_retrainings_children_have_none(runs_dir):
+    parent = RunStore(runs_dir).start("retrain", model="m", method="rconc")
+    RunStore(runs_dir).children_of(parent.run_id).start("generate", model="m", method="pgd")
+    other = RunStore(runs_dir).start("generate", model="other", method="nc")
+    assert [c.run_id for c in jobs.cards("generate", [])] == [other.run_id]
+    assert jobs.cards("generate", [], model="m") == []
+    job = jobs.start("generate", "on tiny", counting_job, n=1)
+    job.model = "tiny"
+    wait(job)
+    assert [c.title for c in jobs.cards("generate", [job.job_id], model="other")][:1] != \
+        ["on tiny"]
+    assert jobs.cards("generate", [job.job_id], model="tiny")[0].title == "on tiny"
+
+
+def test_started_by_says_who_only_when_true(runs_dir):
+    job = jobs.start("generate", "j", counting_job, n=1)
+    job.session = "tab-1"
+    wait(job)
+    assert jobs.started_by(job.run_id, session="tab-1") == ""
+    assert jobs.started_by(job.run_id, session="tab-2").startswith("another tab")
+    elsewhere = RunStore(runs_dir).start("generate", model="m")
+    assert jobs.started_by(elsewhere.run_id, session="tab-1").startswith("outside")
 
 
 def test_eta_from_the_pace_so_far():
@@ -225,3 +251,32 @@ def test_the_server_skips_streamlits_full_garbage_collection_after_each_run():
     settings = tomllib.loads((root / ".streamlit" / "config.toml").read_text())
     assert settings["runner"]["postScriptGC"] is False
     assert "runner.postScriptGC" in config._config_options_template
+
+
+def test_stop_all_cancels_running_jobs_and_keeps_their_outputs(runs_dir):
+    gate = threading.Event()
+
+    def stuck(store):           # a job that never checks for cancel while the server stops
+        with store.start("generate", model="tiny", method="slow") as run:
+            run.append_npz("outputs", seed_index=[0, 1])
+            run.progress(2, 10)
+            gate.wait(10)
+            run.check_cancel()
+    job = jobs.start("generate", "stuck", stuck)
+    while job.run_id is None or not (RunStore(runs_dir).get(job.run_id).path
+                                     / "outputs.part00000.npz").exists():
+        time.sleep(0.01)
+    t = time.perf_counter()
+    assert jobs.stop_all(grace=0.2, reason="test stop") == 1
+    assert time.perf_counter() - t < 2
+    info = RunStore(runs_dir).get(job.run_id)
+    assert info.status == "cancelled" and "test stop" in info.error
+    assert info.load_npz("outputs")["seed_index"].tolist() == [0, 1]
+    gate.set()
+    wait(job)
+    assert RunStore(runs_dir).get(job.run_id).status == "cancelled"
+
+
+def test_the_exit_watcher_never_starts_outside_a_real_server():
+    from dashboard import shutdown
+    assert shutdown.start() is False         # no Streamlit server here: pytest's exit stands

@@ -311,6 +311,14 @@ def test_robustness_fresh_runs_on_new_seeds(tiny, tmp_path):
     assert not np.isin(seeds[0], used).any()
     assert rob["drop"] == pytest.approx(rob["original"]["adv_rate"] - rob["retrained"]["adv_rate"])
     assert store.get(rob["retrained"]["run_id"]).model == s["best_model"]
+    # the fresh runs belong to the retraining: its children, never a source or a default
+    kids = {r.run_id for r in store.list(parent=s["run_id"])}
+    assert kids == {rob[k]["run_id"] for k in ("original", "retrained", "control")}
+    assert src["run_id"] in {r.run_id for r in store.list(kind="generate", children=False)}
+    assert not kids & {r.run_id for r in store.list(kind="generate", children=False)}
+    with pytest.raises(InputError, match="held-out evaluation set of retraining"):
+        retrain.run_retraining(tiny["path"], rob["original"]["run_id"], epochs=1, repeats=1,
+                               dataset="digits", store=store, force=True)
 
 
 def test_report_recipes_and_pgd_against_control():
@@ -381,10 +389,12 @@ def test_continue_from_keeps_the_earlier_repeats_and_trains_the_rest(tiny, tmp_p
 
 def test_the_report_continues_a_run_with_fewer_repeats(tmp_path, monkeypatch):
     from rnncon_core.reports import retraining as report
-    monkeypatch.setattr(report, "_same_model", lambda run, model: True)
+    model = tmp_path / "m.keras"                 # runs count only on this very model file
+    model.write_bytes(b"weights")
+    model = str(model)
     store = RunStore(tmp_path / "runs")
     for repeats in (2, 3):
-        with store.start("retrain", model="m", method="rconc",
+        with store.start("retrain", model=model, method="rconc",
                          config={"epochs": 10, "repeats": repeats, "mix": 0.25}) as run:
             run.finish({"repeats_done": repeats})
     three = [r.run_id for r in store.list(kind="retrain") if r.config["repeats"] == 3][0]
@@ -395,7 +405,7 @@ def test_the_report_continues_a_run_with_fewer_repeats(tmp_path, monkeypatch):
         return {"new": True}
 
     want = {"epochs": 10, "repeats": 5, "mix": 0.25}
-    find = lambda want, more: report.find_or_run(store, "retrain", "m", want, run,  # noqa: E731
+    find = lambda want, more: report.find_or_run(store, "retrain", model, want, run,  # noqa: E731
                                                  lambda *a: None, "x", more_repeats=more)
     assert find(want, True) == {"new": True} and calls[-1] == {"continue_from": three}
     assert find(want, False) == {"new": True} and calls[-1] == {}     # started over

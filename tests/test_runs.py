@@ -32,7 +32,9 @@ def test_finished_run_roundtrip(tmp_path):
     assert info.load_npz("outputs")["seed_index"].tolist() == [0, 1, 2]
     assert info.load_json("versions")["numpy"] == np.__version__
     row = info.to_dict()
-    assert set(row) == {"run_id", "kind", "status", "model", "method", "created", "summary"}
+    assert set(row) == {"run_id", "kind", "status", "model", "method", "created", "summary",
+                        "parent", "name", "tags"}
+    assert (row["parent"], row["name"], row["tags"]) == (None, None, [])
     assert [r.run_id for r in store.list(kind="generate")] == [run.run_id]
     assert store.list(kind="retrain") == []
     # no temporary files left behind
@@ -338,3 +340,48 @@ def test_ctrl_c_marks_the_run_cancelled_and_keeps_its_outputs(tmp_path):
     info = store.get(run.run_id)
     assert info.status == "cancelled" and "interrupted" in info.error
     assert info.load_npz("outputs")["x"].shape == (2, 3)
+
+
+def test_parent_name_and_tags_are_kept_and_filtered(tmp_path):
+    from rnncon_core.runs import display_name, repair_store
+    store = RunStore(tmp_path).named("  baseline   run ", tags="demo, mnist,demo")
+    with store.start("retrain", model="m", method="rconc") as parent:
+        kid = store.children_of(parent.run_id).start("generate", model="m", method="pgd")
+        kid.finish({"n_seeds": 1})
+    top = RunStore(tmp_path).start("generate", model="m", method="nc")
+    info = store.get(parent.run_id)
+    assert (info.name, info.tags, info.parent) == ("baseline run", ("demo", "mnist"), None)
+    assert store.get(kid.run_id).parent == parent.run_id and store.get(kid.run_id).name is None
+    assert [r.run_id for r in store.list(parent=parent.run_id)] == [kid.run_id]
+    assert kid.run_id not in {r.run_id for r in store.list(children=False)}
+    assert display_name(info).startswith("baseline run [demo, mnist] · ")
+    assert display_name(store.get(top.run_id)).startswith("nc · ")
+    assert display_name(RunStore(tmp_path).get(parent.run_id)).startswith("baseline")
+    store.label(top.run_id, "second", ["x"])
+    assert store.get(top.run_id).name == "second"
+    with pytest.raises(InputError, match="80 characters"):
+        store.label(top.run_id, "n" * 81)
+    # a lost index is rebuilt with the relations (they live in the run folders too)
+    (tmp_path / "index.sqlite").write_bytes(b"garbage")
+    repair_store(tmp_path)
+    again = RunStore(tmp_path)
+    assert again.get(kid.run_id).parent == parent.run_id
+    assert again.get(parent.run_id).tags == ("demo", "mnist")
+
+
+def test_an_old_index_gains_the_new_columns(tmp_path):
+    import sqlite3
+    con = sqlite3.connect(tmp_path / "index.sqlite")
+    con.execute("CREATE TABLE runs (run_id TEXT PRIMARY KEY, kind TEXT NOT NULL, status TEXT NOT "
+                "NULL, model TEXT, method TEXT, created TEXT NOT NULL, updated TEXT NOT NULL, "
+                "summary TEXT, error TEXT, cancel_requested INTEGER NOT NULL DEFAULT 0, "
+                "pid INTEGER, host TEXT)")
+    con.execute("INSERT INTO runs (run_id, kind, status, created, updated) VALUES "
+                "('20260101-000000-generate-abcdef', 'generate', 'finished', "
+                "'2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')")
+    con.commit()
+    con.close()
+    store = RunStore(tmp_path)
+    old = store.get("20260101-000000-generate-abcdef")
+    assert (old.parent, old.name, old.tags) == (None, None, ())
+    assert [r.run_id for r in store.list(children=False)] == [old.run_id]

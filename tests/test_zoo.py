@@ -2,6 +2,8 @@
 import json
 import zipfile
 
+import numpy as np
+
 import pytest
 
 from rnncon_core import zoo
@@ -230,3 +232,32 @@ def test_model_datasets_own_first_then_what_fits_the_input():
     assert model_dataset(shaped(5, 5), "mnist-gru.keras") == "mnist"      # its architecture's
     with pytest.raises(InputError, match="cannot tell which data set"):
         model_dataset(shaped(5, 5))
+
+
+def test_one_sigmoid_unit_is_two_classes_everywhere():
+    """zoo.class_probabilities is the one rule: (N, 1) sigmoid -> [1 - p, p], wider outputs as
+    they are, for NumPy and TensorFlow alike; class_labels and predict_proba follow it."""
+    import tensorflow as tf
+    from rnncon_core.generate.base import predict_proba
+    from rnncon_core.generate.baselines import loss_from_output
+    from rnncon_core.zoo import class_labels, class_probabilities
+    p = np.array([[0.2], [0.7], [0.5]], np.float32)
+    np.testing.assert_allclose(class_probabilities(p), [[0.8, 0.2], [0.3, 0.7], [0.5, 0.5]])
+    np.testing.assert_allclose(class_probabilities(tf.constant(p)).numpy(),
+                               class_probabilities(p))
+    soft = np.array([[0.1, 0.9], [0.6, 0.4]], np.float32)
+    assert class_probabilities(soft) is soft
+    assert class_labels(p).tolist() == [0, 1, 0] and class_labels(soft).tolist() == [1, 0]
+    # the binary cross-entropy of a sigmoid unit = the two-class cross-entropy
+    y = tf.constant([0, 1, 1], tf.int64)
+    np.testing.assert_allclose(loss_from_output(tf.constant(p), y).numpy(),
+                               -np.log([0.8, 0.7, 0.5]), rtol=1e-6)
+    keras = pytest.importorskip("keras")
+    model = keras.Sequential([keras.Input((3, 2)), keras.layers.LSTM(2),
+                              keras.layers.Dense(1, activation="sigmoid")])
+    x = np.random.default_rng(0).random((4, 3, 2)).astype(np.float32)
+    probs = predict_proba(model, x)
+    raw = model.predict(x, verbose=0)
+    assert probs.shape == (4, 2)
+    np.testing.assert_allclose(probs[:, 1], raw[:, 0], rtol=1e-5)
+    np.testing.assert_allclose(probs.sum(1), 1.0, rtol=1e-6)

@@ -75,7 +75,8 @@ def at_threshold():
         rate, covered, total = view["rconc"]
         figures = [("RConC", f"{rate:.2%}", f"{covered:,} of {total:,} contributions")]
         rate, covered, total = view["nc"]
-        figures.append(("NC", f"{rate:.2%}", f"{covered:,} of {total:,} neurons"))
+        figures.append(("NC", f"{rate:.2%}", f"{covered:,} of {total:,} neurons (layer "
+                                             f"outputs, no input pixels)"))
         figures.append(("HS_C (RNN-Test)", f"{view['hsc']:.2%}",
                         "hidden-state coverage: units among the top k of some hidden vector "
                         "(no threshold)"))
@@ -91,6 +92,7 @@ def at_threshold():
         left, right = st.columns([3, 2], gap="large")
         with left.container(key="cov_by_layer"):
             st.markdown(state.coverage_bars(*profile, by, t), unsafe_allow_html=True)
+        one_unit_note(right, granularity)
         right.caption(f"{view['n_inputs']} inputs of the {sel.dataset} test split, model "
                       f"{sel.label}, {granularity} granularity, {normalize} normalization of "
                       f"{values} values"
@@ -130,6 +132,23 @@ def at_threshold():
                     cell_sections(t)
         if "every" in more:
             every_criterion()
+
+
+def one_unit_note(where, granularity: str) -> None:
+    """What NC and RConC mean for a layer of one neuron (a binary classifier's output)."""
+    one = [layer["name"] for layer in state.traced_layers(sel.model)
+           if layer["kind"] == "dense" and layer["units"] == 1]
+    if not one:
+        return
+    names = ", ".join(f"`{n}`" for n in one)
+    text = (f"**One-unit output {names}** (a binary classifier's sigmoid): NC reads it as "
+            f"P(positive), covered at a threshold when some input gives a higher probability.")
+    if granularity == "unit":
+        text += (" RConC at unit granularity has one contribution per input there (the sum "
+                 "over its sources) and min-max scaling (Eq. 3) needs two values, so its row "
+                 "stays at 0 %: pick the edge granularity (Profile settings) to see one "
+                 "contribution per source neuron.")
+    where.info(text, icon=":material/info:")
 
 
 def coverage_report(t: float, source: str) -> str:
@@ -184,16 +203,32 @@ def cell_sections(t: float) -> None:
 
 def every_criterion() -> None:
     st.subheader("Every criterion on the same inputs")
-    st.caption("testRNN's, DeepStellar's and DeepGauge's criteria (docs/criteria.md) beside "
-               "RConC, NC and RNN-Test's, each with its default parameters over the same test "
-               "inputs. The profile-based ones need the model's training profile: `rnncon "
-               "profile --model M --dataset D` builds it once.")
+    st.caption("testRNN's, DeepStellar's and DeepGauge's criteria as their authors' code "
+               "defines them (docs/criteria.md) beside RConC, NC and RNN-Test's, each with its "
+               "default parameters over the same test inputs. The profile-based ones read the "
+               "model's training profile, built here from the data set's training split the "
+               "first time (a minute or so).")
     if st.button("Measure every criterion", key="cov_every", icon=":material/table_chart:"):
         st.session_state["cov_every_on"] = True
-    if st.session_state.get("cov_every_on"):
-        st.dataframe(state.every_criterion(sel.model, sel.dataset, n_inputs), hide_index=True,
-                     width="stretch",
-                     column_config={"rate": st.column_config.NumberColumn(format="%.4f")})
+    if not st.session_state.get("cov_every_on"):
+        return
+    from rnncon_core.coverage import TITLES, needs_profile
+    bar = st.progress(0.0, text="Measuring every criterion…")
+
+    def progress(i, n, name):
+        extra = " (builds the training profile the first time)" if needs_profile(name) else ""
+        bar.progress(i / n, text=f"{i + 1} of {n}: {TITLES.get(name, name)} ({name}){extra}")
+    try:
+        table = state.every_criterion(sel.model, sel.dataset, n_inputs, progress)
+    except RNNConError as e:
+        bar.empty()
+        state.show_error(e)
+        return
+    bar.empty()
+    st.dataframe(table, hide_index=True, width="stretch",
+                 column_config={"criterion": st.column_config.TextColumn("criterion"),
+                                "id": st.column_config.TextColumn("id", width="small"),
+                                "rate": st.column_config.NumberColumn(format="%.4f")})
 
 
 source = state.dataset(sel.dataset).source

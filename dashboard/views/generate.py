@@ -61,7 +61,7 @@ if submitted:
                     dataset=sel.dataset, batch_size=forms.batch_size(int(n_seeds)),
                     **({"others": list(others)} if others else {}), **params)
 
-jobs.job_panel("generate", show_key="gen_show")
+jobs.job_panel("generate", show_key="gen_show", model=sel.model)
 
 store = jobs.store()
 runs = results.generation_runs(store, sel.model)

@@ -52,10 +52,11 @@ if submitted and run_id:
                 coverage_inputs=int(coverage_inputs), mix=float(mix),
                 transfer_seeds=int(transfer_seeds))
 
-jobs.job_panel("retrain", show_key="retrain_show")
+jobs.job_panel("retrain", show_key="retrain_show", model=sel.model)
 
 st.subheader("Results")
-done = [r for r in store.list(kind="retrain") if r.summary and r.summary.get("repeats_done")]
+done = [r for r in store.list(kind="retrain", model=str(sel.model))
+        if r.summary and r.summary.get("repeats_done")]
 if not done:
     st.info("No retraining has finished yet.")
     st.stop()
@@ -95,15 +96,13 @@ with right:
         st.caption("Not measured in this run (held-out seeds per method: 0).")
     else:
         st.dataframe(table, hide_index=True, width="stretch")
-left, right = st.columns(2)
-with left:
-    st.plotly_chart(charts.before_after(results.before_after_frame(summary),
-                                        title="Before and after retraining (mean over repeats)"),
-                    width="stretch", key="retrain_bars")
-with right:
-    st.plotly_chart(charts.repeats(results.repeats_frame(summary),
-                                   title="Spread over the repeats (Figure 14)"),
-                    width="stretch", key="retrain_repeats_chart")
+# the small multiples take the page's width (nine panels in half of it ran together)
+st.plotly_chart(charts.before_after(results.before_after_frame(summary),
+                                    title="Before and after retraining (mean over repeats)"),
+                width="stretch", key="retrain_bars")
+st.plotly_chart(charts.repeats(results.repeats_frame(summary),
+                               title="Spread over the repeats (Figure 14)"),
+                width="stretch", key="retrain_repeats_chart")
 if "robustness" in summary:
     rob = summary["robustness"]
     c = st.columns(3)

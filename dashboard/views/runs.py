@@ -5,11 +5,13 @@ import streamlit as st
 
 from dashboard import jobs, tables
 from rnncon_core.reports import charts
+from rnncon_core.runs import display_name
 
 st.title("Runs")
 store = jobs.store()
-st.caption(f"Every job (generation, retraining, …) is a run in the store at `{store.root}`; "
-           "they stay after a restart of the server.")
+st.caption("Every job (generation, retraining, …) is a run in the store (`rnncon runs` lists "
+           "it too); they stay after a restart of the server. A retraining's held-out sets are "
+           "listed under it (↳).")
 
 runs = store.list()
 if not runs:
@@ -30,11 +32,14 @@ st.download_button("Download this history (CSV)", history.to_csv(index=False),
                    file_name="runs.csv", mime="text/csv", key="runs_history_csv")
 
 st.subheader("Compare runs")
-ids = [r.run_id for r in shown]
+ids = [r.run_id for r, _ in tables.under_parents(shown)]
 by_id = {r.run_id: r for r in shown}
+label = {r: display_name(by_id[r]) for r in ids}
 picked = st.multiselect("Runs to compare", ids, default=tables.same_kind_default(shown),
                         max_selections=4, key="runs_compare",
-                        format_func=lambda r: f"{r} · {by_id[r].kind} · {by_id[r].status}",
+                        format_func=lambda r: f"{label[r]} · {by_id[r].kind} · "
+                                              f"{by_id[r].status}"
+                                              + (" · held-out set" if by_id[r].parent else ""),
                         help="Starts on the two newest finished runs of the same kind and "
                              "model, so their rows line up.")
 if len({by_id[r].kind for r in picked}) > 1:
@@ -42,21 +47,27 @@ if len({by_id[r].kind for r in picked}) > 1:
                "(shown as —).", icon=":material/warning:")
 if len(picked) >= 2:
     summaries = {r: store.get(r).summary or {} for r in picked}
-    st.dataframe(tables.compare(summaries), width="stretch")
+    st.dataframe(tables.compare(summaries, label), width="stretch")
     keys = [k for k in ("adv_rate", "avg_l2", "avg_l1", "avg_linf", "seconds",
                         "accuracy_after", "rconc_after") if any(k in s for s in summaries.values())]
     if keys:
-        st.plotly_chart(charts.compare_runs(summaries, keys), width="stretch",
-                        key="runs_compare_chart")
+        st.plotly_chart(charts.compare_runs(summaries, keys, label, tables.SUMMARY_NAMES),
+                        width="stretch", key="runs_compare_chart")
 else:
     st.caption("Pick two runs to see them side by side.")
 
 st.subheader("One run")
-run_id = st.selectbox("Run", ids, key="runs_one")
+run_id = st.selectbox("Run", ids, key="runs_one", format_func=lambda r: label[r])
 if run_id:
     info = store.get(run_id)
-    st.markdown(f"**{info.kind}** · {info.method or ''} · model `{info.model}` · "
-                f"**{info.status}** · started {info.created}, last update {info.updated}")
+    st.markdown(f"**{display_name(info)}** · {info.kind} · model `{info.model}` · "
+                f"**{info.status}** · started {info.created}, last update {info.updated}  \n"
+                f"id `{info.run_id}`" + (f" · a held-out set of retraining `{info.parent}`"
+                                         if info.parent else ""))
+    kids = store.list(parent=info.run_id)
+    if kids:
+        st.caption("Held-out sets it generated (its children; never a default elsewhere): "
+                   + ", ".join(display_name(k) for k in kids))
     if info.error:
         st.error(f"{info.status}: {info.error}")
     with st.expander("Configuration"):

@@ -5,15 +5,17 @@
 
 Where things are: ``mutations`` (the declared mutations and their validity bounds), ``queue``
 (the seed queue and the distinct faults), ``loop`` (one campaign's loop, its state a value),
-``run`` (``run_campaign``: the run store, checkpoints, resume), ``distributed`` (one queue per
+``prepare`` (model, seeds, guide, fault abstraction), ``record`` (budgets, checkpoints,
+summary, curve), ``run`` (``run_campaign``: the run store, resume), ``distributed`` (one queue per
 Ray worker, states merged). Guide: any name of ``coverage.CRITERIA``, or ``none``.
 """
 from __future__ import annotations
 
 from .loop import CAMPAIGN_PARAMS, CURVE_COLUMNS, LOOP_PARAMS, Campaign
 from .mutations import MUTATION_PARAMS, Mutator, input_kind
-from .run import (GUIDE_NONE, Budget, guide_names, load_campaign, make_guide, parse_budget,
-                  run_campaign)
+from .prepare import GUIDE_NONE, guide_names, make_guide
+from .record import Budget, load_campaign, parse_budget
+from .run import run_campaign
 
 __all__ = ["CAMPAIGN_PARAMS", "CURVE_COLUMNS", "LOOP_PARAMS", "MUTATION_PARAMS", "Campaign",
            "Mutator", "input_kind", "GUIDE_NONE", "Budget", "guide_names", "load_campaign",

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..params import Interval, IntRange, Param, Params
+from ..zoo import class_labels
 from .mutations import MUTATION_PARAMS, Mutator
 from .queue import FaultSet, SeedQueue
 
@@ -46,11 +47,6 @@ LOOP_PARAMS = Params(
     Param("cells", 10, IntRange(1, 1000), "Cells per axis of the abstract state.",
           kinds=("image", "text", "sequence"), level="more"))
 CAMPAIGN_PARAMS = Params(*MUTATION_PARAMS, *LOOP_PARAMS)
-
-
-def labels_of(p: np.ndarray) -> np.ndarray:
-    p = np.asarray(p)
-    return (p[:, 0] > 0.5).astype(np.int64) if p.shape[1] == 1 else p.argmax(1).astype(np.int64)
 
 
 def _grad_fn(model):
@@ -109,6 +105,7 @@ class Campaign:
         self.calls, self.batches = 0, 0
         self.seconds = self.model_seconds = 0.0      # elapsed before this process's clock
         self.unstable = 0          # faults whose prediction changed when re-predicted
+        self.delta = None          # on Ray: a second guide state of this round's inputs only
         self._clock = None
         self._grad = _grad_fn(model) if kind == "image" and \
             "gradient" in self.mutator.families else None
@@ -121,7 +118,7 @@ class Campaign:
         t0 = time.perf_counter()
         fwd = compiled_forward(self.model)
         dtype = tf.int32 if self.kind == "text" else tf.float32
-        out = [labels_of(np.asarray(fwd(tf.constant(x[i:i + 512], dtype))))
+        out = [class_labels(np.asarray(fwd(tf.constant(x[i:i + 512], dtype))))
                for i in range(0, len(x), 512)]
         self.model_seconds += time.perf_counter() - t0
         self.calls += len(x)
@@ -144,8 +141,27 @@ class Campaign:
         return float(self.guide.rate()) if self.guide is not None else float("nan")
 
     # -- the loop
+    def warm_up(self) -> None:
+        """Trace every compiled function (two batch sizes: the graphs generalize the batch
+        axis on the second) before the clock starts; nothing is counted or kept."""
+        x, y = self.x_seeds[:2], self.y_seeds[:2]
+        calls, secs = self.calls, self.model_seconds
+        for part in (x[:1], x):
+            self.predict(part)
+            if self._grad is not None:
+                self.gradient(part, y[:len(part)])
+        self.calls, self.model_seconds = calls, secs
+        self.abstraction(x)
+        if self.kind == "text":     # the substitutes of the seeds' words (WordNet, tagger)
+            xs = self.x_seeds
+            self.mutator.mutate(xs, xs, np.zeros(len(xs), bool), self.y_seeds,
+                                np.random.default_rng(0))
+        if self.guide is not None:
+            type(self.guide).from_config(self.model, self.guide.get_config()).update(x)
+
     def start(self) -> None:
         """The dry run: the seeds' predictions and coverage; every seed enters the queue."""
+        self.warm_up()
         self.resume_clock()
         x, y = self.x_seeds, self.y_seeds
         pred = self.predict(x)
@@ -176,6 +192,8 @@ class Campaign:
             ok = ~bad
             if self.guide is not None and ok.any():
                 gain = guide_gains(self.guide, new[ok])
+                if self.delta is not None:        # what this worker saw since the last merge
+                    self.delta.update(new[ok])
                 keep = gain > 0
             else:
                 gain = np.zeros(int(ok.sum()))
@@ -244,6 +262,7 @@ class Campaign:
         self.calls, self.batches = c["calls"], c["batches"]
         self.seconds, self.model_seconds = c["seconds"], c["model_seconds"]
         self.unstable = c["unstable"]
+        self.warm_up()
         self.rng.bit_generator.state = c["rng"]
         if self.guide is not None:
             self.guide._load_state({k[6:]: v for k, v in state.items()

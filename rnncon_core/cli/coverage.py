@@ -15,8 +15,9 @@ from ..errors import InputError
 CRITERION_HELP = ("rconc (contribution), nc (neuron), hsc (hidden state), csc (cell state); "
                   "testRNN: bc, sc, tc; DeepStellar: state, state-boundary, state-weighted, "
                   "transition, transition-weighted; DeepGauge: kmnc, nbc, snac, tknc, tknp, "
-                  "rconc-kmnc, rconc-nbc, rconc-snac (profile-based ones need `rnncon profile` "
-                  "once; docs/criteria.md). Its parameters follow as --NAME VALUE: "
+                  "rconc-kmnc, rconc-nbc, rconc-snac (profile-based ones build the model's "
+                  "training profile from --dataset's training split when they need it; "
+                  "docs/criteria.md). Its parameters follow as --NAME VALUE: "
                   "`rnncon criteria [NAME]` lists them.")
 
 
@@ -59,15 +60,37 @@ def _criterion_params(ctx: typer.Context, criterion: str, pairs: list[str] | Non
                            lambda: {p.name for c in CRITERIA.values() for p in c.params})
 
 
-def _criterion(model, criterion: str, params: dict, dataset: str | None = None):
+def _criterion(model, criterion: str, params: dict, dataset: str | None = None,
+               n_profile: int | None = None):
     """The criterion with ``params``; where the threshold is not given, the criteria that take
-    the data set's (``threshold_from_data``: 0.25 images, 0.5 IMDB) get it."""
-    from ..coverage import CRITERIA, default_threshold, get_criterion
+    the data set's (``threshold_from_data``: 0.25 images, 0.5 IMDB) get it. A profile-based
+    one builds its training profile from the data set's training split (the first
+    ``n_profile`` inputs; 0: all) when it is missing or was built from other data."""
+    from ..coverage import CRITERIA, default_threshold, get_criterion, needs_profile
     from ..data import DATASETS
     if CRITERIA[criterion].threshold_from_data and "threshold" not in params:
         params = {**params, "threshold": default_threshold(dataset if dataset in DATASETS
                                                            else model)}
+    if needs_profile(criterion) and params.get("profile_path") is None and dataset:
+        params = {**params, **_training(dataset, n_profile)}
     return get_criterion(criterion, model, **params)
+
+
+def _training(dataset: str, n_profile: int | None) -> dict:
+    """x_train, y_train, progress and source for a profile built on demand."""
+    if n_profile is not None and n_profile < 0:
+        raise InputError(f"--n-profile must be a count (0: the whole training split), got "
+                         f"{n_profile}")
+    x, y, what, _ = _load_inputs(dataset, "train", n_profile or None, None)
+    shown = set()
+
+    def progress(done, total):
+        pct = 100 * done // total
+        if pct // 25 not in shown:
+            shown.add(pct // 25)
+            log(f"building the training profile from {len(x):,} {what} inputs: {pct} %")
+    return {"x_train": x, "y_train": y, "progress": progress,
+            "train_source": what + (f"[:{n_profile}]" if n_profile else "")}
 
 
 def _print_table(title: str, summary: dict) -> None:
@@ -95,6 +118,9 @@ SPLIT_OPT = typer.Option("test", "--split", help="train or test.")
 N_OPT = typer.Option(None, "--n", help="Use the first N inputs (default: all).")
 INPUTS_OPT = typer.Option(None, "--inputs", help="An .npy file of inputs instead of a data set.")
 CRIT_OPT = typer.Option("rconc", "--criterion", help=CRITERION_HELP)
+N_PROFILE_OPT = typer.Option(4000, "--n-profile", help="Training inputs a profile-based "
+                                                       "criterion's profile is built from "
+                                                       "when it needs one (0: all).")
 PARAMS_OPT = typer.Option(None, "--params", hidden=True, help="Old form of --param: "
                                                               "KEY=VALUE,...")
 CRITERION_EPILOG = ("The criterion's parameters follow as --NAME VALUE (or --param NAME=VALUE): "
@@ -129,7 +155,8 @@ def coverage_cmd(ctx: typer.Context, model: str = MODEL_OPT,
                  workers: Optional[int] = typer.Option(None, "--workers", help="Split the "
                                                        "inputs over N Ray workers (a local "
                                                        "runtime)."),
-                 ray_address: Optional[str] = RAY_OPT, kind: Optional[str] = KIND_OPT,
+                 ray_address: Optional[str] = RAY_OPT,
+                 n_profile: int = N_PROFILE_OPT, kind: Optional[str] = KIND_OPT,
                  json_out: bool = JSON_OPT):
     """Coverage of a set of inputs under one criterion, per layer and in all."""
     given = _criterion_params(ctx, criterion, param, params)
@@ -138,7 +165,7 @@ def coverage_cmd(ctx: typer.Context, model: str = MODEL_OPT,
         from ..coverage.base import check_writable
         check_writable(save_state)                  # before the work, not after it
     m, x, what = _model_and_inputs(model, dataset, split, n, inputs, kind)
-    cov = _criterion(m, criterion, given, dataset)
+    cov = _criterion(m, criterion, given, dataset, n_profile)
     if state is not None:
         from ..coverage import Criterion
         saved = Criterion.load(cov.model, state)
@@ -172,7 +199,8 @@ def sweep_cmd(ctx: typer.Context, model: str = MODEL_OPT, dataset: Optional[str]
               thresholds: str = typer.Option("0,0.25,0.5,0.75", "--thresholds",
                                              help="Comma-separated thresholds."),
               param: Optional[List[str]] = PARAM_OPT, params: Optional[str] = PARAMS_OPT,
-              kind: Optional[str] = KIND_OPT, json_out: bool = JSON_OPT):
+              n_profile: int = N_PROFILE_OPT, kind: Optional[str] = KIND_OPT,
+              json_out: bool = JSON_OPT):
     """The coverage at a grid of thresholds from one pass over the inputs."""
     grid = numbers(thresholds, "--thresholds")
     given = _criterion_params(ctx, criterion, param, params)
@@ -184,7 +212,7 @@ def sweep_cmd(ctx: typer.Context, model: str = MODEL_OPT, dataset: Optional[str]
     if not grid:
         raise InputError("give at least one threshold")
     m, x, what = _model_and_inputs(model, dataset, split, n, inputs, kind)
-    cov = _criterion(m, criterion, {**given, "threshold": grid[0]})
+    cov = _criterion(m, criterion, {**given, "threshold": grid[0]}, dataset, n_profile)
     cov.update(x)
     rows = [cov.summary(t) for t in grid]
     if json_out:
@@ -247,26 +275,47 @@ def profile_cmd(model: str = MODEL_OPT,
                                                                 "cache)."),
                 out: Optional[str] = typer.Option(None, "--out", hidden=True,
                                                   help="Old name of --profile-path."),
+                profile_inputs: str = typer.Option("both", "--profile-inputs",
+                                                   help="all (testRNN's and DeepGauge's "
+                                                        "profile), correct (the correctly "
+                                                        "classified inputs: DeepStellar's) or "
+                                                        "both."),
                 kind: Optional[str] = KIND_OPT, json_out: bool = JSON_OPT):
-    """Build the training profile the profile-based criteria read (testRNN's, DeepStellar's,
-    DeepGauge's): once per model, saved under the cache by the model's fingerprint."""
-    from ..coverage.profile import build_profile, fingerprint
-    from ..zoo import load_model
-    path = renamed(profile_path, out, "--profile-path", "--out")
+    """Build the training profiles the profile-based criteria read (testRNN's, DeepStellar's,
+    DeepGauge's), saved under the cache by the model's fingerprint. The criteria also build
+    them on demand when given --dataset."""
+    from ..coverage.profile import build_profile, default_path, fingerprint
     from ..trace import check_model_inputs
-    x, _, what, kind = _load_inputs(dataset, "train", n, None, kind)
+    from ..zoo import load_model
+    if profile_inputs not in ("all", "correct", "both"):
+        raise InputError(f"--profile-inputs must be all, correct or both, got {profile_inputs!r}")
+    path = renamed(profile_path, out, "--profile-path", "--out")
+    if path and profile_inputs == "both":
+        profile_inputs = "all"                     # one file: the profile of all inputs
+    x, y, what, data_kind = _load_inputs(dataset, "train", n, None, kind)
     m = load_model(model)
-    x = check_model_inputs(m, x, f"the inputs ({what})", kind)
+    x = check_model_inputs(m, x, f"the inputs ({what})", data_kind)
     started = time.time()
-    path = build_profile(m, x, path=path, source=what + (f"[:{n}]" if n else ""),
-                         progress=lambda d, t: log(f"profile {d:,}/{t:,}") if d % 2048 < 256
-                         or d == t else None)
-    result = {"model": model, "profile": str(path), "fingerprint": fingerprint(m),
-              "n_inputs": len(x), "seconds": round(time.time() - started, 1)}
+    kinds = ["all", "correct"] if profile_inputs == "both" else [profile_inputs]
+    if y is None and "correct" in kinds:
+        if profile_inputs == "correct":
+            raise InputError("--profile-inputs correct needs the training labels: give a data "
+                             "set with labels")
+        kinds = ["all"]
+    paths = []
+    for kind in kinds:
+        paths.append(build_profile(m, x, path=path or default_path(m, kind),
+                                   source=what + (f"[:{n}]" if n else ""), y=y, inputs=kind,
+                                   progress=lambda d, t, k=kind: log(f"profile ({k}) {d:,}/{t:,}")
+                                   if d % 2048 < 256 or d == t else None))
+    result = {"model": model, "profile": str(paths[0]), "profiles": [str(p) for p in paths],
+              "fingerprint": fingerprint(m), "n_inputs": len(x),
+              "seconds": round(time.time() - started, 1)}
     if json_out:
         emit(result)
     else:
-        log(f"profile of {model} over {len(x):,} inputs ({what}) in {result['seconds']}s: {path}")
+        log(f"profiles ({', '.join(kinds)}) of {model} over {len(x):,} inputs ({what}) in "
+            f"{result['seconds']}s")
 
 
 @report_app.command("criteria")

@@ -24,7 +24,7 @@ from .deepstellar import (StateBoundaryCoverage, StateCoverage, TransitionCovera
 from .nc import NeuronCoverage
 from .rconc import ContributionCoverage
 from .rnntest import CELL_BOUNDARIES, CellStateCoverage, HiddenStateCoverage
-from .profile import build_profile, fingerprint, load_profile
+from .profile import build_profile, ensure_profile, fingerprint, load_profile
 from .testrnn import BoundaryCoverage, StepwiseCoverage, TemporalCoverage
 from .threshold import default_threshold, select_threshold
 
@@ -40,8 +40,36 @@ CRITERIA: dict[str, type[Criterion]] = {c.name: c for c in
                                          ContributionBoundary, ContributionStrongActivation)}
 
 
+# Each criterion in words (what a table shows beside the short name) and whose it is.
+TITLES = {"rconc": "Contribution coverage (RConC)",
+          "nc": "Neuron coverage (DeepXplore), layer outputs without the input",
+          "hsc": "Hidden-state coverage (RNN-Test)",
+          "csc": "Cell-state coverage (RNN-Test): (cell, section) pairs",
+          "bc": "Boundary coverage (testRNN)", "sc": "Step-wise coverage (testRNN)",
+          "tc": "Temporal coverage (testRNN)", "state": "Basic state coverage (DeepStellar)",
+          "state-boundary": "k-step state boundary coverage (DeepStellar)",
+          "state-weighted": "Weighted state coverage (DeepStellar)",
+          "transition": "Basic transition coverage (DeepStellar)",
+          "transition-weighted": "Weighted transition coverage (DeepStellar)",
+          "kmnc": "k-multisection neuron coverage (DeepGauge)",
+          "nbc": "Neuron boundary coverage (DeepGauge)",
+          "snac": "Strong neuron activation coverage (DeepGauge)",
+          "tknc": "Top-k neuron coverage (DeepGauge)",
+          "tknp": "Top-k neuron patterns (DeepGauge)",
+          "rconc-kmnc": "k-multisection coverage of contributions",
+          "rconc-nbc": "Boundary coverage of contributions",
+          "rconc-snac": "Strong activation coverage of contributions"}
+
+
+def needs_profile(name: str) -> bool:
+    """Whether the criterion reads a training profile (and so takes x_train / y_train)."""
+    return "profile_path" in CRITERIA[name].params
+
+
 def get_criterion(name: str, model, **params) -> Criterion:
-    """A criterion by short name (the keys of CRITERIA)."""
+    """A criterion by short name (the keys of CRITERIA). A profile-based one also takes the
+    training data to build its profile on demand: ``x_train=``, ``y_train=`` (and
+    ``progress=fn(done, total)``); see coverage.profile."""
     if name not in CRITERIA:
         raise InputError(f"unknown criterion {name!r}; choose one of {', '.join(CRITERIA)}")
     return CRITERIA[name](model, **params)
@@ -54,4 +82,5 @@ __all__ = ["CRITERIA", "CELL_BOUNDARIES", "REPORT_THRESHOLDS", "CellStateCoverag
            "StateBoundaryCoverage", "WeightedStateCoverage", "TransitionCoverage",
            "WeightedTransitionCoverage", "KMultisection", "NeuronBoundary", "StrongActivation",
            "TopKNeuron", "TopKPatterns", "ContributionKMultisection", "ContributionBoundary",
-           "ContributionStrongActivation", "build_profile", "fingerprint", "load_profile"]
+           "ContributionStrongActivation", "build_profile", "ensure_profile", "fingerprint",
+           "load_profile", "needs_profile", "TITLES"]

@@ -1,24 +1,39 @@
-"""DeepGauge's criteria (Ma et al., ASE 2018) on neurons and on RConC's unit contributions.
+"""DeepGauge's criteria (Ma et al., ASE 2018) on neurons and on RConC's unit contributions,
+ported from their implementation in NeuraL-Coverage (github.com/Yuanyuan-Yuan/NeuraL-Coverage,
+coverage.py ``KMNC``, ``NBC``, ``SNAC``, ``TKNC``, ``TKNP``; tool.py ``get_layer_output``) with
+DeepHunter's (deephunter/coverage.py ``Coverage.kmnc_update_coverage``, as kept at
+github.com/Shimmer93/Deephunter-backup) as a switch.
 
 Neurons are NC's (every traced layer's output element, one per step where a layer returns
-sequences; raw outputs, no scaling). Contributions are RConC's unit contributions
-(x^t·U_g, h^(t-1)·W_g per gate unit and step, Dense x·W per unit), as signed raw values before
-any normalization: DeepGauge's criteria compare a value with the range the training inputs gave
-that same item, and RConC's per-input min-max scaling would give every input a maximum of 1 in
-every scope and hide exactly the out-of-range magnitudes NBC and SNAC look for.
+sequences: NLC's ``get_layer_output`` unrolls a recurrent layer's output into one layer per
+step; Keras layer outputs, after the activation, as DeepGauge's and DeepHunter's Keras code
+reads them). Contributions are RConC's unit contributions (x^t·U_g, h^(t-1)·W_g per gate unit
+and step, Dense x·W per unit), as signed raw values before any normalization (our
+extension). With [lo, hi] an item's training range (the profile, over all training inputs:
+NLC's ``KMNC.build`` / ``set_range``):
 
-With [lo, hi] an item's training range (the profile):
-
-- kmnc (k-multisection): [lo, hi] cut into k equal sections; items (item, section); a section is
-  covered when some input puts the value in it (the last section includes hi; a value outside
-  [lo, hi] covers no section; an item with lo == hi has only its section 0 reachable).
-- nbc (neuron boundary): items (item, side); lower covered when some value < lo, upper when > hi.
-- snac (strong activation): items: item, covered when some value > hi.
-- tknc (top-k neuron): per layer and input the k largest outputs of the layer (over all its
-  elements; ties at the k-th value count too) are covered. No profile.
-- tknp (top-k patterns): an input's pattern is, for every layer, the set of its top-k neurons;
-  rate = distinct patterns seen / all possible patterns (the product over layers of C(n_l, k));
-  ``patterns`` is the count. No profile.
+- kmnc (k-multisection): items (item, section), k sections per item. ``rule="nlc"`` (NLC's
+  ``KMNC.calculate``): section ceil((v − lo)/(hi − lo)·k) for lo <= v <= hi, so a value equal
+  to lo covers none and hi covers the last; ``rule="deephunter"``: floor((v − lo)/((hi −
+  lo)/k)), hi in the last section, lo in the first. In both an item that never varies in
+  training (lo = hi: a dead unit, a step-0 output, x·U at step 0) covers no section but stays
+  in the total, and a value outside [lo, hi] covers none.
+- nbc (neuron boundary): items (item, side); lower covered when some value < lo, upper when
+  > hi (NLC's ``NBC``: the mean of the two rates is the same count over 2 × items).
+- snac (strong activation): items: item, covered when some value > hi (NLC's ``SNAC``).
+- tknc (top-k neuron, NLC's ``TKNC``): per group and input the k largest outputs of the group
+  are covered; ``groups="step"``: each step of a sequence-returning layer is a group of its
+  own (NLC's unrolled layers), ``"layer"``: one group per layer over all its steps and units
+  (our earlier choice). ``ties="first"``: exactly k per input, the lower index first among
+  equal values (torch.topk leaves their order open; DeepHunter's stable sort takes the lower
+  index); ``"all"``: every value equal to the k-th counts too (our earlier choice). No profile.
+- tknp (top-k patterns, NLC's ``TKNP``, network mode): an input's pattern is, for every
+  group, its top-k neurons; ``patterns="ordered"``: the indices in order of value (NLC keeps
+  torch.topk's sorted indices), ``"set"``: as a set (the DeepGauge paper, our earlier
+  choice). ``patterns()`` is the count of distinct patterns seen (NLC's TKNP figure); rate =
+  that count over all possible patterns (the product over groups of k-permutations or
+  k-subsets of the group). No profile. (NLC's ``TKNP.init_variable`` refers to an undefined
+  ``self.layer_pattern``; we port what ``calculate`` means.)
 """
 from __future__ import annotations
 
@@ -29,7 +44,7 @@ import pandas as pd
 
 from ..errors import InputError
 from .base import Segment
-from .params import PROFILE_PATH, IntRange, Param, Params
+from .params import PROFILE_PATH, IntRange, OneOf, Param, Params, profile_inputs
 from .profile import ProfiledCriterion
 
 
@@ -118,7 +133,12 @@ class KMultisection(_RangeCriterion):
     name = "kmnc"
     slot_name = "section"
     params = Params(Param("k", 10, IntRange(1, 1000), "Sections each training range is cut "
-                                                      "into."), PROFILE_PATH)
+                                                      "into."),
+                    Param("rule", "nlc", OneOf(("nlc", "deephunter")),
+                          "nlc: section ceil((v - lo) / (hi - lo) * k), a value equal to lo "
+                          "covers none (NeuraL-Coverage); deephunter: floor, lo in the first "
+                          "section, hi in the last."),
+                    profile_inputs("all"), PROFILE_PATH)
 
     @property
     def slots(self):
@@ -126,11 +146,16 @@ class KMultisection(_RangeCriterion):
 
     def _score(self, v, lo, hi):
         import tensorflow as tf
-        w = (hi - lo) / self.k
-        inv = tf.where(w > 0, 1.0 / tf.where(w > 0, w, tf.ones_like(w)), tf.zeros_like(w))
-        idx = tf.clip_by_value(tf.cast(tf.floor((v - lo) * inv), tf.int32), 0, self.k - 1)
-        inside = tf.cast((v >= lo) & (v <= hi), tf.float32)
-        return tf.one_hot(idx, self.k, dtype=tf.float32) * inside[..., None]
+        varies = hi > lo
+        if self.rule == "nlc":               # NLC: ceil((v - lo) / div * k), 0 = no section
+            div = tf.where(varies, hi - lo, tf.fill(tf.shape(hi), 1e-6))
+            sec = tf.cast(tf.math.ceil((v - lo) / div * self.k), tf.int32) - 1
+        else:                                # DeepHunter: int((v - lo) / unit), k -> k - 1
+            unit = tf.where(varies, (hi - lo) / self.k, tf.ones_like(hi))
+            sec = tf.minimum(tf.cast(tf.floor((v - lo) / unit), tf.int32), self.k - 1)
+        ok = varies & (v >= lo) & (v <= hi) & (sec >= 0)
+        sec = tf.clip_by_value(sec, 0, self.k - 1)
+        return tf.one_hot(sec, self.k, dtype=tf.float32) * tf.cast(ok, tf.float32)[..., None]
 
 
 class NeuronBoundary(_RangeCriterion):
@@ -139,7 +164,7 @@ class NeuronBoundary(_RangeCriterion):
     name = "nbc"
     slots = 2
     slot_name = "side"              # 0: below lo, 1: above hi
-    params = Params(PROFILE_PATH)
+    params = Params(profile_inputs("all"), PROFILE_PATH)
 
     def _score(self, v, lo, hi):
         import tensorflow as tf
@@ -150,7 +175,7 @@ class StrongActivation(_RangeCriterion):
     """DeepGauge's SNAC on neurons: an item above its training maximum."""
 
     name = "snac"
-    params = Params(PROFILE_PATH)
+    params = Params(profile_inputs("all"), PROFILE_PATH)
 
     def _score(self, v, lo, hi):
         import tensorflow as tf
@@ -175,17 +200,43 @@ class ContributionStrongActivation(StrongActivation):
     on = "contributions"
 
 
-def _layer_slices(tracer):
-    """(name, start, size) of each layer's neurons in neuron_segments order."""
-    return [(s.layer, s.offset, s.size) for s in neuron_segments(tracer)]
+GROUPS = Param("groups", "step", OneOf(("step", "layer")),
+               "step: each step of a sequence-returning layer is a group of its own (NLC "
+               "unrolls recurrent layers); layer: one group per layer over all its steps.")
+
+
+def top_groups(tracer, by: str) -> list[tuple]:
+    """(layer, step or None, start, size) of each top-k group in neuron_segments order."""
+    out = []
+    for s in neuron_segments(tracer):
+        if by == "step" and len(s.shape) == 2:
+            out += [(s.layer, t, s.offset + t * s.shape[1], s.shape[1])
+                    for t in range(s.shape[0])]
+        else:
+            out.append((s.layer, None, s.offset, s.size))
+    return out
+
+
+def _layer_views(tracer, v, by: str) -> list:
+    """Per layer its values as (N, groups, group size)."""
+    import tensorflow as tf
+    out = []
+    for s in neuron_segments(tracer):
+        lv = v[:, s.offset:s.offset + s.size]
+        g = s.shape[0] if by == "step" and len(s.shape) == 2 else 1
+        out.append(tf.reshape(lv, (tf.shape(v)[0], g, s.size // g)))
+    return out
 
 
 class TopKNeuron(ProfiledCriterion):
-    """DeepGauge's TKNC: per layer and input, its top-k neurons are covered."""
+    """DeepGauge's TKNC: per group and input, its top-k neurons are covered."""
 
     name = "tknc"
     uses_threshold = False
-    params = Params(Param("k", 2, IntRange(1), "Top neurons per layer and input."))
+    params = Params(Param("k", 2, IntRange(1), "Top neurons per group and input."), GROUPS,
+                    Param("ties", "first", OneOf(("first", "all")),
+                          "first: exactly k per input, the lower index first among equal "
+                          "values; all: every value equal to the k-th counts too."))
 
     def _layout(self) -> list[Segment]:
         return neuron_segments(self.tracer)
@@ -194,10 +245,14 @@ class TopKNeuron(ProfiledCriterion):
         import tensorflow as tf
         v = neuron_values(self.tracer, tr)
         parts = []
-        for _, start, size in _layer_slices(self.tracer):
-            lv = v[:, start:start + size]
-            kth = tf.math.top_k(lv, k=min(self.k, size)).values[:, -1:]
-            parts.append(tf.cast(lv >= kth, tf.float32))
+        for lv in _layer_views(self.tracer, v, self.groups):
+            size = lv.shape[-1]
+            top = tf.math.top_k(lv, k=min(self.k, size))
+            if self.ties == "all":
+                hit = tf.cast(lv >= top.values[..., -1:], tf.float32)
+            else:
+                hit = tf.reduce_max(tf.one_hot(top.indices, size, dtype=tf.float32), axis=2)
+            parts.append(tf.reshape(hit, (tf.shape(v)[0], -1)))
         return tf.concat(parts, axis=1)
 
     def describe(self, index: int) -> dict:
@@ -207,22 +262,33 @@ class TopKNeuron(ProfiledCriterion):
                 "part": "out", "unit": int(pos[-1]), "source": None}
 
 
-class TopKPatterns(ProfiledCriterion):
-    """DeepGauge's TKNP: distinct top-k patterns (one top-k set per layer) over all possible.
+def _perm(n: int, k: int) -> int:
+    out = 1
+    for i in range(k):
+        out *= n - i
+    return out
 
-    An item is a pattern; its flat index is the mixed-radix number of each layer's top-k set's
-    rank (combinatorial number system of the sorted indices), first layer most significant.
-    Ties are broken by the lower index (tf.math.top_k)."""
+
+class TopKPatterns(ProfiledCriterion):
+    """DeepGauge's TKNP: distinct top-k patterns (one top-k per group) over all possible.
+
+    An item is a pattern; its flat index is the mixed-radix number of each group's rank, first
+    group most significant: an ordered top-k (indices by value, ties: lower index first) is
+    ranked by its Lehmer code, a set by the combinatorial number system of its sorted indices."""
 
     name = "tknp"
     uses_threshold = False
-    params = Params(Param("k", 2, IntRange(1), "Top neurons per layer and input."))
+    params = Params(Param("k", 2, IntRange(1), "Top neurons per group and input."), GROUPS,
+                    Param("patterns", "ordered", OneOf(("ordered", "set")),
+                          "ordered: a group's top-k indices in order of value "
+                          "(NeuraL-Coverage); set: as a set (the DeepGauge paper)."))
     _ENUMERABLE = 10 ** 7
 
     def _layout(self) -> list[Segment]:
-        self._layers = _layer_slices(self.tracer)
-        self._kl = [min(self.k, size) for _, _, size in self._layers]
-        self._radix = [comb(size, k) for (_, _, size), k in zip(self._layers, self._kl)]
+        self._groups = top_groups(self.tracer, self.groups)
+        self._kl = [min(self.k, size) for *_, size in self._groups]
+        count = _perm if self.patterns == "ordered" else comb
+        self._radix = [count(size, k) for (*_, size), k in zip(self._groups, self._kl)]
         total = 1
         for r in self._radix:
             total *= r
@@ -236,12 +302,16 @@ class TopKPatterns(ProfiledCriterion):
     def _build(self) -> None:
         import tensorflow as tf
 
-        def sets(tr):
+        def tops(tr):
             v = neuron_values(self.tracer, tr)
-            out = [tf.sort(tf.math.top_k(v[:, s:s + n], k=k).indices, axis=1)
-                   for (_, s, n), k in zip(self._layers, self._kl)]
+            out = []
+            for lv in _layer_views(self.tracer, v, self.groups):
+                idx = tf.math.top_k(lv, k=min(self.k, lv.shape[-1])).indices
+                if self.patterns == "set":
+                    idx = tf.sort(idx, axis=-1)
+                out.append(tf.reshape(idx, (tf.shape(v)[0], -1)))
             return tf.concat(out, axis=1)
-        self._sets_fn = self._compile(sets)
+        self._sets_fn = self._compile(tops)
 
     def _chunk_size(self) -> int:
         return 1024
@@ -269,17 +339,41 @@ class TopKPatterns(ProfiledCriterion):
     def n_inputs(self) -> int:
         return self._n
 
-    @staticmethod
-    def _rank(idx: np.ndarray) -> int:
-        """Rank of a sorted k-subset in the combinatorial number system (colex)."""
-        return sum(comb(int(c), i + 1) for i, c in enumerate(idx))
+    def _rank(self, idx, n: int) -> int:
+        """A group's rank: Lehmer code of an ordered top-k, colex rank of a sorted set."""
+        if self.patterns == "set":
+            return sum(comb(int(c), i + 1) for i, c in enumerate(idx))
+        r, used = 0, []
+        for i, a in enumerate(int(a) for a in idx):
+            r = r * (n - i) + a - sum(u < a for u in used)
+            used.append(a)
+        return r
 
-    def _pattern_ids(self, sets: np.ndarray) -> list[int]:
+    def _unrank(self, r: int, n: int, k: int) -> list[int]:
+        if self.patterns == "set":
+            units, c = [], n
+            for i in range(k, 0, -1):          # colex: largest element first
+                c -= 1
+                while comb(c, i) > r:
+                    c -= 1
+                r -= comb(c, i)
+                units.append(c)
+            return sorted(units)
+        digits = []
+        for i in range(k - 1, -1, -1):
+            r, d = divmod(r, n - i)
+            digits.append(d)
+        free, out = list(range(n)), []
+        for d in reversed(digits):
+            out.append(free.pop(d))
+        return out
+
+    def _pattern_ids(self, tops: np.ndarray) -> list[int]:
         ids = []
-        for row in sets:
+        for row in tops:
             pid, pos = 0, 0
-            for k, r in zip(self._kl, self._radix):
-                pid = pid * r + self._rank(row[pos:pos + k])
+            for (*_, size), k, r in zip(self._groups, self._kl, self._radix):
+                pid = pid * r + self._rank(row[pos:pos + k], size)
                 pos += k
             ids.append(pid)
         return ids
@@ -289,7 +383,7 @@ class TopKPatterns(ProfiledCriterion):
             self._seen.setdefault(pid, self._n)
             self._n += 1
 
-    def patterns(self) -> int:
+    def patterns_seen(self) -> int:
         return len(self._seen)
 
     def covered_at(self, threshold=None) -> int:
@@ -312,7 +406,7 @@ class TopKPatterns(ProfiledCriterion):
     def uncovered(self, layer: str | None = None, threshold=None) -> np.ndarray:
         if self.total > self._ENUMERABLE:
             raise InputError(f"tknp has {self.total:,} possible patterns, too many to list; "
-                             f"read patterns() for the count seen")
+                             f"read patterns_seen() for the count seen")
         seen = np.fromiter(self._seen.keys(), np.int64, len(self._seen))
         return np.setdiff1d(np.arange(self.total, dtype=np.int64), seen)
 
@@ -326,25 +420,21 @@ class TopKPatterns(ProfiledCriterion):
         index = int(index)
         if not 0 <= index < self.total:
             raise InputError(f"index {index} out of range [0, {self.total})")
-        out = {}
-        for (name, _, size), k, r in reversed(list(zip(self._layers, self._kl, self._radix))):
+        out = []
+        for (layer, step, _, size), k, r in reversed(list(zip(self._groups, self._kl,
+                                                               self._radix))):
             index, rank = divmod(index, r)
-            units, c = [], size
-            for i in range(k, 0, -1):          # unrank (colex): largest element first
-                c -= 1
-                while comb(c, i) > rank:
-                    c -= 1
-                rank -= comb(c, i)
-                units.append(c)
-            out[name] = sorted(units)
+            out.append((layer if step is None else f"{layer}@{step}",
+                        self._unrank(rank, size, k)))
         return {"layer": "all", "kind": "pattern", "step": None, "gate": None, "part": "pattern",
-                "unit": None, "source": None, "pattern": dict(reversed(list(out.items())))}
+                "unit": None, "source": None, "pattern": dict(reversed(out))}
 
     def summary(self, threshold=None) -> dict:
         out = super().summary(threshold)
-        out["patterns"] = self.patterns()
+        out["patterns"] = self.patterns_seen()
         return out
 
 
 __all__ = ["KMultisection", "NeuronBoundary", "StrongActivation", "ContributionKMultisection",
-           "ContributionBoundary", "ContributionStrongActivation", "TopKNeuron", "TopKPatterns"]
+           "ContributionBoundary", "ContributionStrongActivation", "TopKNeuron", "TopKPatterns",
+           "top_groups"]

@@ -1,24 +1,42 @@
-"""DeepStellar's criteria (Du et al., ESEC/FSE 2019) over an abstract model of hidden states.
+"""DeepStellar's criteria (Du et al., ESEC/FSE 2019) over an abstract model of hidden states,
+ported from its code at github.com/xiaoningdu/deepstellar.
 
 The abstract model of one recurrent layer (default: the last one) is built from the training
-profile: the hidden states h_t of every training input and step are projected on their first
-``components`` principal axes (PCA over all (input, step) states); each component's training
-range [lo_c, hi_c] is cut into ``cells`` equal cells, cell floor((p − lo_c)/(hi_c − lo_c)·cells),
-the training maximum in the last cell (DeepStellar's code gives it a cell of its own); a value
-outside the range lands in a cell < 0 or >= cells. An abstract state is the vector of cells.
+profile (mnist_demo/mnist_lstm.py ``profile_train_data``: by default only the training inputs
+the model classifies correctly, ``profile_inputs="correct"``; ``"all"``: every one, our earlier
+choice). Abstraction/StateAbstraction.py: the hidden states h_t of every profiled input and
+step are projected on their first ``components`` principal axes (``pca_fit``: PCA over all
+(input, step) states); each component's training range [lo_c, hi_c] is cut into ``cells``
+equal cells, cell floor((p − lo_c)/(hi_c − lo_c)·cells) (``data_transform``: the training
+maximum lands in a cell of its own, index ``cells``); a value outside the range lands in a
+cell < 0 or > cells. An abstract state is the vector of cells.
 
-- Major states: the states some training input visits (at some step); a transition: a pair
-  (state at t, state at t+1) some training input makes. Weights: each state's (transition's)
-  share of all training visits (DeepStellar's frequencies).
-- state: share of major states some test input visits.
-- state-boundary (k-step boundary coverage): the states that are not major and lie within
-  Manhattan distance ``boundary_steps`` (in cells) of a major state; the share visited.
+Abstraction/DTMCGraph.py, Abstraction/GraphWrapper.py and coverage.py:
+
+- Major states: the states some profiled input visits at some step, plus DeepStellar's fake
+  initial state (``DTMCGraph.__init__``: every training sequence starts there and no test
+  input can reach it). Transitions: the pairs (state at t, state at t+1) some profiled input
+  makes, plus one transition from the fake state to each state a profiled input starts in
+  (``add_ordered_transitions``), never coverable either. ``fake_initial=False`` leaves the
+  fake state and its transitions out (our earlier choice).
+- Weights (``get_index_weight_dic``): a state's number of visits (as a transition's
+  destination: every step, the first included) over all visits (inputs × steps); a
+  transition's number of occurrences over all of them, the fake ones included (inputs ×
+  steps; without the fake state: inputs × (steps − 1)). The fake state has weight 0.
+- state: share of major states some test input visits. A test input's first state is never
+  counted (``to_cover_major_states`` starts at its second state); ``first_state=True`` counts
+  it (our earlier choice).
+- state-boundary (k-step boundary coverage, ``extend_to_k_step`` / ``to_cover_k_step``):
+  the states that are not major and lie within Manhattan distance ``boundary_steps`` (in
+  cells) of a major state (the fake one excepted); the share visited (first state as above).
 - state-weighted: the summed weight of the major states visited.
-- transition: share of the training transitions some test input makes.
+- transition: share of the transitions some test input makes (``to_cover_transitions``: every
+  pair of consecutive test states).
 - transition-weighted: the summed weight of those transitions.
 
-DeepStellar's code also counts a fake initial state (never coverable) among the states, and
-transitions from it that test inputs never make; we count neither.
+DeepStellar packs a state into ``bits`` bits per component (Abstraction/Coder.py): cells out
+of that range can collide there; here every cell is kept apart. DeepStellar's PCA is
+scikit-learn's: axes are signed as scikit-learn >= 1.5 signs them (profile.py).
 """
 from __future__ import annotations
 
@@ -29,7 +47,7 @@ import pandas as pd
 
 from ..errors import InputError
 from .base import Segment
-from .params import PROFILE_PATH, IntRange, Param, Params, Text
+from .params import PROFILE_PATH, Bool, IntRange, Param, Params, Text, profile_inputs
 from .profile import MAX_COMPONENTS, ProfiledCriterion
 
 
@@ -44,7 +62,12 @@ class _AbstractModel(ProfiledCriterion):
                                                             "state."),
         Param("cells", 10, IntRange(1, 1000), "Cells each component's training range is cut "
                                               "into."),
-        PROFILE_PATH)
+        Param("fake_initial", True, Bool(), "Count DeepStellar's fake initial state and its "
+                                            "transitions (never coverable) in the totals and "
+                                            "weights.", level="more"),
+        Param("first_state", False, Bool(), "Count a test input's first state (DeepStellar "
+                                            "never does).", level="more"),
+        profile_inputs("correct"), PROFILE_PATH)
 
     def _layout(self) -> list[Segment]:
         rec = self._recurrent_specs("a recurrent layer")
@@ -64,30 +87,47 @@ class _AbstractModel(ProfiledCriterion):
         p = proj[:, :, :k]
         self._lo, self._hi = p.min(axis=(0, 1)), p.max(axis=(0, 1))
         r = self._hi - self._lo
-        self._inv = np.where(r > 0, 1.0 / np.where(r > 0, r, 1.0), 0.0).astype(np.float32)
-        self._base = self.cells + 2 * self.margin + 2
+        # StateAbstraction.get_quantization_matrix / data_transform's arithmetic: a float32
+        # 1 / range times the cell count in float64, times the float32 offset p − lo
+        inv = np.where(r > 0, np.float32(1) / np.where(r > 0, r, np.float32(1)), 0)
+        self._scale = inv.astype(np.float32).astype(np.float64) * self.cells
+        self._base = self.cells + 2 * self.margin + 3
         if float(self._base) ** (2 * k) >= 2.0 ** 62:
             raise InputError(f"{k} components of {self.cells} cells are too many to encode; "
                              f"use fewer")
         train = self._keys_np(self._cells_np(p))                      # (N, T) int64
+        n, steps = train.shape
         self._states, freq = np.unique(train, return_counts=True)
-        self._state_w = freq / freq.sum()
-        pairs = train[:, :-1] * self._base ** k + train[:, 1:]
-        self._trans, tfreq = np.unique(pairs, return_counts=True)
-        self._trans_w = tfreq / max(1, tfreq.sum())
+        self._state_w = freq / (n * steps)
+        self._trans, tfreq = np.unique(self._pair_keys(train), return_counts=True)
+        self._trans_w = tfreq / (n * steps if self.fake_initial else n * (steps - 1))
+        if self.fake_initial:          # the fake state (key −1) and its transitions (< 0)
+            starts, sfreq = np.unique(train[:, 0], return_counts=True)
+            self._fake_states = (np.array([-1]), np.zeros(1))
+            self._fake_trans = (starts - self._base ** k, sfreq / (n * steps))
         self._items, self._weights = self._item_keys()
         shape = (len(self._items),)
         return [Segment(name, self._spec.kind, self.part, (), name, 0, shape)]
 
     # -- the abstraction (NumPy for the training profile, TF below for inputs)
     def _cells_np(self, p):
-        c = np.floor((p - self._lo) * self._inv * self.cells)
-        c = np.where(p <= self._hi, np.minimum(c, self.cells - 1), c)
-        return np.clip(c, -self.margin - 1, self.cells + self.margin).astype(np.int64)
+        c = np.floor((p - self._lo).astype(np.float32).astype(np.float64) * self._scale)
+        return np.clip(c, -self.margin - 1, self.cells + self.margin + 1).astype(np.int64)
 
     def _keys_np(self, c):
         place = self._base ** np.arange(self.components, dtype=np.int64)
         return ((c + self.margin + 1) * place).sum(axis=-1)
+
+    def _pair_keys(self, keys):
+        return keys[:, :-1] * self._base ** self.components + keys[:, 1:]
+
+    @staticmethod
+    def _with(keys, weights, extra):
+        """Items and weights with the fake ones (sorted by key)."""
+        k = np.concatenate([extra[0], keys])
+        w = np.concatenate([extra[1], weights])
+        order = np.argsort(k, kind="stable")
+        return k[order], w[order]
 
     def _decode(self, key):
         out = []
@@ -101,10 +141,10 @@ class _AbstractModel(ProfiledCriterion):
         import tensorflow as tf
         h = tr.layers[self._spec.name].h
         p = tf.einsum("ntu,ku->ntk", h - self._mean, tf.constant(self._axes))
-        lo, inv = tf.constant(self._lo), tf.constant(self._inv)
-        c = tf.floor((p - lo) * inv * self.cells)
-        c = tf.where(p <= tf.constant(self._hi), tf.minimum(c, self.cells - 1.0), c)
-        c = tf.cast(tf.clip_by_value(c, -self.margin - 1.0, self.cells + self.margin), tf.int64)
+        diff = tf.cast(p - tf.constant(self._lo), tf.float64)
+        c = tf.floor(diff * tf.constant(self._scale, tf.float64))
+        c = tf.cast(tf.clip_by_value(c, -self.margin - 1.0, self.cells + self.margin + 1.0),
+                    tf.int64)
         place = tf.constant(self._base ** np.arange(self.components, dtype=np.int64))
         return tf.reduce_sum((c + self.margin + 1) * place, axis=-1)
 
@@ -126,7 +166,9 @@ class _AbstractModel(ProfiledCriterion):
     def _scores_graph(self, tr):
         keys = self._keys_graph(tr)
         if self.part == "transition":
-            keys = keys[:, :-1] * self._base ** self.components + keys[:, 1:]
+            keys = self._pair_keys(keys)
+        elif not self.first_state:
+            keys = keys[:, 1:]
         if len(self._items) == 0:
             import tensorflow as tf
             return tf.zeros((tf.shape(keys)[0], 0), tf.float32)
@@ -172,10 +214,15 @@ class _AbstractModel(ProfiledCriterion):
              "weight": float(self._weights[i]) if self._weights is not None else None}
         if self.part == "transition":
             src, dst = divmod(key, self._base ** self.components)
-            d.update({"from": self._decode(src), "to": self._decode(dst)})
+            d.update({"from": "fake initial" if src < 0 else self._decode(src),
+                      "to": self._decode(dst)})
         else:
-            d["cells"] = self._decode(key)
+            d["cells"] = "fake initial" if key < 0 else self._decode(key)
         return d
+
+    def dead_items(self) -> np.ndarray:
+        """The fake initial state and its transitions: no input reaches them."""
+        return np.flatnonzero(self._items < 0)
 
     def _elements_per_input(self) -> int:
         return max(1, self.total) * 4
@@ -187,6 +234,8 @@ class StateCoverage(_AbstractModel):
     part = "state"
 
     def _item_keys(self):
+        if self.fake_initial:
+            return self._with(self._states, self._state_w, self._fake_states)
         return self._states, self._state_w
 
 
@@ -225,6 +274,8 @@ class TransitionCoverage(_AbstractModel):
     part = "transition"
 
     def _item_keys(self):
+        if self.fake_initial:
+            return self._with(self._trans, self._trans_w, self._fake_trans)
         return self._trans, self._trans_w
 
 

@@ -10,7 +10,13 @@ from .params import CURVE_THRESHOLDS, Bool, Param, Params, threshold
 class NeuronCoverage(Criterion):
     """DeepXplore's NC: a neuron (one element of a layer's output, per step where the layer
     returns sequences) is covered when its output, min-max scaled over its layer for that
-    input, exceeds the threshold for some input."""
+    input, exceeds the threshold for some input.
+
+    A layer with a single neuron has nothing to scale against (min-max over one value is 0 for
+    every input, so it could never be covered). A one-unit sigmoid output (a binary
+    classifier's P(positive), already in [0, 1]) is read as it is: covered at threshold t when
+    some input gives P(positive) > t. Any other one-unit layer stays unscaled-at-zero, i.e.
+    never covered; ``one_unit_layers()`` names them so a report can say so."""
 
     name = "nc"
     threshold_from_data = True
@@ -39,10 +45,27 @@ class NeuronCoverage(Criterion):
         parts = []
         if self.include_input:
             parts.append(minmax_normalize(tf.reshape(trace.inputs, (n, -1))))
+        probability = set(self.one_unit_layers()["probability"])
         for name, _, _ in self.tracer.neuron_layers:
             out = trace.layers[name].output if name in trace.layers else trace.outputs[name]
-            parts.append(minmax_normalize(tf.reshape(out, (n, -1))))
+            flat = tf.reshape(out, (n, -1))
+            parts.append(flat if name in probability else minmax_normalize(flat))
         return tf.concat(parts, axis=1)
+
+    def one_unit_layers(self) -> dict:
+        """Layers of one neuron: {"probability": one-unit sigmoid layers (read as P(positive)),
+        "unscaled": other one-unit layers (never covered: min-max needs two values)}."""
+        out = {"probability": [], "unscaled": []}
+        for name, _, shape in self.tracer.neuron_layers:
+            if int(np.prod(shape)) != 1:
+                continue
+            try:
+                act = getattr(self.tracer.model.get_layer(name), "activation", None)
+            except (ValueError, AttributeError):
+                act = None
+            kind = "probability" if getattr(act, "__name__", "") == "sigmoid" else "unscaled"
+            out[kind].append(name)
+        return out
 
     def _build(self) -> None:
         import tensorflow as tf

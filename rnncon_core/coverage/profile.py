@@ -1,29 +1,35 @@
 """Training profiles: what the profile-based criteria (testRNN's BC/SC/TC, DeepStellar's
 abstract model, DeepGauge's ranges) know about a model's behaviour on its training inputs.
 
-A profile is built once per model from training inputs (``build_profile`` or
-``rnncon profile --model M --dataset D``), saved as one .npz under
-``CACHE_DIR/profiles/<fingerprint>.npz`` and reused. The fingerprint is the sha256 of the
-model's weights (every weight array's shape and bytes, in order), so the same model loaded
-from another path finds its profile, and a retrained one does not find a stale one.
+A profile is built from training inputs and kept as one .npz under
+``CACHE_DIR/profiles/<fingerprint>-<inputs>.npz``: the fingerprint is the sha256 of the
+model's weights (so a retrained model never reads a stale one), ``inputs`` which training
+inputs it holds: "all" (testRNN's ``aggregate_inf`` and DeepGauge's range building read every
+training input) or "correct" (DeepStellar's ``profile_train_data`` keeps only the inputs the
+model classifies correctly). Its meta records a digest of the data it was built from:
+``ensure_profile`` (what a criterion given ``x_train`` calls) builds it on demand and builds it
+again when other data is given.
 
-It holds, over every training input (and every step):
+It holds, over every profiled input (and every step):
 
 - ``neuron_lo`` / ``neuron_hi``: each neuron's smallest and largest raw output (NC's neurons,
   without the input layer) -- DeepGauge on neurons;
 - ``contrib_lo`` / ``contrib_hi``: each unit contribution's smallest and largest signed raw value
   (x^t·U_g, h^(t-1)·W_g, Dense x·W; RConC's unit layout, before any normalization) -- DeepGauge
   on contributions;
-- per recurrent layer L: ``xif_lo@L`` / ``xif_hi@L`` (T,) the range of the keep-gate view
-  ξ^f_t (mean forget gate; GRU: mean update gate), ``dxih_lo@L`` / ``dxih_hi@L`` (T,) the range
-  of the hidden-state change Δξ^h_t, ``xih_mean@L`` / ``xih_std@L`` the mean and standard
-  deviation of ξ^h_t over inputs and steps -- testRNN;
+- per recurrent layer L and step t (arrays (T,)): ``V_lo@L`` / ``V_hi@L`` the range of each of
+  testRNN's views V (``flow_views``): xif (mean keep gate), axih (|ξ^h_t|), dnet
+  (|ξ^h_t − ξ^h_(t−1)|), dparts (|Δξ^h+| + |Δξ^h−|); ``V_s1@L`` / ``V_s2@L`` the sums of xih
+  and axih and of their squares over inputs (float64), ``count@L`` the inputs -- testRNN (a
+  window of steps takes the min / max / moments of its steps);
 - per recurrent layer L: ``pca_mean@L`` (u,), ``pca_axes@L`` (K, u) the first K principal axes
-  of the hidden states h_t (K = min(8, u)), and ``proj@L`` (N, T, K) every training input's
-  projected states -- DeepStellar's abstract model is cut from these.
+  of the hidden states h_t (K = min(8, u); each axis signed so that its largest-magnitude entry
+  is positive, scikit-learn's PCA convention since 1.5), and ``proj@L`` (N, T, K) every
+  profiled input's projected states -- DeepStellar's abstract model is cut from these.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -36,12 +42,26 @@ from ..trace import fingerprint
 from .base import Criterion, with_max
 
 MAX_COMPONENTS = 8
+PROFILE_INPUTS = ("all", "correct")
+FLOW_RANGES = ("xif", "axih", "dnet", "dparts")      # per-step lo / hi kept
+FLOW_MOMENTS = ("xih", "axih")                       # per-step sums kept
 _BATCH = 256
 
 
-def default_path(model) -> Path:
+def data_digest(x, y=None) -> str:
+    """sha256 (first 16 hex digits) of the training inputs (and labels) a profile is built from."""
+    h = hashlib.sha256()
+    for a in (x, y):
+        if a is not None:
+            a = np.ascontiguousarray(np.asarray(a))
+            h.update(str((a.shape, a.dtype.str)).encode())
+            h.update(a.tobytes())
+    return h.hexdigest()[:16]
+
+
+def default_path(model, inputs: str = "all") -> Path:
     from .. import paths
-    return Path(paths.CACHE_DIR) / "profiles" / f"{fingerprint(model)}.npz"
+    return Path(paths.CACHE_DIR) / "profiles" / f"{fingerprint(model)}-{inputs}.npz"
 
 
 class Profile:
@@ -70,15 +90,21 @@ class Profile:
 
 _LOADED: dict = {}
 
+MISSING = ("no training profile of this model ({inputs} training inputs): pass its training "
+           "data (CLI: --dataset NAME; Python: x_train=..., y_train=...; dashboard: a model "
+           "with its data set) or build it once with `rnncon profile --model M --dataset D`")
 
-def load_profile(model, path=None) -> Profile:
-    """The profile at ``path`` (default: the model's own under CACHE_DIR/profiles), checked
-    against the model's fingerprint. Loaded once per file and modification time."""
-    p = Path(path) if path else default_path(model)
+
+def load_profile(model, path=None, inputs: str = "all") -> Profile:
+    """The profile at ``path`` (default: the model's own for ``inputs`` under
+    CACHE_DIR/profiles), checked against the model's fingerprint. Loaded once per file and
+    modification time."""
+    p = Path(path) if path else default_path(model, inputs)
     if not p.is_file():
-        raise InputError(f"no training profile for this model at {p}: build it once with "
-                         f"`rnncon profile --model MODEL --dataset DATASET` (or "
-                         f"rnncon_core.coverage.build_profile(model, x_train))")
+        if path:
+            raise InputError(f"no training profile at {p}: build it with `rnncon profile "
+                             f"--profile-path {p}`")
+        raise InputError(MISSING.format(inputs=inputs))
     key = (str(p.resolve()), p.stat().st_mtime_ns)
     if key not in _LOADED:
         _LOADED[key] = Profile.load(p)
@@ -90,22 +116,78 @@ def load_profile(model, path=None) -> Profile:
     return prof
 
 
-def build_profile(model, x, embedded: bool = False, path=None, source: str = "",
-                  progress=None) -> Path:
-    """Profile ``model`` over the training inputs ``x`` (two passes) and save it (default: the
-    model's cache path). Returns the path."""
-    import tensorflow as tf
-
+def correct_inputs(model, x, y, embedded: bool = False):
+    """The inputs of x the model classifies as y (DeepStellar's profile_train_data:
+    argmax of the softmax; a sigmoid output (N, 1): above one half)."""
     from ..trace import Tracer
-    from .rconc import ContributionCoverage
+    m = model.model if isinstance(model, Tracer) else model
+    if y is None:
+        raise InputError("profile_inputs='correct' keeps the training inputs the model "
+                         "classifies correctly: give their labels too (y_train), or use "
+                         "profile_inputs='all'")
+    y = np.asarray(y).reshape(-1)
+    if len(y) != len(x):
+        raise InputError(f"{len(x)} training inputs but {len(y)} labels")
+    out = np.concatenate([np.asarray(m(x[i:i + _BATCH], training=False))
+                          for i in range(0, len(x), _BATCH)])
+    from ..zoo import class_labels
+    keep = class_labels(out) == y.astype(np.int64)
+    if not keep.any():
+        raise InputError("the model classifies none of the training inputs correctly: no "
+                         "profile of correct inputs (check the labels, or use "
+                         "profile_inputs='all')")
+    return x[keep]
+
+
+def ensure_profile(model, x, y=None, inputs: str = "all", embedded: bool = False,
+                   source: str = "", progress=None) -> Path:
+    """The model's cached profile of ``inputs`` ("all" or "correct") over the training data
+    (x, y): built when missing or built from other data (the meta's digest), else reused."""
+    if inputs not in PROFILE_INPUTS:
+        raise InputError(f"profile_inputs must be one of {', '.join(PROFILE_INPUTS)}, got "
+                         f"{inputs!r}")
+    path = default_path(model, inputs)
+    digest = data_digest(x, y if inputs == "correct" else None)
+    if path.is_file():
+        try:
+            if Profile.load(path).meta.get("digest") == digest:
+                return path
+        except (OSError, ValueError, KeyError):
+            pass                                   # unreadable: build it again
+    return build_profile(model, x, embedded=embedded, path=path, source=source,
+                         progress=progress, y=y, inputs=inputs)
+
+
+def build_profile(model, x, embedded: bool = False, path=None, source: str = "",
+                  progress=None, y=None, inputs: str = "all") -> Path:
+    """Profile ``model`` over the training inputs ``x`` (all of them, or with ``inputs=
+    "correct"`` those it classifies as ``y``; two passes) and save it (default: the model's
+    cache path for ``inputs``). Returns the path."""
+    from ..trace import Tracer
+    if inputs not in PROFILE_INPUTS:
+        raise InputError(f"inputs must be one of {', '.join(PROFILE_INPUTS)}, got {inputs!r}")
     tracer = model if isinstance(model, Tracer) else Tracer(model)
-    x = tracer.check_inputs(x, embedded).numpy()
+    x_all = tracer.check_inputs(x, embedded).numpy()
+    digest = data_digest(x, y if inputs == "correct" else None)
+    xs = correct_inputs(tracer, x_all, y, embedded) if inputs == "correct" else x_all
     rec_units = [(s.steps, min(MAX_COMPONENTS, s.units)) for s in tracer.specs if s.kind != "dense"]
-    kept = len(x) * sum(t * k for t, k in rec_units) * 4
+    kept = len(xs) * sum(t * k for t, k in rec_units) * 4
     if kept > 2 ** 31:
-        raise InputError(f"a profile of {len(x):,} inputs would keep {kept / 2 ** 30:.1f} GiB "
+        raise InputError(f"a profile of {len(xs):,} inputs would keep {kept / 2 ** 30:.1f} GiB "
                          f"of projected hidden states; profile fewer inputs (rnncon profile --n)")
     started = time.time()
+    arrays = _profile_arrays(tracer, xs, embedded, progress)
+    meta = {"fingerprint": fingerprint(tracer.model), "n_inputs": int(len(xs)),
+            "n_given": int(len(x_all)), "inputs": inputs, "digest": digest,
+            "source": source, "seconds": round(time.time() - started, 1),
+            "model": getattr(tracer.model, "name", "")}
+    return Profile(arrays, meta).save(path or default_path(tracer.model, inputs))
+
+
+def _profile_arrays(tracer, x, embedded, progress) -> dict:
+    """The profile's arrays over x (see the module docstring): two passes."""
+    import tensorflow as tf
+    from .rconc import ContributionCoverage
     cc = ContributionCoverage(tracer, values="signed")
     rec = [s for s in tracer.specs if s.kind != "dense"]
     neuron_names = [name for name, _, _ in tracer.neuron_layers]
@@ -125,7 +207,8 @@ def build_profile(model, x, embedded: bool = False, path=None, source: str = "",
                                         else tr.outputs[nm], (n, -1)) for nm in neuron_names], 1)
         parts = cc._unit_parts(tracer.forward_steps(xe, ("xU", "hW"))[0])
         contrib = tf.concat([tf.reshape(tf.transpose(p, [1, 0, 2]), (n, -1)) for p in parts], 1)
-        flows = {s.name: flow_views(tr.layers[s.name]) for s in rec}
+        flows = {s.name: {k: v for k, v in flow_views(tr.layers[s.name]).items()
+                          if v is not None} for s in rec}
         hs = {s.name: tr.layers[s.name].h for s in rec}
         return neurons, contrib, flows, hs
 
@@ -139,42 +222,44 @@ def build_profile(model, x, embedded: bool = False, path=None, source: str = "",
             lo, hi = np.minimum(acc[k_lo], lo), np.maximum(acc[k_hi], hi)
         acc[k_lo], acc[k_hi] = lo, hi
 
-    mom = {s.name: [np.zeros(s.units), np.zeros((s.units, s.units)), 0.0, 0.0, 0.0]
-           for s in rec}
+    def add(key, v):
+        acc[key] = acc.get(key, 0.0) + v
+
+    mom = {s.name: [np.zeros(s.units), np.zeros((s.units, s.units)), 0.0] for s in rec}
     n_total = len(x)
     for b0 in range(0, n_total, _BATCH):
         neurons, contrib, flows, hs = pass1(x[b0:b0 + _BATCH])
         lohi("neuron", neurons.numpy())
         lohi("contrib", contrib.numpy())
         for s in rec:
-            xif, xih, dxih = (None if v is None else v.numpy() for v in flows[s.name])
-            if xif is not None:
-                lohi("xif", xif, s.name)
-            lohi("dxih", dxih, s.name)
+            views = {k: v.numpy().astype(np.float64) for k, v in flows[s.name].items()}
+            for k in FLOW_RANGES:
+                if k in views:
+                    lohi(k, views[k], s.name)
+            for k in FLOW_MOMENTS:
+                add(f"{k}_s1@{s.name}", views[k].sum(0))
+                add(f"{k}_s2@{s.name}", (views[k] ** 2).sum(0))
+            add(f"count@{s.name}", float(len(views["xih"])))
             h = hs[s.name].numpy().reshape(-1, s.units).astype(np.float64)
             m = mom[s.name]
             m[0] += h.sum(0)
             m[1] += h.T @ h
             m[2] += len(h)
-            m[3] += float(xih.astype(np.float64).sum())
-            m[4] += float((xih.astype(np.float64) ** 2).sum())
         if progress:
             progress(min(b0 + _BATCH, n_total), 2 * n_total)
-    arrays = {k: v.astype(np.float32) for k, v in acc.items()}
+    arrays = {k: (np.asarray(v, np.float64) if "_s1@" in k or "_s2@" in k or "count@" in k
+                  else np.asarray(v, np.float32)) for k, v in acc.items()}
     axes = {}
     for s in rec:
-        s1, s2, cnt, x1, x2 = mom[s.name]
+        s1, s2, cnt = mom[s.name]
         mean = s1 / cnt
         cov = s2 / cnt - np.outer(mean, mean)
-        w, v = np.linalg.eigh(cov)
+        _, v = np.linalg.eigh(cov)
         k = min(MAX_COMPONENTS, s.units)
         ax = v[:, ::-1][:, :k].T                               # (k, u), largest variance first
         ax *= np.where(ax[np.arange(k), np.abs(ax).argmax(1)] < 0, -1.0, 1.0)[:, None]
         axes[s.name] = (mean.astype(np.float32), ax.astype(np.float32))
         arrays[f"pca_mean@{s.name}"], arrays[f"pca_axes@{s.name}"] = axes[s.name]
-        xm = x1 / cnt                          # cnt: the (input, step) pairs
-        arrays[f"xih_mean@{s.name}"] = np.float32(xm)
-        arrays[f"xih_std@{s.name}"] = np.float32(np.sqrt(max(x2 / cnt - xm * xm, 0.0)))
 
     @tf.function(input_signature=[sig])
     def pass2(xb):
@@ -190,38 +275,57 @@ def build_profile(model, x, embedded: bool = False, path=None, source: str = "",
             progress(n_total + min(b0 + _BATCH, n_total), 2 * n_total)
     for s in rec:
         arrays[f"proj@{s.name}"] = np.concatenate(projs[s.name]).astype(np.float32)
-    meta = {"fingerprint": fingerprint(tracer.model), "n_inputs": int(n_total),
-            "source": source, "seconds": round(time.time() - started, 1),
-            "model": getattr(tracer.model, "name", "")}
-    return Profile(arrays, meta).save(path or default_path(tracer.model))
+    return arrays
 
 
-def flow_views(lt):
-    """testRNN's views of one recurrent layer's trace, (N, T) each: ξ^f_t (the mean of the
-    forget gate, GRU: of the update gate z; None for SimpleRNN), ξ^h_t = Σ_j h_t,j, and
-    Δξ^h_t = |ξ^h+_t − ξ^h+_(t−1)| + |ξ^h−_t − ξ^h−_(t−1)| with ξ^h±_(−1) = 0."""
+def flow_views(lt) -> dict:
+    """testRNN's views of one recurrent layer's trace, (N, T) each, with ξ^h±_t the sums of
+    the positive and of the negative parts of h_t (ξ^h±_(−1) = 0):
+
+    - xif: the mean of the forget gate f_t over the units (GRU: of the update gate z, which
+      keeps h^(t−1) the same way; None for SimpleRNN) -- the paper's ξ^f;
+    - xih: ξ^h_t = ξ^h+_t + ξ^h−_t;  axih: |ξ^h_t| (testRNN's code: ``alpha_TC`` in
+      src/utils.py ``aggregate_inf``, the value its BC and TC read);
+    - dnet: |ξ^h_t − ξ^h_(t−1)| (testRNN's code: ``alpha_SC``);
+    - dparts: |ξ^h+_t − ξ^h+_(t−1)| + |ξ^h−_t − ξ^h−_(t−1)| (the paper's Δξ^h_t)."""
     import tensorflow as tf
     keep = {"lstm": "f", "gru": "z"}.get(lt.spec.kind)
-    xif = tf.reduce_mean(lt.gates[keep], axis=2) if keep else None
     h = lt.h
     pos = tf.reduce_sum(tf.nn.relu(h), axis=2)
     neg = tf.reduce_sum(tf.minimum(h, 0.0), axis=2)
     prev = lambda v: tf.pad(v[:, :-1], [[0, 0], [1, 0]])     # noqa: E731
-    dxih = tf.abs(pos - prev(pos)) + tf.abs(neg - prev(neg))
-    return xif, pos + neg, dxih
+    xih = pos + neg
+    return {"xif": tf.reduce_mean(lt.gates[keep], axis=2) if keep else None,
+            "xih": xih, "axih": tf.abs(xih), "dnet": tf.abs(xih - prev(xih)),
+            "dparts": tf.abs(pos - prev(pos)) + tf.abs(neg - prev(neg))}
 
 
 class ProfiledCriterion(Criterion):
-    """A criterion that reads the model's training profile (``profile_path`` parameter: None
-    for the model's own under CACHE_DIR/profiles, or a path). Subclasses give
-    ``_scores_graph``; ``profile(x)`` is each input's own scores."""
+    """A criterion that reads the model's training profile: ``profile_path`` (None: the
+    model's own under CACHE_DIR/profiles for ``profile_inputs``), built on demand when the
+    criterion is given the training data: ``Criterion(model, x_train=..., y_train=...,
+    progress=fn)`` (progress(done, total)). Subclasses give ``_scores_graph``;
+    ``profile(x)`` is each input's own scores."""
 
     _record = None          # what the scores read: None (the full Trace) or a forward_steps record
 
+    def __init__(self, model, x_train=None, y_train=None, progress=None, train_source: str = "",
+                 **params):
+        self._train = (x_train, y_train, progress, train_source)
+        try:
+            super().__init__(model, **params)
+        finally:
+            self._train = None
+
     def _load_profile(self) -> Profile:
         if getattr(self, "_prof", None) is None:
-            self._prof = load_profile(self.tracer.model, self.profile_path)
-            p = Path(self.profile_path) if self.profile_path else default_path(self.tracer.model)
+            inputs = getattr(self, "profile_inputs", "all")
+            x, y, progress, source = self._train or (None, None, None, "")
+            if self.profile_path is None and x is not None:
+                ensure_profile(self.tracer, x, y, inputs, source=source, progress=progress)
+            self._prof = load_profile(self.tracer.model, self.profile_path, inputs)
+            p = Path(self.profile_path) if self.profile_path else \
+                default_path(self.tracer.model, inputs)
             self._prof_key = (str(p.resolve()), p.stat().st_mtime_ns)
         return self._prof
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..params import IntRange, Interval, OneOf, Param, Params
+from ..zoo import class_labels, output_head
 from .constraints import CONSTRAINTS
 
 ProgressFn = Callable[[int, int], None]
@@ -154,31 +155,20 @@ def check_unit_range(x: np.ndarray, method: str) -> None:
 
 def model_head(model):
     """The model's output head (zoo.output_head), read once per model."""
-    from ..zoo import output_head
     return shared(model, ("head",), lambda: output_head(model))
 
 
 def predict_proba(model, x: np.ndarray, batch_size: int = 512) -> np.ndarray:
-    """Class probabilities (N, C); a sigmoid output (N, 1) becomes two columns, logits go
-    through a softmax; a model that is not a classifier is refused."""
+    """Class probabilities (N, C): the head's (``zoo.Head.probabilities``: a sigmoid output
+    (N, 1) is two classes, logits go through a softmax); a model that is not a classifier is
+    refused."""
     import tensorflow as tf
     head = model_head(model).require_classifier("predicting classes")
     outs = []
     for i in range(0, len(x), batch_size):
         out = model(tf.convert_to_tensor(x[i:i + batch_size]), training=False)
         outs.append(np.asarray(head.probabilities(out)))
-    p = np.concatenate(outs) if outs else np.zeros((0, 1), np.float32)
-    if p.ndim == 2 and p.shape[1] == 1:
-        p = np.concatenate([1.0 - p, p], axis=1)
-    return p
-
-
-def labels_of(out: np.ndarray) -> np.ndarray:
-    """Predicted classes of model outputs (softmax: argmax; sigmoid (N, 1): above one half)."""
-    out = np.asarray(out)
-    if out.ndim == 2 and out.shape[1] == 1:
-        return (out[:, 0] > 0.5).astype(np.int64)
-    return out.argmax(-1).astype(np.int64)
+    return np.concatenate(outs) if outs else np.zeros((0, head.classes or 2), np.float32)
 
 
 _SHARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -452,7 +442,7 @@ class GradientGenerator(Generator):
                 self.graph_objective = False
         if grad is None:
             grad, out = step(*args)
-        return grad.numpy(), labels_of(out.numpy())
+        return grad.numpy(), class_labels(out.numpy())
 
     def _is_done(self, pred: np.ndarray, y: np.ndarray) -> np.ndarray:
         return pred != y

@@ -7,27 +7,19 @@ import numpy as np
 
 from ..errors import InputError
 from ..params import Bool, IntRange, Interval, Param, Params
+from ..zoo import class_probabilities
 from .base import BatchOutput, Generator, GradientGenerator
 
 EPS = Param("eps", 0.3, Interval(0.0, 1.0, lo_open=True), "L-infinity radius of the change.",
             label="ε (L∞ radius)")
 
 
-def prediction_loss(model, x, y):
-    """Per-seed cross-entropy of the true label y for ``model(x, training=False)`` (any
-    callable); tf (B,)."""
-    return loss_from_output(model(x, training=False), y)
-
-
 def loss_from_output(out, y):
-    """Per-seed cross-entropy of the label y given model outputs (sigmoid: binary); tf (B,)."""
+    """Per-seed cross-entropy of the label y given class probabilities (a sigmoid unit is two
+    classes: zoo.class_probabilities); tf (B,)."""
     import tensorflow as tf
     eps = 1e-7
-    if out.shape[-1] == 1:
-        p = tf.clip_by_value(out[:, 0], eps, 1 - eps)
-        yf = tf.cast(y, p.dtype)
-        return -(yf * tf.math.log(p) + (1 - yf) * tf.math.log(1 - p))
-    p = tf.gather(out, y, axis=1, batch_dims=1)
+    p = tf.gather(class_probabilities(out), y, axis=1, batch_dims=1)
     return -tf.math.log(tf.clip_by_value(p, eps, 1.0))
 
 

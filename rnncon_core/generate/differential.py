@@ -15,7 +15,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..params import Interval, Param
-from .base import GradientGenerator, compiled_forward, labels_of, predict_proba
+from ..zoo import class_labels
+from .base import GradientGenerator, compiled_forward, predict_proba
 
 
 class Differential(GradientGenerator):
@@ -52,7 +53,7 @@ class Differential(GradientGenerator):
 
     def _votes(self, x: np.ndarray) -> np.ndarray:
         """(M, N) predictions of every model."""
-        return np.stack([labels_of(predict_proba(m, x)) for m in self.models])
+        return np.stack([class_labels(predict_proba(m, x)) for m in self.models])
 
     @staticmethod
     def majority(votes: np.ndarray) -> np.ndarray:
@@ -101,9 +102,7 @@ class Differential(GradientGenerator):
         j, neuron = ctx["j"], ctx["neuron"]
         obj = 0.0
         for m_i, fwd in enumerate(self._forwards):
-            out = fwd(x)
-            if out.shape[-1] == 1:
-                out = tf.concat([1 - out, out], axis=1)
+            out = fwd(x)                       # class probabilities, two or more columns
             pc = tf.gather(out, y, axis=1, batch_dims=1)
             is_j = tf.cast(tf.equal(j, m_i), pc.dtype)
             obj = obj + (1 - is_j) * pc - self.lambda1 * is_j * pc

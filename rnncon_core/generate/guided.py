@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import InputError
 from ..coverage.rconc import ContributionCoverage
 from ..params import Bool, IntRange, Interval, OneOf, Param, Params, Text
+from ..zoo import class_probabilities
 from .base import BatchOutput, GradientGenerator, shared
 
 # the prediction term's weight for rconc and nc, chosen on seeds no report uses
@@ -43,8 +44,7 @@ def prediction_term(out, y, top_k: int = TOP_K_OTHERS):
     logit, from class probabilities (B, C) or a sigmoid (B, 1): log p_j - log p_y = z_j - z_y
     (the softmax's normalizer cancels). Positive once the input is predicted wrong."""
     import tensorflow as tf
-    if out.shape[-1] == 1:
-        out = tf.concat([1.0 - out, out], axis=1)
+    out = class_probabilities(out)
     logp = tf.math.log(tf.clip_by_value(out, 1e-30, 1.0))
     own = tf.gather(logp, y, axis=1, batch_dims=1)
     others = logp - 1e9 * tf.one_hot(y, tf.shape(logp)[1], dtype=logp.dtype)

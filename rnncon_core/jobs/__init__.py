@@ -6,6 +6,8 @@ engine (data, models, trace, coverage, generation) and the run store, and below 
 """
 from __future__ import annotations
 
-from .runner import model_dataset, run_generation, select_seeds
+from .runner import (find_generation, generation_config, model_dataset, run_generation,
+                     select_seeds)
 
-__all__ = ["run_generation", "select_seeds", "model_dataset"]
+__all__ = ["run_generation", "find_generation", "generation_config", "select_seeds",
+           "model_dataset"]

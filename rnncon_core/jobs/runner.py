@@ -32,6 +32,42 @@ def model_dataset(model, name_or_path: str | os.PathLike | None = None) -> str:
                      f"fashion-mnist, imdb, digits)")
 
 
+def generation_config(model, generator, *, dataset: str, split: str, n_seeds: int, seed: int,
+                      correct_only: bool, seed_indices_given: bool, others=()) -> dict:
+    """The configuration a generation run stores, and what ``find_generation`` asks the store
+    for: the request (model, data, seeds) and the generator's whole ``get_config()``."""
+    return {"method": generator.method, "model": str(model), "dataset": dataset,
+            "split": split, "n_seeds": int(n_seeds), "seed": int(seed),
+            "correct_only": bool(correct_only), "seed_indices_given": bool(seed_indices_given),
+            "others": [str(o) for o in others], "generator": generator.get_config()}
+
+
+def find_generation(store, model: str, method: str, n_seeds: int | None = None, *,
+                    seed: int = 0, seed_indices=None, split: str = "test",
+                    dataset: str | None = None, correct_only: bool = True, others=(),
+                    batch_size: int | None = None, keras_model=None, children: bool = True,
+                    **params):
+    """The finished run that ``run_generation`` with these very arguments would make, or None
+    (``RunStore.find_finished``: the same model file, the same stored configuration with the
+    generator's whole ``get_config()``, the same seeds). A run at any other setting, even one
+    left at another default, is never taken for this one."""
+    from ..zoo import load_model
+    keras_model = keras_model if keras_model is not None else load_model(model)
+    if batch_size is not None:
+        params["batch_size"] = batch_size
+    if others:
+        params["others"] = [load_model(o) for o in others]
+    gen = get_generator(method, keras_model, seed=seed, **params)
+    if seed_indices is not None:
+        seed_indices = np.asarray(seed_indices, np.int64).reshape(-1)
+        n_seeds = len(seed_indices)
+    config = generation_config(
+        model, gen, dataset=dataset or model_dataset(keras_model, model), split=split,
+        n_seeds=n_seeds, seed=seed, correct_only=correct_only,
+        seed_indices_given=seed_indices is not None, others=others)
+    return store.find_finished(model, config, seeds=seed_indices, children=children)
+
+
 def select_seeds(model, x: np.ndarray, y: np.ndarray, n: int, correct_only: bool = True,
                  batch_size: int = 512) -> np.ndarray:
     """Indices of the first ``n`` inputs (predicted right by ``model`` when correct_only)."""
@@ -129,12 +165,11 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
     gen = get_generator(method, keras_model, seed=seed, **params)
 
     store = store if store is not None else RunStore()
-    config = {"method": method, "model": str(model), "dataset": ds_name, "split": split,
-              "n_seeds": int(len(idx)), "seed": int(seed), "correct_only": bool(correct_only),
-              "seed_indices_given": seed_indices is not None,
-              "others": [str(o) for o in others], "generator": gen.get_config(),
-              **({"kind": kind} if kind else {}),
-              **({"inputs_source": inputs_source} if inputs_source else {})}
+    config = generation_config(model, gen, dataset=ds_name, split=split, n_seeds=len(idx),
+                               seed=seed, correct_only=correct_only,
+                               seed_indices_given=seed_indices is not None, others=others) \
+        | ({"kind": kind} if kind else {}) \
+        | ({"inputs_source": inputs_source} if inputs_source else {})
     name = str(model)
     with store.start("generate", model=name, method=method, config=config) as run:
         run.save_npz("seeds", seed_index=idx, y_seed=y_all[idx])

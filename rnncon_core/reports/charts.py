@@ -311,31 +311,39 @@ def selected_rows(figure: go.Figure, points: Sequence[Mapping]) -> list[int]:
     return list(dict.fromkeys(out))
 
 
-def before_after(metrics: pd.DataFrame, title: str = "Before and after retraining"
-                 ) -> go.Figure:
-    """Table 6 / Figure 13: one panel per metric with its bar pair (before, after), each
-    panel's axis zoomed to its own two values (differences of 0.002 stay visible), the values
-    written on the bars and the change in the panel's title. ``metrics`` has columns metric,
-    before, after."""
+def before_after(metrics: pd.DataFrame, title: str = "Before and after retraining",
+                 cols: int | None = None) -> go.Figure:
+    """Table 6 / Figure 13: small multiples, one panel per metric with its bar pair (before,
+    after), at most ``cols`` panels a row (default: 3 when there are more than 4, so each
+    panel keeps about 400 px of a 1,280 px page), each panel's axis zoomed to its own two
+    values (differences of 0.002 stay visible), the values written on the bars and the change
+    in the panel's title. ``metrics`` has columns metric, before, after."""
     names = list(metrics["metric"])
-    titles = [f"{m}<br>Δ {a - b:+.4f}" for m, b, a in zip(names, metrics["before"],
-                                                             metrics["after"])]
-    fig = make_subplots(rows=1, cols=max(1, len(names)), subplot_titles=titles,
-                        horizontal_spacing=0.5 / max(1, len(names)))
-    for col, (_, r) in enumerate(metrics.iterrows(), start=1):
+    n = max(1, len(names))
+    cols = cols or (n if n <= 4 else 3)
+    rows = -(-n // cols)
+    titles = [f"{m} · Δ {a - b:+.4f}" for m, b, a in zip(names, metrics["before"],
+                                                         metrics["after"])]
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles,
+                        horizontal_spacing=0.08, vertical_spacing=0.5 / rows)
+    for i, (_, r) in enumerate(metrics.iterrows()):
+        row, col = i // cols + 1, i % cols + 1
         lo, hi = min(r["before"], r["after"]), max(r["before"], r["after"])
         pad = max(hi - lo, 0.001) * 1.5
         for name, color in (("before", "#7f7f7f"), ("after", "#2ca02c")):
             fig.add_bar(x=[name], y=[r[name]], name=name, marker_color=color,
-                        legendgroup=name, showlegend=col == 1, text=[f"{r[name]:.4f}"],
-                        textposition="outside", cliponaxis=False, row=1, col=col,
+                        legendgroup=name, showlegend=i == 0, text=[f"{r[name]:.4f}"],
+                        textposition="outside", cliponaxis=False, row=row, col=col,
                         hovertemplate=f"{r['metric']} {name}: %{{y:.4f}}<extra></extra>")
-        fig.update_yaxes(range=[lo - pad, hi + pad], tickformat=".3f", row=1, col=col)
-    fig.update_layout(title=title, legend_title="", barmode="group",
-                      **{**_LAYOUT, "margin": dict(l=10, r=10, t=110, b=10)})
+        fig.update_yaxes(range=[lo - pad, hi + pad], tickformat=".3f", nticks=4, row=row,
+                         col=col)
+    fig.update_annotations(font_size=13)
+    height = 90 + 230 * rows
+    fig.update_layout(title=title, barmode="group", height=height, showlegend=False,
+                      **{**_LAYOUT, "margin": dict(l=10, r=10, t=90, b=40)})   # x names bars
     fig.add_annotation(text="each panel's axis is zoomed to its two values", showarrow=False,
-                       xref="paper", yref="paper", x=0, y=-0.12, font=dict(size=11,
-                                                                           color="gray"))
+                       xref="paper", yref="paper", x=0, y=-30 / (height - 130),
+                       font=dict(size=11, color="gray"))
     return fig
 
 
@@ -352,27 +360,25 @@ def repeats(values: pd.DataFrame, title: str = "Over repeated retrainings") -> g
     return fig
 
 
-def compare_runs(summaries: Mapping[str, Mapping], keys: Sequence[str]) -> go.Figure:
-    """Two or more runs side by side: one panel per summary key, one bar per run."""
+def compare_runs(summaries: Mapping[str, Mapping], keys: Sequence[str],
+                 labels: Mapping[str, str] | None = None,
+                 names: Mapping[str, str] | None = None) -> go.Figure:
+    """Two or more runs side by side: one panel per summary key (titled by ``names``), one bar
+    per run (labelled by ``labels``: a run's name, or what it did and when)."""
+    labels, names = labels or {}, names or {}
     keys = [k for k in keys if any(isinstance(s.get(k), (int, float)) for s in summaries.values())]
-    fig = make_subplots(rows=1, cols=max(1, len(keys)), subplot_titles=keys,
-                        horizontal_spacing=0.06)
+    fig = make_subplots(rows=1, cols=max(1, len(keys)),
+                        subplot_titles=[names.get(k, k) for k in keys], horizontal_spacing=0.06)
     for i, (run_id, summary) in enumerate(summaries.items()):
+        label = labels.get(run_id, run_id)
         for col, key in enumerate(keys, start=1):
             v = summary.get(key)
-            fig.add_bar(x=[run_id[-6:]], y=[v if isinstance(v, (int, float)) else None],
-                        name=run_id, legendgroup=run_id, showlegend=col == 1,
+            fig.add_bar(x=[label], y=[v if isinstance(v, (int, float)) else None],
+                        name=label, legendgroup=run_id, showlegend=col == 1,
                         marker_color=px.colors.qualitative.Plotly[i % 10], row=1, col=col,
-                        hovertemplate=f"{run_id}<br>{key}: %{{y:.4g}}<extra></extra>")
-    fig.update_layout(title="Runs compared", legend_title="run", **_LAYOUT)
-    return fig
-
-
-def progress_history(history: Mapping[str, Sequence[float]], title: str) -> go.Figure:
-    """Per-epoch curves (e.g. a retraining's accuracy and loss)."""
-    fig = go.Figure()
-    for i, (name, ys) in enumerate(history.items()):
-        fig.add_scatter(x=np.arange(1, len(ys) + 1), y=list(ys), mode="lines+markers", name=name,
-                        line=dict(color=px.colors.qualitative.Plotly[i % 10]))
-    fig.update_layout(title=title, xaxis_title="epoch", **_LAYOUT)
+                        hovertemplate=f"{label}<br>{names.get(key, key)}: "
+                                      f"%{{y:.4g}}<extra></extra>")
+    fig.update_xaxes(showticklabels=False)          # the legend names the bars
+    fig.update_layout(title="Runs compared", legend_title="run",
+                      **{**_LAYOUT, "legend": dict(orientation="h", y=-0.1)})
     return fig

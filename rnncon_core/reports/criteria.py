@@ -15,7 +15,11 @@ not independent and the intervals are too narrow; read them as a rough guide.
 
 Coverage of a suite is computed exactly from each pool input's own covered items (the union of
 its inputs' item sets; weighted criteria sum the weights of the union), one forward pass per
-criterion over the pool.
+criterion over the pool. suites.csv keeps every rate unrounded and τ is computed from it (tknp's
+rates are its pattern counts over a constant, astronomically large number of possible patterns:
+≈ 1e-100 and below, so a rounded file would lose them). The profile-based criteria (at their
+originals' defaults: docs/criteria.md) build their training profiles from the first
+``n_profile`` training digits.
 """
 from __future__ import annotations
 
@@ -74,7 +78,8 @@ def _pool(name, model, ds, n_clean, n_seeds, methods, progress):
     """(x, y_true, y_pred, source) of the pool: test[:n_clean] clean, and one generated input
     per seed test[n_clean:n_clean + n_seeds] per method."""
     from ..generate import get_generator
-    from ..generate.base import labels_of, predict_proba
+    from ..generate.base import predict_proba
+    from ..zoo import class_labels
     x_test, y_test = ds.split("test")
     xs, ys, src, secs = [x_test[:n_clean]], [y_test[:n_clean]], ["clean"] * n_clean, {}
     seeds, y_seeds = x_test[n_clean:n_clean + n_seeds], y_test[n_clean:n_clean + n_seeds]
@@ -88,7 +93,7 @@ def _pool(name, model, ds, n_clean, n_seeds, methods, progress):
         ys.append(y_seeds)
         src += [m] * len(seeds)
     x, y = np.concatenate(xs), np.concatenate(ys)
-    pred = labels_of(predict_proba(model, x))
+    pred = class_labels(predict_proba(model, x))
     return x, y, pred, np.array(src), secs
 
 
@@ -116,15 +121,18 @@ def _suite_rates(cov, masks, suites) -> np.ndarray:
     return out
 
 
-def _criteria(model):
+def _criteria(model, x_train=None, y_train=None):
     """Every registered criterion at its defaults (rconc also with Eq. 3 as written), but
     edge RConC (a per-input item set of millions of edges) and those the model does not have
-    (csc on a GRU: its column stays empty, "n/a")."""
+    (csc on a GRU: its column stays empty, "n/a"). The profile-based ones build their
+    profiles from (x_train, y_train) when these are given and the cached ones differ."""
     from ..errors import UnsupportedModelError
-    from ..coverage import CRITERIA, default_threshold
+    from ..coverage import CRITERIA, default_threshold, needs_profile
     out = []
     for name, cls in CRITERIA.items():
         params = {"threshold": default_threshold("mnist")} if name in ("rconc", "nc") else {}
+        if needs_profile(name) and x_train is not None:
+            params.update(x_train=x_train, y_train=y_train)
         try:
             out.append((name, cls(model, **params)))
         except UnsupportedModelError:
@@ -141,16 +149,17 @@ def measure_model(name: str, n_clean=500, n_seeds=100, sizes=(25, 50, 100, 200),
     """(suites table, pool table, timings) for one MNIST model."""
     from ..data import load_dataset
     from ..zoo import load_model
-    from ..coverage.profile import build_profile, default_path
+    from ..coverage.profile import ensure_profile
     started = time.time()
     model = load_model(name)
     ds = load_dataset("mnist")
     timings = {}
-    if not default_path(model).is_file():
-        t0 = time.time()
-        build_profile(model, ds.x_train[:n_profile], source=f"mnist train[:{n_profile}]")
-        timings["profile_s"] = round(time.time() - t0, 1)
-        progress(f"{name}: profile of {n_profile} training inputs in {timings['profile_s']}s")
+    x_train, y_train = ds.x_train[:n_profile], ds.y_train[:n_profile]
+    t0 = time.time()
+    for inputs in ("all", "correct"):
+        ensure_profile(model, x_train, y_train, inputs, source=f"mnist train[:{n_profile}]")
+    timings["profile_s"] = round(time.time() - t0, 1)
+    progress(f"{name}: profiles of {n_profile} training inputs in {timings['profile_s']}s")
     x, y, pred, src, gen_s = _pool(name, model, ds, n_clean, n_seeds, methods, progress)
     timings["generation_s"] = gen_s
     wrong = pred != y
@@ -167,12 +176,13 @@ def measure_model(name: str, n_clean=500, n_seeds=100, sizes=(25, 50, 100, 200),
     table["fault_pairs"] = [len({(int(a), int(b)) for a, b in zip(y[s][wrong[s]],
                                                                   pred[s][wrong[s]])})
                             for s in suites]
-    timings["criteria_s"] = {}
-    for cname, cov in _criteria(model):
+    timings["criteria_s"], timings["totals"] = {}, {}
+    for cname, cov in _criteria(model, x_train, y_train):
         t0 = time.time()
         masks = _item_masks(cov, x)
         table[cname] = _suite_rates(cov, masks, suites)
         timings["criteria_s"][cname] = round(time.time() - t0, 1)
+        timings["totals"][cname] = str(cov.total)        # tknp's exceeds a JSON number
         progress(f"{name}: {cname} ({cov.total:,} items) in {timings['criteria_s'][cname]}s")
     pool = pd.DataFrame({"model": name, "source": src, "misclassified": wrong})
     pool = pool.groupby(["model", "source"], sort=False).agg(
@@ -267,7 +277,7 @@ def build_criteria(out: Path, names=MNIST_MODELS, progress: Callable[[str], None
                                                                  else v)
                                                             for k, v in sizes.items()},
                   "timings": timings}
-        write_files(out, {"suites.csv": pd.concat(tables, ignore_index=True).round(6),
+        write_files(out, {"suites.csv": pd.concat(tables, ignore_index=True),
                           "pool.csv": pd.concat(pools, ignore_index=True),
                           "config.json": config}, report="criteria")
         summarize(out)
@@ -285,12 +295,14 @@ def summarize(out: Path) -> pd.DataFrame:
     corr = correlations(table, crit)
     config = json.loads((out / "config.json").read_text())
     write_files(out, {"tau.csv": corr.round(4),
-                      "summary.md": _markdown(corr, pd.read_csv(out / "pool.csv"), config)},
+                      "summary.md": _markdown(corr, pd.read_csv(out / "pool.csv"), config,
+                                                table)},
                 report="criteria")
     return corr
 
 
-def _markdown(corr: pd.DataFrame, pool: pd.DataFrame, config: dict) -> str:
+def _markdown(corr: pd.DataFrame, pool: pd.DataFrame, config: dict,
+              table: pd.DataFrame | None = None) -> str:
     lines = ["# Which coverage criteria find faults", "",
              "Generated by `rnncon report criteria` (rnncon_core/reports/criteria.py); "
              "method after Harel-Canada et al., FSE 2020. Kendall τ_b of each criterion's "
@@ -302,6 +314,13 @@ def _markdown(corr: pd.DataFrame, pool: pd.DataFrame, config: dict) -> str:
              "a rough guide only.", "",
              "Settings: " + ", ".join(f"{k} = {v}" for k, v in config.items()
                                       if k not in ("timings", "models")) + ".", "",
+             "Criteria at their originals' definitions (docs/criteria.md): testRNN's bc / sc / "
+             "tc on the last recurrent layer with one training range, DeepStellar's from the "
+             "correctly classified training digits, DeepGauge's with NeuraL-Coverage's rules "
+             "(top-k per step). nc is DeepXplore's NC over layer outputs without the input "
+             "pixels (the coverage report's NC counts them too); csc is RNN-Test's "
+             "(cell, section) pairs (the dashboard's CS_C boundary counts the cells driven into "
+             "an outer section).", "",
              "## Pools", "", "| model | source | inputs | misclassified |", "|---|---|---|---|"]
     for r in pool.itertuples():
         lines.append(f"| {r.model} | {r.source} | {r.inputs} | {r.misclassified} |")
@@ -332,13 +351,57 @@ def _markdown(corr: pd.DataFrame, pool: pd.DataFrame, config: dict) -> str:
                     if np.isfinite(allr.tau) else "constant"
                 cells.append(f"{left} / {right}")
             lines.append(f"| {crit} | " + " | ".join(cells) + " |")
-    lines += ["", "## Reading", "", _reading(corr), "",
-              "## Timings (seconds)", "", "```", json.dumps(config["timings"], indent=1), "```",
+    lines += ["", "## Reading", "", _reading(corr, config, table), "",
+              "## Timings (seconds)", "", "```",
+              json.dumps({m: {k: v for k, v in t.items() if k != "totals"}
+                          for m, t in config["timings"].items()}, indent=1), "```",
               ""]
     return "\n".join(lines)
 
 
-def _reading(corr: pd.DataFrame) -> str:
+def _own_patterns(t: pd.DataFrame, config: dict, models: list) -> bool:
+    """Whether tknp's count of patterns (rate × possible patterns) is the suite size in every
+    suite of these models."""
+    for m in models:
+        total = config["timings"].get(m, {}).get("totals", {}).get("tknp")
+        if total is None:
+            return False
+        tm = t[t["model"] == m]
+        try:
+            counts = np.round(tm["tknp"].to_numpy() * float(int(total)))
+        except OverflowError:
+            return False
+        if not (counts == tm["size"].to_numpy()).all():
+            return False
+    return True
+
+
+def _constants(corr: pd.DataFrame, config: dict, table: pd.DataFrame | None) -> list[str]:
+    """Why each criterion that is constant within every suite size is: a phrase each, from
+    the suites themselves."""
+    sub = corr[(corr["faults"] == "faults") & (corr["size"] == "stratified")]
+    const = sorted({r.criterion for r in sub.itertuples() if not np.isfinite(r.tau)})
+    if not const:
+        return []
+    words = []
+    for crit in const:
+        models = [m for m in sub[sub["criterion"] == crit]["model"]
+                  if not np.isfinite(sub[(sub["criterion"] == crit) &
+                                         (sub["model"] == m)]["tau"].iloc[0])]
+        why = "one value in every suite of a size"
+        if table is not None and crit in table:
+            t = table[table["model"].isin(models)]
+            top = t.groupby("size")[crit].max()
+            if crit == "tknp" and _own_patterns(t, config, models):
+                why = "every input of every suite has a top-k pattern of its own"
+            elif np.allclose(top.values, 1.0):
+                why = "it is at 100 % in every suite (saturated)"
+        words.append(f"{crit} on {', '.join(models)}: {why}")
+    return words
+
+
+def _reading(corr: pd.DataFrame, config: dict | None = None,
+             table: pd.DataFrame | None = None) -> str:
     """Plain words: per criterion, on how many models the stratified τ with faults is positive
     with its interval above 0."""
     sub = corr[(corr["faults"] == "faults") & (corr["size"] == "stratified")]
@@ -355,13 +418,14 @@ def _reading(corr: pd.DataFrame) -> str:
                    f"within each size), it is {np.nanmedian(gen['tau']):+.2f}; positive with "
                    f"its interval above 0 on every model for {', '.join(every) or 'none'}."
                    if len(gen) else "")
+    const = _constants(corr, config or {"timings": {}}, table)
     out = [f"Suite size alone: pooling every size, the median τ of a criterion with "
            f"misclassified inputs is {np.nanmedian(pooled['tau']):+.2f} (size not controlled); "
            f"with size held fixed it is {np.nanmedian(sub['tau']):+.2f}.{composition} "
-           f"\"constant\": the "
-           f"criterion takes one value per suite size (e.g. tknp when every input has a pattern "
-           f"of its own, Eq. 3 RConC when it saturates at 100 %), so it says nothing about "
-           f"faults.", ""]
+           f"\"constant\": the criterion takes one value in every suite of a size, so it "
+           f"says nothing about faults"
+           + (" (" + "; ".join(const) + ")." if const else ".")
+           + " τ is computed from the unrounded rates of suites.csv.", ""]
     for key, words in (("signal", "Positive with faults on every model, controlling for size"),
                        ("mixed", "Positive on some models only"),
                        ("none", "No positive signal on any model (or constant)")):

@@ -12,9 +12,6 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InputError
-from ..generate import generator_class
-from ..generate.constraints import get_constraint
-from ..generate.guided import DEFAULT_LAMBDA_PRED
 from .writer import write_files
 
 MNIST_MODELS = ("stacked-mnist-lstm", "mnist-lstm", "stacked-mnist-gru", "mnist-gru")
@@ -167,47 +164,16 @@ def build_generation(n_seeds: int = 500, models=None, out_dir="reports/generatio
     return report
 
 
-# every default a stored run may differ in: a run with another pool (e.g. "seed") is not this
-# request's answer
-_DEFAULTS = {"constraint": "none", "short": "error", "k": 1, "target": "random", "pool": "auto"}
-# the coverage-guided objective's prediction weight: a run without it predates the joint
-# objective and is never this request's answer
-_LAMBDA_PRED = {"rconc": DEFAULT_LAMBDA_PRED, "nc": DEFAULT_LAMBDA_PRED, "rnntest": 1.0}
-
-
 def _reusable(store, model: str, method: str, n_seeds: int, params: dict) -> dict | None:
-    """The summary of a finished run that answered this very request, or None."""
+    """The summary of the finished run that answered this very request (jobs.find_generation:
+    the same model file, seeds and whole generator configuration), or None."""
+    from ..jobs import find_generation
     if "l2" in params:          # matched noise depends on another run: always run it (cheap)
         return None
-    for info in store.list(kind="generate", status="finished", model=model):
-        cfg = info.config
-        g = cfg.get("generator", {})
-        if info.method != method or cfg.get("n_seeds") != n_seeds or cfg.get("seed") != 0 \
-                or cfg.get("seed_indices_given") or "window" not in g and method != "fgsm" \
-                and method != "noise":
-            continue
-        want = {k: v for k, v in _DEFAULTS.items() if k in g or k == "constraint"}
-        if method not in ("fgsm", "noise"):
-            want["iterations"] = 50                 # the generators' default budget
-        if method in _LAMBDA_PRED:
-            want["lambda_pred"] = _LAMBDA_PRED[method]
-        want.update({k: v for k, v in params.items() if k != "others"})
-        # the step and the constraint's own settings too: a run at DeepXplore's settings is
-        # not the answer to a request at our defaults (and the other way round)
-        if "step" in g:
-            want.setdefault("step", generator_class(method).params.defaults().get("step"))
-        want = {**{k: v for k, v in get_constraint(want.get("constraint", "none")).get_config()
-                   .items() if k != "name"}, **want}
-        ok = sorted(cfg.get("others", [])) == sorted(map(str, params.get("others", [])))
-        for k, v in want.items():
-            got = g.get(k)
-            if k == "constraint":       # a name, or (older runs) {"name": ..., params}
-                got = (got or {}).get("name", "none") if not isinstance(got, str) else got
-            ok &= got == v
-        if ok and (info.path / "outputs.npz").exists() and info.summary:
-            return {**info.summary, "run_id": info.run_id,
-                    "outputs": str(info.path / "outputs.npz")}
-    return None
+    info = find_generation(store, model, method, n_seeds, **params)
+    if info is None or not (info.path / "outputs.npz").exists() or not info.summary:
+        return None
+    return {**info.summary, "run_id": info.run_id, "outputs": str(info.path / "outputs.npz")}
 
 
 def _row(model: str, label: str, method: str, s: dict) -> dict:

@@ -35,9 +35,11 @@ def partial_note(info) -> str:
 
 
 def run_label(info) -> str:
+    """A run as a person reads it: its name (or what it did and when, the id's short tail
+    beside), its state, and its headline."""
+    from rnncon_core.runs import display_name
     s = info.summary or {}
-    bits = [info.run_id, info.method or info.kind,
-            info.status if complete(info) else f"{info.status} (partial)"]
+    bits = [display_name(info), "finished" if complete(info) else f"{info.status} (partial)"]
     if "n_adversarial" in s:
         bits.append(f"{s.get('n_adversarial', 0)}/{s.get('n_seeds', 0)} adversarial")
     if "accuracy" in s and info.kind == "retrain":
@@ -53,8 +55,8 @@ def default_run(runs: list) -> str | None:
 def generation_runs(store, model: str | None = None, with_outputs: bool = True) -> list:
     """Generation runs (newest first) that have outputs to show: finished, or cancelled /
     failed ones that kept the seeds they had finished."""
-    out = []
-    for info in store.list(kind="generate", model=model):
+    out = []     # a retraining's held-out sets (its children) are shown under it, on Runs
+    for info in store.list(kind="generate", model=model, children=False):
         if info.status == "running":
             continue
         if with_outputs and not (info.path / "outputs.npz").exists():

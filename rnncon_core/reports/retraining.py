@@ -53,53 +53,31 @@ METRIC_KEYS = ("accuracy", "precision", "recall", "f1", "auc")
 
 # ---------------------------------------------------------------- find or run
 
-def _same(config: dict, want: dict) -> bool:
-    return all(config.get(k) == v for k, v in want.items())
-
-
-def _model_sha(model: str) -> str | None:
-    import hashlib
-    from ..zoo import model_path
-    p = model_path(model)
-    return hashlib.sha256(p.read_bytes()).hexdigest() if p.exists() else None
-
-
-def _same_model(run, model: str) -> bool:
-    """A run counts only if it ran on the model file that is shipped now (not an older one)."""
-    rec = run.load_json("model") or {}
-    return rec.get("sha256") is not None and rec.get("sha256") == _model_sha(model)
-
-
 def find_or_run_generation(store, model: str, method: str, n_seeds: int, log: Callable,
                            **params) -> str:
-    """A finished generation run of ``model`` with these settings (reused), or a new one."""
-    from ..jobs import run_generation
-    from ..retrain import generator_params
-    for r in store.list(kind="generate", status="finished", model=model):
-        c = r.config
-        if c.get("method") == method and c.get("n_seeds") == n_seeds \
-                and not c.get("seed_indices_given") and c.get("split", "test") == "test" \
-                and _same({**{"constraint": "none"}, **generator_params(c)}, params) \
-                and _same_model(r, model):
-            return r.run_id
+    """The finished generation run this request makes (jobs.find_generation: the same model
+    file, seeds and whole generator configuration), reused, or a new one."""
+    from ..jobs import find_generation, run_generation
+    found = find_generation(store, model, method, n_seeds, **params)
+    if found is not None:
+        return found.run_id
     log(f"[report] generating: {model} {method} {params} on {n_seeds} seeds")
     return run_generation(model, method, n_seeds, store=store, **params)["run_id"]
 
 
 def find_or_run(store, kind: str, model: str, want: dict, run: Callable[..., dict],
                 log: Callable, what: str, more_repeats: bool = False) -> dict:
-    """The summary of a finished run of ``kind`` whose config holds ``want``, or ``run()``'s.
-    ``more_repeats``: ``run`` takes ``continue_from``, and a finished run with the same
-    settings but fewer repeats is continued (its repeats kept) rather than started over."""
-    runs = [r for r in store.list(kind=kind, status="finished", model=model)
-            if r.summary and _same_model(r, model)]
-    for r in runs:
-        if _same(r.config, want):
-            return {**r.summary, "run_id": r.run_id}
+    """The summary of a finished run of ``kind`` whose config holds ``want``
+    (``RunStore.find_finished``), or ``run()``'s. ``more_repeats``: ``run`` takes
+    ``continue_from``, and a finished run with the same settings but fewer repeats is
+    continued (its repeats kept) rather than started over."""
+    found = store.find_finished(model, want, kind=kind)
+    if found is not None and found.summary:
+        return {**found.summary, "run_id": found.run_id}
     if more_repeats:
         but_repeats = {k: v for k, v in want.items() if k != "repeats"}
-        fewer = [r for r in runs if _same(r.config, but_repeats)
-                 and r.config.get("repeats", 0) < want["repeats"]]
+        fewer = [r for r in store.matching(model, but_repeats, kind=kind)
+                 if r.summary and r.config.get("repeats", 0) < want["repeats"]]
         if fewer:
             last = max(fewer, key=lambda r: r.config["repeats"])
             log(f"[report] {what}: continuing {last.run_id} "
@@ -301,7 +279,7 @@ def load_card_acc(model: str):
     return None if card is None else card.get("test_accuracy")
 
 
-# ---------------------------------------------------------------- recipes (issue 14)
+# ---------------------------------------------------------------- recipes
 
 # Every recipe tried, on the same source runs: (label, source, mix, learning rate). "rconc" is
 # RNNCon-Test's Random row; "pgd" is PGD adversarial training with the same seeds and budget.
@@ -568,7 +546,7 @@ def render_markdown(r: dict) -> str:
     lines += _recipes_markdown(r)
     if r["models"]:
         lines += ["## Targets (measured on the evaluation part of the test split)", "",
-                  "Targets of issue 14: held-out transfer accuracy on rconc-generated inputs at "
+                  "Targets: held-out transfer accuracy on rconc-generated inputs at "
                   "least 20 points above the control arm's, and clean accuracy after − control "
                   "≥ −0.1 point (mean over the repeats). p: paired t-test over the repeats.", "",
                   "| model | recipe | clean accuracy after − control (points) | transfer "
@@ -737,8 +715,8 @@ def render_markdown(r: dict) -> str:
               "(their perturbed copies are training data), a validation part (half the rest, "
               "stratified by class) that keeps the best epoch of each retraining and picks the "
               "best repeat and the recipe, and an evaluation part (the other half) for every "
-              "figure reported here. Before issue 14 the best model was picked on the split "
-              "that was then reported. The seeds are the first test inputs the model predicts "
+              "figure reported here. (An earlier version picked the best model on the split "
+              "that was then reported.) The seeds are the first test inputs the model predicts "
               "right, so the other two parts hold more of its errors: accuracies there are "
               "lower than on the whole test split.",
               "- Held-out transfer (a): one generation run per method (rconc, nc, rnntest, pgd; "
@@ -758,8 +736,3 @@ def render_markdown(r: dict) -> str:
               f"Report written in {r['seconds']:.0f} s of this run (reused runs not counted).",
               ""]
     return "\n".join(lines)
-
-
-def load_report(out_dir: str | Path = "reports/retraining") -> dict | None:
-    p = Path(out_dir) / "report.json"
-    return json.loads(p.read_text()) if p.exists() else None

@@ -3,7 +3,7 @@ whether a reader would still give the generated reviews their seed's label.
 
 For each shipped IMDB model, five stored generation runs on the same seeds (the first N test
 reviews the model predicts right): EDA as the EDA paper has it, EDA with the reader
-constraints, synonym substitution without them (as before issue 17), with them, and with them
+constraints, synonym substitution without them (as the generator first did), with them, and with them
 but more substitutes (no sense floor, a corpus cosine of at least 0.3: ``MORE_SUBSTITUTES``).
 Per run: the *valid adversarial rate* (adversarial, and every edit passed the checks of
 :func:`rnncon_core.text.lexical.check_edits`), the adversarial rate, the share of edits passing
@@ -22,7 +22,6 @@ import numpy as np
 from ..errors import InputError
 from ..paths import REPO_ROOT
 from ..text.generators import IMDB_THRESHOLD
-from ..text.lexical import MIN_SIMILARITY
 from .writer import write_files
 
 # (method, constraints, further generator parameters); the last trades readable substitutes
@@ -32,7 +31,7 @@ MORE_SUBSTITUTES = (("min_similarity", 0.0), ("min_cosine", 0.3))
 VARIANTS = (("eda", "none", ()), ("eda", "reader", ()), ("synonym-gradient", "none", ()),
             ("synonym-gradient", "reader", ()), ("synonym-gradient", "reader", MORE_SUBSTITUTES))
 LABELS = {("eda", "none", ()): "EDA (paper)", ("eda", "reader", ()): "EDA, reader constraints",
-          ("synonym-gradient", "none", ()): "synonym-gradient, unconstrained (before #17)",
+          ("synonym-gradient", "none", ()): "synonym-gradient, unconstrained",
           ("synonym-gradient", "reader", ()): "synonym-gradient, reader constraints",
           ("synonym-gradient", "reader", MORE_SUBSTITUTES):
               "synonym-gradient, reader constraints, more substitutes (no sense floor, corpus "
@@ -41,7 +40,7 @@ METHODS = ("eda", "synonym-gradient")
 IMDB_MODELS = ("imdb-lstm", "imdb-gru", "stacked-imdb-lstm", "stacked-imdb-gru")
 DEFAULT_OUT = REPO_ROOT / "reports" / "text"
 N_EXAMPLES = 10
-SAFE = ("antonym", "polarity", "number")     # the checks of the issue's 97 % target
+SAFE = ("antonym", "polarity", "number")     # the checks of the 97 % target
 
 
 def _coverage_before_after(model, x_seed, x_gen, criterion: str) -> tuple[float, float]:
@@ -166,25 +165,20 @@ def build_text(models=None, n_seeds: int = 100, max_fraction: float = 0.1,
 
 def _stored_run(store, model, method, constraints, n_seeds, max_fraction, max_changes,
                 params: dict):
-    """The newest finished run with these settings, as run_generation's answer, or None."""
-    for info in store.list(kind="generate", status="finished", model=str(model)):
-        cfg = info.config
-        gen = cfg.get("generator", {})
-        if (cfg.get("method") == method and cfg.get("n_seeds") == n_seeds
-                and not cfg.get("seed_indices_given") and gen.get("constraints") == constraints
-                and gen.get("max_fraction") == max_fraction
-                and gen.get("max_changes") == max_changes
-                and (constraints == "none" or gen.get("min_similarity")
-                     == params.get("min_similarity", MIN_SIMILARITY))
-                and gen.get("min_cosine") == params.get("min_cosine")
-                and (info.path / "outputs.npz").exists()):
-            return {**(info.summary or {}), "run_id": info.run_id, "method": method,
-                    "outputs": str(info.path / "outputs.npz")}
-    return None
+    """The finished run this request makes (jobs.find_generation), as run_generation's answer,
+    or None."""
+    from ..jobs import find_generation
+    info = find_generation(store, model, method, n_seeds, dataset="imdb",
+                           max_fraction=max_fraction, max_changes=max_changes,
+                           constraints=constraints, **params)
+    if info is None or not (info.path / "outputs.npz").exists():
+        return None
+    return {**(info.summary or {}), "run_id": info.run_id, "method": method,
+            "outputs": str(info.path / "outputs.npz")}
 
 
 def _targets(rows: list[dict]) -> list[dict]:
-    """Per model, for synonym-gradient with the reader constraints (issue 17): valid
+    """Per model, for synonym-gradient with the reader constraints: valid
     adversarial rate >= 70 % with <= 10 % of the words changed, and >= 97 % of the
     substitutions passing the antonym, polarity and number checks."""
     out = []
@@ -247,7 +241,7 @@ def _markdown(rep: dict) -> str:
              "number, same part of speech when the generated review is re-tagged, the seed "
              "word's inflection; inserted or deleted words: neutral and no number). "
              "\"Adv., 3 checks\": adversarial with no edit failing the antonym, polarity or number "
-             "check (the automatic check of issue 17's measurement). \"Subst. safe\": share of "
+             "check (the automatic check of the text generators' target). \"Subst. safe\": share of "
              "substitutions passing those three checks together. **Words changed** = the word "
              "positions that differ after an optimal alignment of the seed and the generated "
              "review (the word-level Levenshtein distance: each substituted, inserted or "
@@ -270,7 +264,7 @@ def _markdown(rep: dict) -> str:
             + f" | {num(r['avg_words_changed'])} | {pct(r['avg_share_changed'])} | "
             f"{pct(r['rconc_before'])} → {pct(r['rconc_after'])} | {pct(r['nc_before'])} → "
             f"{pct(r['nc_after'])} | {num(r['seconds_per_input'])} |")
-    lines += ["", "## Target (issue 17): synonym-gradient with the reader constraints reaches "
+    lines += ["", "## Target: synonym-gradient with the reader constraints reaches "
                   "a valid adversarial rate ≥ 70 % with ≤ 10 % of the words changed, and ≥ 97 % "
                   "of its substitutions pass the antonym, polarity and number checks", ""]
     for t in rep["targets"]:

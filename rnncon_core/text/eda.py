@@ -35,8 +35,6 @@ from ..errors import InputError
 from .lexical import stop_words
 
 OPERATIONS = ("sr", "ri", "rs", "rd")
-OPERATION_NAMES = {"sr": "synonym replacement", "ri": "random insertion",
-                   "rs": "random swap", "rd": "random deletion"}
 UNK = "<unk>"
 
 

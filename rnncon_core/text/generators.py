@@ -175,8 +175,7 @@ class TextGenerator(Generator):
         fwd = compiled_forward(self.model)
         outs = [np.asarray(fwd(tf.constant(x[i:i + 256], tf.int32)))
                 for i in range(0, len(x), 256)]
-        p = np.concatenate(outs) if outs else np.zeros((0, 1), np.float32)
-        return np.concatenate([1.0 - p, p], axis=1) if p.shape[1] == 1 else p
+        return np.concatenate(outs) if outs else np.zeros((0, 2), np.float32)
 
     def _seeds(self, x):
         words, starts = zip(*(self.lexicon.words_of(row) for row in x))

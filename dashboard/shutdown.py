@@ -1,0 +1,95 @@
+"""Ctrl-C / SIGTERM stop the server within about a second, whatever ran.
+
+Streamlit's own handler stops the runtime, but the interpreter then tears down TensorFlow,
+the models and profiles of every page seen (gigabytes on a text model) and waits for the
+threads: 10 s or more after a walk on imdb-lstm. A watcher thread (started once per process,
+from the first script run) sees the runtime stopping, asks every running job of this server to
+stop, marks the runs that have not stopped within ``JOB_GRACE`` seconds cancelled (their
+finished outputs stay in their folders, as for any cancelled run), gives Streamlit ``GRACE``
+seconds to close its sessions and ends the process with ``os._exit(0)``: nothing left to tear
+down is worth waiting for (the run store's files are written atomically, its index commits per
+statement). ``RNNCON_FAST_EXIT=0`` turns it off.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+
+LOG = logging.getLogger("rnncon.dashboard")
+ENABLED = os.environ.get("RNNCON_FAST_EXIT", "1").lower() not in ("0", "false", "no")
+POLL = 0.05
+JOB_GRACE = 0.6          # seconds a running job has to stop by itself
+GRACE = 0.5              # then seconds for Streamlit to close its sessions
+
+_lock = threading.Lock()
+_thread: threading.Thread | None = None
+
+
+def start() -> bool:
+    """Start the watcher once per process (from a script run); True if this call did."""
+    global _thread
+    if not ENABLED:
+        return False
+    with _lock:
+        if _thread is not None:
+            return False
+        try:
+            from streamlit.runtime import Runtime
+            runtime = Runtime.instance()
+        except Exception:  # noqa: BLE001 - no runtime (bare mode): nothing to watch
+            return False
+        if type(runtime) is not Runtime:     # AppTest's stand-in: not a server to stop
+            return False
+        # not a daemon: the interpreter joins it before finalizing (a daemon thread would
+        # freeze at its next step once the main thread starts tearing down TensorFlow)
+        _thread = threading.Thread(target=_watch, args=(runtime,), name="rnncon-shutdown",
+                                   daemon=False)
+        _thread.start()
+        return True
+
+
+def _stopping(runtime) -> bool:
+    """The runtime stops (a signal), or the main thread has ended (any other way out)."""
+    from streamlit.runtime.runtime import RuntimeState
+    return runtime.state in (RuntimeState.STOPPING, RuntimeState.STOPPED) \
+        or not threading.main_thread().is_alive()
+
+
+def _watch(runtime) -> None:
+    while not _stopping(runtime):
+        time.sleep(POLL)
+    began = time.monotonic()
+    _say("stopping seen")
+    try:
+        from dashboard import jobs
+        stopped = jobs.stop_all(JOB_GRACE, reason="the dashboard server was stopped")
+        if stopped:
+            LOG.info("server stopping: %d running job(s) cancelled, their outputs kept", stopped)
+    except Exception as e:  # noqa: BLE001 - never keep the process alive over this
+        LOG.info("server stopping: could not cancel the jobs: %s", e)
+    _say("jobs stopped")
+    from streamlit.runtime.runtime import RuntimeState
+    if runtime.state not in (RuntimeState.STOPPING, RuntimeState.STOPPED):
+        return             # the main thread ended some other way: its exit code stands
+    while runtime.state != RuntimeState.STOPPED and time.monotonic() - began < JOB_GRACE + GRACE:
+        time.sleep(POLL)
+    exit_now()
+
+
+def _say(what):
+    if os.environ.get("RNNCON_DEBUG_EXIT"):
+        print(f"[shutdown] {time.time():.2f} {what}", file=sys.stderr, flush=True)
+
+
+def exit_now(code: int = 0) -> None:
+    """Flush what was printed and end the process at once."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    _say("exit")
+    os._exit(code)

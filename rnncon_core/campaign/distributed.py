@@ -1,0 +1,147 @@
+"""Campaigns on Ray: one queue per worker, the guide's coverage states merged by the driver.
+
+Each worker (a Ray actor) loads the model once and runs its own ``Campaign`` over its share of
+the seeds (worker w: seeds w, w + N, ...; its random stream ``default_rng(seed)`` for worker 0,
+``default_rng([seed, w])`` for the others), ``sync_every`` batches at a time. After each round
+the driver merges the workers' guide states (``Criterion.merge``: the union of what every
+worker covered) and sends the merged state back, so each queue keeps what is new to all of
+them; faults are deduplicated again across workers. With one worker the merged state is the
+worker's own, so a campaign with ``workers=1`` and a budget in model calls finds the inputs and
+faults one process finds (tests/test_campaign_ray.py). The Ray runtime comes from the caller
+(``rnncon_core.jobs.distributed.runtime``, a layer above: it starts or joins the runtime).
+A Ray campaign is not resumable yet (its checkpoint holds the merged curve and faults only).
+"""
+from __future__ import annotations
+
+import os
+from ..errors import InputError, JobCancelled
+from .loop import Campaign
+
+SYNC_EVERY = 10
+
+
+class _Worker:
+    """One actor: the model, its campaign over a share of the seeds."""
+
+    def __init__(self, model_ref, x, y, guide, guide_params, values, seed, kind, share):
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        from ..zoo import load_model, with_steps
+        from .prepare import _lexicon, make_abstraction, make_guide
+        model = with_steps(load_model(model_ref), x.shape[1])
+        self.camp = Campaign(model, x, y, make_guide(guide, model, guide_params), values, seed,
+                             kind, make_abstraction(model, values), _lexicon(kind))
+        if share and self.camp.guide is not None:
+            self.camp.delta = make_guide(guide, model, guide_params)
+
+    def start(self) -> dict:
+        self.camp.start()
+        if self.camp.delta is not None:
+            self.camp.delta.update(self.camp.x_seeds)
+        return self._delta(0, 0)
+
+    def rounds(self, steps: int, calls_left: int | None) -> dict:
+        q0, f0 = len(self.camp.queue), len(self.camp.faults)
+        for _ in range(steps):
+            if calls_left is not None and self.camp.calls >= calls_left:
+                break
+            self.camp.step()
+        return self._delta(q0, f0)
+
+    def _delta(self, q0, f0) -> dict:
+        c = self.camp
+        out = {"faults": c.faults.rows.arrays(f0), "queue": c.queue.rows.arrays(q0),
+               "calls": c.calls, "batches": c.batches, "model_seconds": c.model_seconds,
+               "faults_total": c.faults.total, "guide": None}
+        if c.delta is not None:
+            out["guide"] = c.delta._state_arrays()
+            c.delta.reset()
+        return out
+
+    def load_guide(self, arrays) -> None:
+        self.camp.guide._load_state(arrays)
+
+    def guide_state(self) -> dict:
+        return self.camp.guide._state_arrays()
+
+
+def run_on_ray(model, dataset, *, guide, budget, seeds, seed, guide_params, store, progress,
+               should_stop, old, workers, ray_address, values, log, ray_runtime=None,
+               sync_every: int = SYNC_EVERY) -> dict:
+    """run_campaign's Ray path (same arguments); returns the summary with ``run_id``."""
+    from .prepare import ensure_profile, input_kind, load_seeds, make_guide
+    from .record import _progress, finish
+    if old is not None:
+        raise InputError("a campaign on Ray cannot be resumed yet: resume it in one process "
+                         "(without --workers)")
+    if ray_runtime is None:
+        raise InputError("a campaign on Ray needs the runtime of rnncon_core.jobs "
+                         "(ray_runtime=rnncon_core.jobs.distributed.runtime; the CLI passes it)")
+    if not isinstance(model, str):
+        raise InputError("--workers needs a model every worker can load (a shipped name or a "
+                         ".keras path)")
+    keras_model, x, y, x_train, ds_name = load_seeds(model, dataset, seeds)
+    kind = input_kind(keras_model)
+    ensure_profile(keras_model, x_train, kind, log)
+    merged = make_guide(guide, keras_model, guide_params)
+    config = {"model": model, "dataset": ds_name, "guide": guide,
+              "guide_params": guide_params or {}, "budget": budget.text(),
+              "seeds": int(seeds), "seed": int(seed), "params": dict(values), "kind": kind,
+              "workers": int(workers), "ray_address": ray_address, "resumed_from": None}
+    view = Campaign(keras_model, x, y, merged, values, seed, kind, None)      # the driver's
+    view.queue.capacity = workers * values["max_queue"]
+    with store.start("campaign", model=model, method=guide, config=config) as run, \
+            ray_runtime(workers, ray_address) as ray:
+        run.save_npz("seeds", x=x, y=y)
+        Worker = ray.remote(num_cpus=1)(_Worker)
+        actors = [Worker.remote(model, x[w::workers], y[w::workers], guide, guide_params,
+                                values, seed if w == 0 else [seed, w], kind, workers > 1)
+                  for w in range(workers)]
+        view.resume_clock()
+        _absorb(run, view, ray.get([a.start.remote() for a in actors]), actors, ray)
+        share = None if budget.calls is None else -(-budget.calls // workers)
+        while not budget.done(view):
+            if (should_stop is not None and should_stop()) or run.cancel_requested():
+                break
+            before = view.calls
+            _absorb(run, view, ray.get([a.rounds.remote(sync_every, share) for a in actors]),
+                    actors, ray)
+            _progress(run, view, budget, progress)
+            if view.calls == before:            # every worker spent its share of calls
+                break
+        summary = finish(run, view, config, budget, stopped=not budget.done(view))
+        if summary["stopped"]:
+            raise JobCancelled(f"campaign {run.run_id} was stopped after {view.batches} "
+                               f"batches")
+    return {"run_id": run.run_id, **summary}
+
+
+def _absorb(run, view: Campaign, deltas, actors, ray) -> None:
+    """The workers' rounds into the driver's view: rows, faults (distinct across workers),
+    counters; with several workers the guide states merged (``merge``) and sent back."""
+    q0, f0 = len(view.queue), len(view.faults)
+    for d in deltas:
+        if len(d["queue"].get("x", ())):
+            view.queue.add(**d["queue"])
+        f = d["faults"]
+        if len(f.get("label", ())):
+            new = view.faults.new_mask(f["label"], f["pred"], f["state"])
+            view.faults.add(**{k: v[new] for k, v in f.items()})
+    view.calls = sum(d["calls"] for d in deltas)
+    view.batches = sum(d["batches"] for d in deltas)
+    view.model_seconds = sum(d["model_seconds"] for d in deltas)
+    view.faults.total = sum(d["faults_total"] for d in deltas)
+    guide = view.guide
+    if guide is not None and len(actors) > 1:
+        for d in deltas:
+            part = type(guide).from_config(guide.model, guide.get_config())
+            part._load_state(d["guide"])
+            guide.merge(part)
+        ref = ray.put(guide._state_arrays())
+        ray.get([a.load_guide.remote(ref) for a in actors])
+    elif guide is not None:                 # one worker: its own state is the whole state
+        guide._load_state(deltas[0]["guide"] if deltas[0]["guide"] is not None else
+                          ray.get(actors[0].guide_state.remote()))
+    view._record()
+    from .record import write_rows
+    write_rows(run, view.queue.rows.arrays(q0) if len(view.queue) > q0 else {},
+               view.faults.rows.arrays(f0) if len(view.faults) > f0 else {})

@@ -1,0 +1,137 @@
+"""What a campaign starts from: the model and its seeds, the guide, the abstraction of faults,
+the training profile the profiled criteria and the abstraction read, the text lexicon."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError
+from .mutations import input_kind  # noqa: F401  (re-exported for the run and Ray paths)
+
+GUIDE_NONE = "none"
+
+
+PROFILE_INPUTS = {"image": 2000, "sequence": 2000, "text": 500}
+
+
+def guide_names() -> list[str]:
+    from ..coverage import CRITERIA
+    return [*CRITERIA, GUIDE_NONE]
+
+
+def make_guide(name: str, model, params: dict | None):
+    """The guiding criterion (None for "none"), its profile built first where it needs one."""
+    from ..coverage import CRITERIA, default_threshold, get_criterion
+    if name == GUIDE_NONE:
+        if params:
+            raise InputError("the unguided baseline (guide none) takes no guide parameters")
+        return None
+    if name not in CRITERIA:
+        raise InputError(f"unknown guide {name!r}; choose one of {', '.join(guide_names())}")
+    params = dict(params or {})
+    cls = CRITERIA[name]
+    if cls.threshold_from_data and "threshold" not in params and "threshold" in cls.params:
+        params["threshold"] = default_threshold(model)
+    if "profile_inputs" in cls.params:         # the campaign builds the all-inputs profile
+        params.setdefault("profile_inputs", "all")
+    return get_criterion(name, model, **params)
+
+
+def ensure_profile(model, x_train, kind: str, log=None) -> None:
+    """The model's training profile (the abstraction and the profiled guides read it): built
+    once from the first training inputs when it is missing."""
+    from ..coverage.profile import build_profile, default_path
+    if default_path(model).exists():
+        return
+    n = PROFILE_INPUTS[kind]
+    if log is not None:
+        log(f"building the model's training profile from {min(n, len(x_train))} inputs "
+            f"(once per model)")
+    build_profile(model, x_train[:n], source="campaign")
+
+
+def make_abstraction(model, values: dict):
+    """inputs -> (N,) int64: DeepStellar's abstract state of the last step's hidden state of
+    the last recurrent layer (coverage.deepstellar.StateCoverage's abstraction)."""
+    from ..coverage import StateCoverage
+    sc = StateCoverage(model, components=values["components"], cells=values["cells"],
+                       profile_inputs="all")
+    return lambda x: sc.abstract_states(x)[:, -1]
+
+
+def _lexicon(kind: str):
+    if kind != "text":
+        return None
+    from ..text.eda import Lexicon
+    from ..text.generators import load_vocabulary
+    from ..text.lexical import imdb_names
+    v = load_vocabulary()
+    return Lexicon(v, names=imdb_names(v.words))
+
+
+def load_seeds(model_ref, dataset=None, n_seeds=100, inputs=None, labels=None):
+    """(keras model, x seeds, y seeds, x train, dataset name): the first n_seeds test inputs
+    the model predicts right (generate.runner's seeds), or the inputs given."""
+    from ..data import load_dataset
+    from ..generate.base import model_head
+    from ..trace import check_model_inputs
+    from ..zoo import load_model, model_datasets, with_steps
+    keras_model = _loaded(model_ref, load_model) if isinstance(model_ref, str) else model_ref
+    head = model_head(keras_model).require_classifier("a campaign")
+    if (inputs is None) != (labels is None):
+        raise InputError("give inputs and labels together (CLI: --inputs X.npy --labels Y.npy)")
+    if inputs is not None:
+        x_all = check_model_inputs(keras_model, inputs, "inputs")
+        y_all, x_train, ds_name = np.asarray(labels).reshape(-1), x_all, "inputs"
+        if len(y_all) != len(x_all):
+            raise InputError(f"{len(x_all)} inputs but {len(y_all)} labels: give one each")
+    else:
+        fits = model_datasets(model_ref if isinstance(model_ref, str) else None, keras_model)
+        if not dataset and not fits:
+            raise InputError(f"cannot tell which data set fits a model with input "
+                             f"{tuple(keras_model.input_shape[1:])}: give --dataset NAME or "
+                             f"your own seeds (--inputs X.npy --labels Y.npy)")
+        ds_name = dataset or fits[0]
+        ds = load_dataset(ds_name)
+        x_all = check_model_inputs(keras_model, ds.x_test, f"the {ds_name} test inputs")
+        y_all, x_train = ds.y_test, ds.x_train
+    y_all = head.check_labels(y_all)
+    keras_model = with_steps(keras_model, x_all.shape[1])
+    idx = _right_ones(keras_model, x_all, y_all, int(n_seeds))
+    return keras_model, x_all[idx], y_all[idx], x_train, ds_name
+
+
+_MODELS: dict = {}
+
+
+def _loaded(ref: str, load_model):
+    """A shipped model or .keras file loaded once per process and file version (its compiled
+    graphs are kept with it, so the next campaign on it traces nothing)."""
+    from pathlib import Path
+
+    from ..paths import MODELS_DIR
+    path = next((p for p in (MODELS_DIR / f"{ref}.keras", Path(ref)) if p.is_file()), None)
+    key = (ref, path.stat().st_mtime_ns if path else None)
+    if key not in _MODELS:
+        _MODELS.clear()               # one model at a time (memory)
+        _MODELS[key] = load_model(ref)
+    return _MODELS[key]
+
+
+def _right_ones(model, x, y, n: int) -> np.ndarray:
+    """Indices of the first n inputs the model predicts right (the seeds of generation runs:
+    jobs.runner.select_seeds, a layer above, picks the same)."""
+    from ..generate.base import predict_proba
+    if n < 1:
+        raise InputError(f"the seed set is empty: ask for at least one seed (got {n})")
+    picked, count = [], 0
+    for i in range(0, len(x), 512):
+        ok = np.flatnonzero(predict_proba(model, x[i:i + 512]).argmax(1) == y[i:i + 512]) + i
+        picked.append(ok)
+        count += len(ok)
+        if count >= n:
+            break
+    idx = np.concatenate(picked)[:n] if picked else np.zeros(0, np.int64)
+    if len(idx) == 0:
+        raise InputError("the model predicts none of the inputs right: no seeds to start from")
+    return idx
+

@@ -1,0 +1,230 @@
+"""`rnncon campaign` (find a model's faults within a budget, guided by a criterion),
+`rnncon check` (the CI gate: coverage and fault bounds, JUnit XML and an HTML report) and
+`rnncon report campaign` (every guide against the unguided baseline). docs/campaign.md."""
+from __future__ import annotations
+
+import signal
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from . import (DECLARED, JSON_OPT, PARAM_OPT, RAY_OPT, RUNS_DIR_OPT, app, declared_values,
+               emit, log, names, report_app, store)
+from ..errors import InputError
+
+MODEL_OPT = typer.Option(..., "--model", help="Shipped model name or .keras path.")
+DATASET_OPT = typer.Option(None, "--dataset", help="Seeds from this data set's test split "
+                                                   "(default: the model's).")
+BUDGET_OPT = typer.Option("10m", "--budget", help="How long: 10m, 90s, 1h, or model calls "
+                                                  "such as 5000calls.")
+GUIDE_HELP = ("A coverage criterion (rconc, nc, kmnc, state, bc, ... `rnncon criteria` lists "
+              "them) or none (the unguided baseline).")
+SEEDS_OPT = typer.Option(100, "--seeds", help="The first N test inputs the model predicts "
+                                              "right.")
+EPILOG = ("Mutation and loop parameters follow as --NAME VALUE (e.g. --max-linf 0.2 "
+          "--max-changed 0.02 --mutations pixel,affine,gradient --parents 8 --mutants 8); the "
+          "guide's own as --guide-param NAME=VALUE. docs/campaign.md lists them.")
+_JSON_KEYS = ("run_id", "guide", "model", "budget", "seconds", "calls", "batches",
+              "coverage_start", "coverage", "distinct_faults", "distinct_pairs", "faults_total",
+              "queue", "overhead", "faults_per_minute", "memory_mb", "stopped", "resumed_from")
+
+
+def _guide_params(guide: str, pairs: list[str] | None) -> dict:
+    from ..coverage import CRITERIA
+    if not pairs:
+        return {}
+    if guide not in CRITERIA:
+        raise InputError(f"--guide-param: guide {guide!r} takes no parameters")
+    return declared_values(CRITERIA[guide].params, [], pairs, f"criterion {guide!r}",
+                           lambda: set())
+
+
+def _params(ctx: typer.Context, pairs: list[str] | None) -> dict:
+    from ..campaign import CAMPAIGN_PARAMS
+    return declared_values(CAMPAIGN_PARAMS, ctx.args, pairs, "a campaign", lambda: set())
+
+
+@contextmanager
+def _interruptible():
+    """Ctrl-C stops the campaign at the end of its batch (checkpointed, resumable) instead of
+    killing it; a second Ctrl-C interrupts at once."""
+    asked = []
+
+    def handler(signum, frame):
+        if asked:
+            raise KeyboardInterrupt
+        asked.append(True)
+        log("stopping after this batch (Ctrl-C again to interrupt now)…")
+    try:
+        old = signal.signal(signal.SIGINT, handler)
+    except ValueError:              # not the main thread: no signal handling
+        old = None
+    try:
+        yield lambda: bool(asked)
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
+
+
+def _ray_runtime(workers, ray_address):
+    if not (workers or ray_address):
+        return None
+    from ..jobs.distributed import runtime
+    return runtime
+
+
+@app.command("campaign", context_settings=DECLARED, epilog=EPILOG)
+def campaign_cmd(
+    ctx: typer.Context,
+    model: Optional[str] = typer.Option(None, "--model", help="Shipped model name or .keras "
+                                                              "path (not with --resume)."),
+    dataset: Optional[str] = DATASET_OPT,
+    budget: Optional[str] = typer.Option(None, "--budget", help="How long: 10m (default), 90s, "
+                                         "1h, or model calls such as 5000calls; with --resume "
+                                         "the total, including what the run spent."),
+    guide: str = typer.Option("rconc", "--guide", help=GUIDE_HELP),
+    seeds: int = SEEDS_OPT,
+    seed: int = typer.Option(0, "--seed", help="Random seed (same seed and budget in calls: "
+                                               "the same campaign)."),
+    guide_param: Optional[List[str]] = typer.Option(None, "--guide-param",
+                                                    help="NAME=VALUE: a parameter of the guide "
+                                                         "(repeatable)."),
+    param: Optional[List[str]] = PARAM_OPT,
+    resume: Optional[str] = typer.Option(None, "--resume", help="Go on from this campaign "
+                                                                "run's last checkpoint."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="One queue per Ray worker "
+                                          "(states merged); 1 gives one process's results."),
+    ray_address: Optional[str] = RAY_OPT,
+    runs_dir: Optional[str] = RUNS_DIR_OPT,
+    json_out: bool = JSON_OPT,
+):
+    """Find the model's faults within a budget, guided by a coverage criterion (or none); the
+    run goes to the run store, checkpointed after every batch (Ctrl-C stops it resumably;
+    `rnncon runs --cancel RUN_ID` from elsewhere)."""
+    from ..campaign import guide_names, run_campaign
+    if resume is None and model is None:
+        raise InputError("give --model NAME (or --resume RUN_ID to go on with a campaign)")
+    if resume is not None and (ctx.args or param or guide_param):
+        raise InputError("--resume takes the run's own settings: give only --budget (and "
+                         "--workers) with it")
+    if guide not in guide_names():
+        raise InputError(f"unknown guide {guide!r}; choose one of {', '.join(guide_names())}")
+    params = _params(ctx, param) if resume is None else {}
+    gparams = _guide_params(guide, guide_param) if resume is None else None
+    runs = store(runs_dir)
+    with _interruptible() as interrupted:
+        out = run_campaign(model, dataset, guide=guide, budget=budget or (
+            None if resume else "10m"), seeds=seeds, seed=seed, guide_params=gparams,
+            store=runs, should_stop=interrupted, resume=resume, workers=workers or 0,
+            ray_address=ray_address, ray_runtime=_ray_runtime(workers, ray_address), log=log,
+            progress=_progress_log(), **params)
+    if json_out:
+        emit({k: out.get(k) for k in _JSON_KEYS})
+        return
+    log(f"run {out['run_id']}: {out['distinct_faults']} distinct faults "
+        f"({out['distinct_pairs']} (true, predicted) pairs, {out['faults_total']} faulty "
+        f"inputs) in {out['seconds']:.0f} s and {out['calls']} model calls; coverage "
+        f"{out['coverage_start']:.4f} -> {out['coverage']:.4f} ({out['guide']}); queue "
+        f"{out['queue']}")
+
+
+def _progress_log():
+    last = [0.0]
+
+    def report(done, total):
+        if time.monotonic() - last[0] > 10:
+            last[0] = time.monotonic()
+            log(f"[campaign] {done}/{total}")
+    return report
+
+
+@app.command("check", context_settings=DECLARED, epilog=EPILOG)
+def check_cmd(
+    ctx: typer.Context,
+    model: str = MODEL_OPT,
+    dataset: Optional[str] = DATASET_OPT,
+    min_coverage: Optional[List[str]] = typer.Option(None, "--min-coverage",
+                                                     help="CRITERION=RATE: fail below it "
+                                                          "(repeatable or comma separated)."),
+    max_faults: Optional[int] = typer.Option(None, "--max-faults", help="Fail when the "
+                                             "campaign finds more distinct faults."),
+    budget: str = typer.Option("2m", "--budget", help="The campaign's budget (2m, 500calls)."),
+    guide: Optional[str] = typer.Option(None, "--guide", help="Default: the first criterion of "
+                                        "--min-coverage, else none."),
+    seeds: int = SEEDS_OPT,
+    seed: int = typer.Option(0, "--seed"),
+    junit: Optional[str] = typer.Option(None, "--junit", help="Write JUnit XML here."),
+    html: Optional[str] = typer.Option(None, "--html", help="Write the HTML report here "
+                                       "(default: beside --junit, else rnncon-check.html)."),
+    param: Optional[List[str]] = PARAM_OPT,
+    runs_dir: Optional[str] = RUNS_DIR_OPT,
+    json_out: bool = JSON_OPT,
+):
+    """The CI gate: run a campaign, check coverage and fault bounds, write JUnit XML and the
+    HTML report; exit 1 when a bound fails."""
+    from ..campaign import run_campaign
+    from ..io import atomic_write_text
+    from ..reports.campaign import campaign_html, check_bounds, junit_xml, parse_bounds
+    bounds = parse_bounds(min_coverage)
+    if not bounds and max_faults is None:
+        raise InputError("give at least one bound: --min-coverage CRITERION=RATE or "
+                         "--max-faults N")
+    if max_faults is not None and max_faults < 0:
+        raise InputError(f"--max-faults must be 0 or more, got {max_faults}")
+    guide = guide or next(iter(bounds), "none")
+    params = _params(ctx, param)
+    runs = store(runs_dir)
+    t0 = time.perf_counter()
+    with _interruptible() as interrupted:
+        out = run_campaign(model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed,
+                           store=runs, should_stop=interrupted, log=log, **params)
+    info = runs.get(out["run_id"])
+    from ..campaign.prepare import load_seeds
+    keras_model = load_seeds(model, dataset, 1)[0]
+    table = check_bounds(info, keras_model, bounds, max_faults)
+    html_path = Path(html) if html else (Path(junit).with_suffix(".html") if junit
+                                         else Path("rnncon-check.html"))
+    atomic_write_text(html_path, campaign_html(info, table))
+    if junit:
+        atomic_write_text(Path(junit), junit_xml(table, info, time.perf_counter() - t0))
+    failed = table[~table["passed"].astype(bool)]
+    if json_out:
+        emit({"run_id": info.run_id, "passed": failed.empty, "checks": table.to_dict("records"),
+              "junit": junit, "html": str(html_path)})
+    for r in table.itertuples():
+        log(f"{'PASS' if r.passed else 'FAIL'} {r.check}: measured {r.measured:.4g}")
+    log(f"report {html_path}" + (f", JUnit {junit}" if junit else ""))
+    if not failed.empty:
+        raise typer.Exit(1)
+
+
+@report_app.command("campaign", context_settings=DECLARED)
+def report_campaign_cmd(
+    ctx: typer.Context,
+    models: Optional[str] = typer.Option(None, "--models", help="Comma separated (default: the "
+                                         "four MNIST models and imdb-lstm)."),
+    guides: Optional[str] = typer.Option(None, "--guides", help="Comma separated (default: "
+                                         "rconc,nc,kmnc,state,bc,none)."),
+    repeats: int = typer.Option(5, "--repeats", help="Campaigns per (model, guide)."),
+    budget: str = typer.Option("30s", "--budget", help="Budget of each campaign."),
+    seeds: int = SEEDS_OPT,
+    out_dir: str = typer.Option("reports/campaign", "--out-dir"),
+    param: Optional[List[str]] = PARAM_OPT,
+    runs_dir: Optional[str] = RUNS_DIR_OPT,
+    json_out: bool = JSON_OPT,
+):
+    """Distinct faults in a fixed budget for every guide against none, with 95 % intervals
+    (rows already in OUT_DIR/runs.csv are kept: a stopped report goes on)."""
+    from ..reports.campaign import build_campaign
+    if repeats < 1:
+        raise InputError(f"--repeats must be at least 1, got {repeats}")
+    rep = build_campaign(models=names(models, "--models"), guides=names(guides, "--guides"),
+                         repeats=repeats, budget=budget, seeds=seeds, out_dir=out_dir,
+                         store=store(runs_dir), log=log, **_params(ctx, param))
+    if json_out:
+        emit(rep)
+    else:
+        log(f"wrote {rep['files']}")

@@ -1,0 +1,372 @@
+"""`rnncon report campaign`: does guidance by a criterion find more distinct faults in a fixed
+budget than no guidance?
+
+For each model, each guide (a registered criterion, or ``none``: the unguided baseline) and each
+repeat r (random seed r), one campaign of the same budget from the same seeds
+(``rnncon_core.campaign.run_campaign``). Reported per (model, guide): the mean number of distinct
+faults (distinct (true, predicted, abstract state) triples) and of distinct (true, predicted)
+pairs at the budget, with 95 % t intervals over the repeats; per guide, the difference from
+``none`` with Welch's 95 % interval, and the verdict "beats none" only where that interval lies
+above 0. The curves (mean distinct faults against wall time) are drawn in ``curves.svg``.
+
+Rows are written to ``runs.csv`` after every campaign, and a rerun with the same settings skips
+the campaigns already there, so a long report can be stopped and continued.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from .writer import write_files
+
+MODELS = ("mnist-lstm", "stacked-mnist-lstm", "mnist-gru", "stacked-mnist-gru", "imdb-lstm")
+GUIDES = ("rconc", "nc", "kmnc", "state", "bc", "none")
+GRID_POINTS = 24
+COLORS = {"rconc": "#d62728", "nc": "#1f77b4", "kmnc": "#2ca02c", "state": "#9467bd",
+          "bc": "#8c564b", "none": "#111111"}
+
+
+def t_interval(v) -> tuple[float, float, float]:
+    """(mean, low, high): the mean with its 95 % t interval (nan interval below 2 values)."""
+    from scipy.stats import t
+    v = np.asarray(v, np.float64)
+    m = float(v.mean()) if len(v) else float("nan")
+    if len(v) < 2:
+        return m, float("nan"), float("nan")
+    h = float(t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / np.sqrt(len(v)))
+    return m, m - h, m + h
+
+
+def welch(a, b) -> tuple[float, float, float]:
+    """(mean(a) - mean(b), low, high): Welch's 95 % interval of the difference."""
+    from scipy.stats import t
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    d = float(a.mean() - b.mean())
+    if len(a) < 2 or len(b) < 2:
+        return d, float("nan"), float("nan")
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    se = np.sqrt(va + vb)
+    if se == 0:
+        return d, d, d
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    h = float(t.ppf(0.975, df) * se)
+    return d, d - h, d + h
+
+
+def _grid_values(curve: dict, grid: np.ndarray) -> np.ndarray:
+    """Distinct faults at each grid time (the last value recorded at or before it)."""
+    secs, faults = np.asarray(curve["seconds"]), np.asarray(curve["distinct_faults"])
+    pos = np.searchsorted(secs, grid, side="right") - 1
+    return np.where(pos >= 0, faults[np.maximum(pos, 0)], 0.0)
+
+
+def summarize(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per (model, guide) means with intervals; per guide its difference from none."""
+    table, verdicts = [], []
+    for (model, guide), g in rows.groupby(["model", "guide"], sort=False):
+        f, fl, fh = t_interval(g["distinct_faults"])
+        p, pl, ph = t_interval(g["distinct_pairs"])
+        k, kl, kh = t_interval(1000 * g["distinct_faults"] / g["calls"])
+        table.append({"model": model, "guide": guide, "repeats": len(g), "faults": f,
+                      "faults_low": fl, "faults_high": fh, "pairs": p, "pairs_low": pl,
+                      "pairs_high": ph, "per_kcall": k, "per_kcall_low": kl,
+                      "per_kcall_high": kh, "coverage": g["coverage"].mean(),
+                      "calls": g["calls"].mean(), "overhead": g["overhead"].mean()})
+        base = rows[(rows.model == model) & (rows.guide == "none")]
+        if guide != "none" and len(base):
+            d, lo, hi = welch(g["distinct_faults"], base["distinct_faults"])
+            dp, plo, phi = welch(g["distinct_pairs"], base["distinct_pairs"])
+            dk, klo, khi = welch(1000 * g["distinct_faults"] / g["calls"],
+                                 1000 * base["distinct_faults"] / base["calls"])
+            verdicts.append({"model": model, "guide": guide, "faults_minus_none": d,
+                             "low": lo, "high": hi, "pairs_minus_none": dp, "pairs_low": plo,
+                             "pairs_high": phi, "per_kcall_minus_none": dk,
+                             "per_kcall_low": klo, "per_kcall_high": khi,
+                             "verdict": "beats none" if lo > 0 else
+                             ("worse than none" if hi < 0 else "no difference shown")})
+    return pd.DataFrame(table), pd.DataFrame(verdicts)
+
+
+def curves_svg(curves: pd.DataFrame, width: int = 760, panel_h: int = 220) -> str:
+    """Mean distinct faults against seconds, one panel per model, one line per guide."""
+    models = list(dict.fromkeys(curves["model"]))
+    pad, h = 48, panel_h
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
+           f'height="{len(models) * (h + 30) + 30}" font-family="sans-serif" font-size="11">']
+    for k, model in enumerate(models):
+        c = curves[curves.model == model]
+        top = 20 + k * (h + 30)
+        tmax, fmax = max(1e-9, c["seconds"].max()), max(1.0, c["faults"].max())
+        x = lambda t: pad + (width - pad - 110) * t / tmax                       # noqa: E731
+        y = lambda f: top + h - 20 - (h - 40) * f / fmax                         # noqa: E731
+        out.append(f'<text x="{pad}" y="{top}" font-weight="bold">{model}: mean distinct '
+                   f'faults against seconds</text>')
+        out.append(f'<line x1="{pad}" y1="{y(0)}" x2="{x(tmax)}" y2="{y(0)}" stroke="#999"/>')
+        out.append(f'<line x1="{pad}" y1="{y(0)}" x2="{pad}" y2="{y(fmax)}" stroke="#999"/>')
+        out.append(f'<text x="{pad - 4}" y="{y(fmax) + 4}" text-anchor="end">{fmax:.0f}</text>')
+        out.append(f'<text x="{x(tmax)}" y="{y(0) + 14}" text-anchor="end">{tmax:.0f} s</text>')
+        for j, (guide, g) in enumerate(c.groupby("guide", sort=False)):
+            pts = " ".join(f"{x(t):.1f},{y(f):.1f}" for t, f in zip(g["seconds"], g["faults"]))
+            color = COLORS.get(guide, "#777")
+            out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.6" '
+                       f'points="{pts}"/>')
+            out.append(f'<text x="{width - 100}" y="{top + 16 + 14 * j}" fill="{color}">'
+                       f'{guide}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def markdown(table: pd.DataFrame, verdicts: pd.DataFrame, settings: dict) -> str:
+    lines = ["# Campaigns: distinct faults in a fixed budget, by guide", "",
+             f"Budget {settings['budget']} per campaign, {settings['seeds']} seeds (the first "
+             f"test inputs each model predicts right), repeats = random seeds 0..r-1; "
+             f"measured on this machine ({settings.get('machine', '')}). Distinct faults: "
+             "distinct (true, predicted, DeepStellar abstract state) triples; pairs: distinct "
+             "(true, predicted). Intervals: 95 % t over the repeats.", "",
+             "| model | guide | n | distinct faults [95 % CI] | pairs [95 % CI] | per 1000 "
+             "calls [95 % CI] | final coverage | model calls | loop / model time |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in table.itertuples():
+        lines.append(f"| {r.model} | {r.guide} | {r.repeats} | {r.faults:.1f} "
+                     f"[{r.faults_low:.1f}, {r.faults_high:.1f}] | {r.pairs:.1f} "
+                     f"[{r.pairs_low:.1f}, {r.pairs_high:.1f}] | {r.per_kcall:.2f} "
+                     f"[{r.per_kcall_low:.2f}, {r.per_kcall_high:.2f}] | {r.coverage:.4f} | "
+                     f"{r.calls:.0f} | {r.overhead:.2f} |")
+    lines += ["", "## Against the unguided baseline (none)", "",
+              "| model | guide | faults − none [95 % Welch CI] | pairs − none [95 % CI] | "
+              "per 1000 calls − none [95 % CI] | verdict (faults at the budget) |",
+              "|---|---|---|---|---|---|"]
+    for r in verdicts.itertuples():
+        lines.append(f"| {r.model} | {r.guide} | {r.faults_minus_none:+.1f} [{r.low:+.1f}, "
+                     f"{r.high:+.1f}] | {r.pairs_minus_none:+.1f} [{r.pairs_low:+.1f}, "
+                     f"{r.pairs_high:+.1f}] | {r.per_kcall_minus_none:+.2f} "
+                     f"[{r.per_kcall_low:+.2f}, {r.per_kcall_high:+.2f}] | {r.verdict} |")
+    beats = verdicts[verdicts.verdict == "beats none"] if len(verdicts) else verdicts
+    lines += ["", "**Verdict:** " + (
+        "guidance beats none (95 % interval of the difference above 0) for " +
+        ", ".join(f"{r.guide} on {r.model}" for r in beats.itertuples()) + "."
+        if len(beats) else "no guide beats none with 95 % confidence at this budget."), ""]
+    return "\n".join(lines)
+
+
+def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30s",
+                   seeds: int = 100, out_dir: str = "reports/campaign", store=None,
+                   log: Callable[[str], None] = print, **params) -> dict:
+    """Run the campaigns not yet in ``out_dir/runs.csv`` and write the report files."""
+    from ..campaign import load_campaign, parse_budget, run_campaign
+    from ..runs import RunStore
+    models, guides = list(models or MODELS), list(guides or GUIDES)
+    store = store if store is not None else RunStore()
+    out = Path(out_dir)
+    csv = out / "runs.csv"
+    rows = pd.read_csv(csv).to_dict("records") if csv.exists() else []
+    curve_rows = pd.read_csv(out / "curves.csv").to_dict("records") \
+        if (out / "curves.csv").exists() else []
+    seconds = parse_budget(budget).seconds or 0.0
+    grid = np.linspace(0, seconds, GRID_POINTS + 1)
+    settings = {"budget": budget, "seeds": seeds, "repeats": repeats, "models": models,
+                "guides": guides, "params": params}
+    for model in models:
+        for r in range(repeats):
+            for guide in guides:
+                if any(x["model"] == model and x["guide"] == guide and x["repeat"] == r
+                       and x["budget"] == budget and x["seeds"] == seeds for x in rows):
+                    continue
+                s = run_campaign(model, guide=guide, budget=budget, seeds=seeds, seed=r,
+                                 store=store, **params)
+                rows.append({"model": model, "guide": guide, "repeat": r, "budget": budget,
+                             "seeds": seeds, **{k: s[k] for k in (
+                                 "run_id", "distinct_faults", "distinct_pairs", "faults_total",
+                                 "coverage_start", "coverage", "calls", "seconds", "overhead",
+                                 "queue", "memory_mb")}})
+                curve = load_campaign(store.get(s["run_id"]))["curve"]
+                curve_rows += [{"model": model, "guide": guide, "repeat": r, "seconds": t,
+                                "faults": f} for t, f in zip(grid, _grid_values(curve, grid))]
+                log(f"[campaign] {model} {guide} repeat {r}: {s['distinct_faults']} distinct "
+                    f"faults, {s['distinct_pairs']} pairs, coverage {s['coverage']:.4f}")
+                write_files(out, {"runs.csv": rows, "curves.csv": curve_rows}, "campaign")
+    return write_report(out, settings)
+
+
+def write_report(out: Path, settings: dict) -> dict:
+    rows = pd.read_csv(out / "runs.csv")
+    rows = rows[rows.budget == settings["budget"]]
+    table, verdicts = summarize(rows)
+    curves = pd.read_csv(out / "curves.csv")
+    mean = curves.groupby(["model", "guide", "seconds"], sort=False)["faults"].mean() \
+        .reset_index()
+    report = {"settings": settings, "table": table.to_dict("records"),
+              "against_none": verdicts.to_dict("records")}
+    import platform
+    settings["machine"] = f"{platform.machine()}, {__import__('os').cpu_count()} cores shared"
+    files = write_files(out, {"summary.md": markdown(table, verdicts, settings),
+                              "campaign.json": report, "curves.svg": curves_svg(mean)},
+                        "campaign")
+    return {**report, "files": files}
+
+
+def load_settings(out_dir) -> dict:
+    p = Path(out_dir) / "campaign.json"
+    return json.loads(p.read_text())["settings"] if p.exists() else {}
+
+
+# ---------------------------------------------------------------- one campaign run
+
+def pair_table(faults: dict) -> pd.DataFrame:
+    """Distinct faults per (true, predicted) pair, most first."""
+    if not faults or not len(faults.get("label", ())):
+        return pd.DataFrame(columns=["true", "predicted", "faults", "states"])
+    df = pd.DataFrame({"true": faults["label"], "predicted": faults["pred"],
+                       "state": faults["state"]})
+    out = df.groupby(["true", "predicted"]).agg(faults=("state", "size"),
+                                                states=("state", "nunique")).reset_index()
+    return out.sort_values(["faults", "true", "predicted"], ascending=[False, True, True])
+
+
+def curve_figure(curve: dict, title: str = "Coverage and distinct faults"):
+    """Coverage and distinct faults against wall time (top) and model calls (bottom)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+    fig = make_subplots(rows=2, cols=1, specs=[[{"secondary_y": True}], [{"secondary_y": True}]],
+                        subplot_titles=("against wall time (s)", "against model calls"),
+                        vertical_spacing=0.14)
+    for row, axis in ((1, "seconds"), (2, "calls")):
+        x = np.asarray(curve[axis])
+        fig.add_trace(go.Scatter(x=x, y=curve["distinct_faults"], name="distinct faults",
+                                 line=dict(color="#d62728"), showlegend=row == 1),
+                      row=row, col=1, secondary_y=False)
+        fig.add_trace(go.Scatter(x=x, y=curve["distinct_pairs"], name="distinct pairs",
+                                 line=dict(color="#ff7f0e", dash="dot"), showlegend=row == 1),
+                      row=row, col=1, secondary_y=False)
+        cov = np.asarray(curve["coverage"], np.float64)
+        if np.isfinite(cov).any():
+            fig.add_trace(go.Scatter(x=x, y=cov, name="coverage", line=dict(color="#1f77b4"),
+                                     showlegend=row == 1), row=row, col=1, secondary_y=True)
+    fig.update_yaxes(title_text="faults", secondary_y=False)
+    fig.update_yaxes(title_text="coverage", secondary_y=True)
+    fig.update_layout(title=title, height=560, template="plotly_white",
+                      margin=dict(l=10, r=10, t=60, b=10))
+    return fig
+
+
+def gallery_rows(faults: dict, per_pair: int = 2, limit: int = 24) -> list[int]:
+    """Up to ``per_pair`` faults of each (true, predicted) pair, the most frequent pairs
+    first."""
+    out = []
+    for r in pair_table(faults).itertuples():
+        hit = np.flatnonzero((faults["label"] == r.true) & (faults["pred"] == r.predicted))
+        out += hit[:per_pair].tolist()
+        if len(out) >= limit:
+            break
+    return out[:limit]
+
+
+def fault_gallery(faults: dict, per_pair: int = 2, limit: int = 24):
+    """The faults' images grouped by (true, predicted) (image campaigns)."""
+    from ..data import to_images
+    from .charts import image_grid
+    rows = gallery_rows(faults, per_pair, limit)
+    caps = [f"{faults['label'][i]} → {faults['pred'][i]}" for i in rows]
+    return image_grid(to_images(faults["x"][rows]), caps, cols=8,
+                      title="Faults by (true → predicted)")
+
+
+def campaign_html(info, bounds: pd.DataFrame | None = None) -> str:
+    """One campaign run as a self-contained HTML page (summary, curves, pairs, gallery;
+    with ``bounds``, the CI gate's checks first)."""
+    from ..campaign import load_campaign
+    from .html import Section, _flat, render
+    c = load_campaign(info)
+    s = c["summary"]
+    facts = {"run": info.run_id, "status": info.status, "model": s.get("model", info.model),
+             "guide": s.get("guide", info.method), "budget": s.get("budget"),
+             "distinct faults": s.get("distinct_faults"),
+             "distinct (true, predicted) pairs": s.get("distinct_pairs"),
+             "coverage": s.get("coverage"), "model calls": s.get("calls")}
+    sections = [Section("Checks", tables=[("", bounds)])] if bounds is not None else []
+    sections += [Section("Curves", figures=[curve_figure(c["curve"])]),
+                Section("Distinct faults by (true, predicted)",
+                        tables=[("", pair_table(c["faults"]))])]
+    if c["config"].get("kind") == "image" and len(c["faults"].get("label", ())):
+        sections.append(Section("Fault gallery", figures=[fault_gallery(c["faults"])]))
+    return render(f"Campaign {info.run_id}", facts, sections, settings=_flat(c["config"]))
+
+
+# ---------------------------------------------------------------- the CI gate
+
+def parse_bounds(items) -> dict[str, float]:
+    """["rconc=0.8", "nc=0.5,kmnc=0.3"] -> {"rconc": 0.8, ...} (criteria checked by name)."""
+    from ..coverage import CRITERIA
+    from ..errors import InputError
+    from ..params import split_list
+    out = {}
+    for item in items or []:
+        for pair in split_list(item, "--min-coverage"):
+            name, eq, value = pair.partition("=")
+            name = name.strip()
+            try:
+                bound = float(value)
+            except ValueError:
+                bound = -1.0
+            if not eq or name not in CRITERIA or not 0.0 <= bound <= 1.0:
+                raise InputError(f"--min-coverage {pair!r}: give CRITERION=RATE with a "
+                                 f"criterion of {', '.join(CRITERIA)} and a rate in [0, 1]")
+            out[name] = bound
+    return out
+
+
+def check_bounds(info, model, min_coverage: dict, max_faults: int | None) -> pd.DataFrame:
+    """One row per bound: check, measured, bound, passed. Coverage of a criterion that did not
+    guide the campaign is measured over the campaign's queue (its seeds and every kept
+    input)."""
+    from ..campaign import make_guide
+    s = info.summary or {}
+    rows = []
+    queue = None
+    for name, bound in min_coverage.items():
+        if name == s.get("guide"):
+            rate = float(s["coverage"])
+        else:
+            if queue is None:
+                from ..campaign.record import read_rows
+                queue = read_rows(info, "queue")["x"]
+            crit = make_guide(name, model, {})
+            for i in range(0, len(queue), 256):
+                crit.update(queue[i:i + 256])
+            rate = float(crit.rate())
+        rows.append({"check": f"coverage {name} >= {bound:g}", "measured": rate,
+                     "bound": bound, "passed": rate >= bound})
+    if max_faults is not None:
+        n = int(s.get("distinct_faults", 0))
+        rows.append({"check": f"distinct faults <= {max_faults}", "measured": n,
+                     "bound": max_faults, "passed": n <= max_faults})
+    return pd.DataFrame(rows, columns=["check", "measured", "bound", "passed"])
+
+
+def junit_xml(bounds: pd.DataFrame, info, seconds: float) -> str:
+    """JUnit XML: one test case per bound (a failure element where it failed)."""
+    import xml.etree.ElementTree as ET
+    s = info.summary or {}
+    suites = ET.Element("testsuites")
+    suite = ET.SubElement(suites, "testsuite", name="rnncon check", tests=str(len(bounds)),
+                          failures=str(int((~bounds["passed"].astype(bool)).sum())),
+                          errors="0", time=f"{seconds:.3f}")
+    props = ET.SubElement(suite, "properties")
+    for k in ("model", "guide", "budget", "distinct_faults", "distinct_pairs", "coverage",
+              "calls"):
+        ET.SubElement(props, "property", name=k, value=str(s.get(k)))
+    ET.SubElement(props, "property", name="run_id", value=info.run_id)
+    for r in bounds.itertuples():
+        case = ET.SubElement(suite, "testcase", classname=f"rnncon.check.{s.get('model')}",
+                             name=r.check, time="0")
+        if not r.passed:
+            f = ET.SubElement(case, "failure", message=f"measured {r.measured:.4g}, bound "
+                                                       f"{r.bound:g}")
+            f.text = (f"{r.check} failed on {s.get('model')}: measured {r.measured:.4g} "
+                      f"(campaign {info.run_id}, guide {s.get('guide')}, budget "
+                      f"{s.get('budget')})")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, "unicode") + "\n"

@@ -1,0 +1,105 @@
+"""Structure figures of the code base: import circles, imports against the layer order,
+functions over 80 lines, hand-rolled atomic writers and file-hash copies.
+
+    python scripts/measure_structure.py [ROOT]      # ROOT: a checkout (default: this one)
+
+The layer order and the import graph are tests/test_layers.py's (read from ROOT's copy when it
+has one, else this checkout's)."""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+
+
+def _layers_module():
+    spec = importlib.util.spec_from_file_location("layers", HERE / "tests" / "test_layers.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def long_functions(root: Path, limit: int = 80) -> list[tuple[str, int]]:
+    out = []
+    for p in sorted((root / "rnncon_core").rglob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > limit:
+                    out.append((f"{p.relative_to(root)}:{node.name}", n))
+    return sorted(out, key=lambda t: -t[1])
+
+
+def writers(root: Path) -> tuple[list[str], list[str]]:
+    """Atomic writers written by hand (a temporary file moved into place) outside io.py, and
+    sha256 computations of a file's bytes outside io.py."""
+    atomic, hashes = [], []
+    for p in sorted((root / "rnncon_core").rglob("*.py")):
+        if p.name == "io.py" and p.parent.name == "rnncon_core":
+            continue
+        lines = p.read_text().splitlines()
+        for i, line in enumerate(lines, 1):
+            if re.search(r"os\.replace\(|\btmp\w*\.replace\(", line) and "db" not in line:
+                atomic.append(f"{p.relative_to(root)}:{i}")
+            near = " ".join(lines[i - 1:i + 4])
+            if re.search(r"sha256\(.*read_bytes", line) or (
+                    "hashlib.sha256()" in line and "open(" in near):
+                hashes.append(f"{p.relative_to(root)}:{i}")
+    return atomic, hashes
+
+
+def main(root: Path) -> None:
+    L = _layers_module()
+    graph = L.import_graph(root)
+    circles = L.circles(graph)
+    up = []
+    for m, targets in graph.items():
+        for t in targets:
+            try:
+                if L.layer(t) > L.layer(m):
+                    up.append(f"{m} -> {t}")
+            except AssertionError:
+                pass
+    # the same graph between packages (rnncon_core.coverage, rnncon_core.runs, dashboard, ...)
+    def pkg(m):
+        parts = m.split(".")
+        return ".".join(parts[:2]) if parts[0] == "rnncon_core" and len(parts) > 1 else parts[0]
+    pgraph: dict = {}
+    for m, targets in graph.items():
+        for t in targets:
+            if pkg(t) != pkg(m):
+                pgraph.setdefault(pkg(m), {})[pkg(t)] = 1
+    pcircles = L.circles(pgraph)
+    lazy = 0
+    for name, path in L.modules(root).items():
+        tree = ast.parse(path.read_text())
+        top = {id(n) for n in tree.body}
+        lazy += sum(isinstance(n, (ast.Import, ast.ImportFrom)) and id(n) not in top
+                    for n in ast.walk(tree))
+    longf = long_functions(root)
+    atomic, hashes = writers(root)
+    print(f"root {root}")
+    print(f"modules {len(graph)}, import edges {sum(map(len, graph.values()))}, "
+          f"imports inside functions {lazy}")
+    print(f"import circles (groups of modules importing each other): {len(circles)}")
+    for c in circles:
+        print("   ", " <-> ".join(c))
+    print(f"package circles (rnncon_core's sub-packages as nodes): {len(pcircles)}")
+    for c in pcircles:
+        print("   ", " <-> ".join(c))
+    print(f"imports against the layer order: {len(up)}")
+    for u in up:
+        print("   ", u)
+    print(f"functions over 80 lines in rnncon_core: {len(longf)}")
+    for name, n in longf:
+        print(f"    {n:4d}  {name}")
+    print(f"hand-rolled atomic writers outside io.py: {len(atomic)}  {atomic}")
+    print(f"file sha256 computations outside io.py: {len(hashes)}  {hashes}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else HERE)

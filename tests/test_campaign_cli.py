@@ -1,0 +1,81 @@
+"""`rnncon campaign`, `rnncon check` and `rnncon report campaign`: bad input is one line and exit
+code 2; the CI gate exits 1 when a bound fails and writes JUnit XML and the HTML report."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rnncon_core.cli import main
+
+
+def _run(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    return e.value.code, capsys.readouterr()
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["campaign", "--model", "mnist-lstm", "--budget", "ten"], "budget"),
+    (["campaign", "--model", "mnist-lstm", "--guide", "nope"], "unknown guide"),
+    (["campaign"], "--model"),
+    (["campaign", "--model", "mnist-lstm", "--max-linf", "3"], "max_linf"),
+    (["campaign", "--model", "mnist-lstm", "--guide", "none", "--guide-param", "threshold=0.3"],
+     "no parameters"),
+    (["check", "--model", "mnist-lstm"], "at least one bound"),
+    (["check", "--model", "mnist-lstm", "--min-coverage", "rconc=2"], "--min-coverage"),
+    (["check", "--model", "mnist-lstm", "--min-coverage", "zzz=0.5"], "--min-coverage"),
+    (["check", "--model", "mnist-lstm", "--max-faults", "-1"], "--max-faults"),
+])
+def test_bad_input_is_one_line(argv, words, capsys, tmp_path):
+    code, out = _run(argv + ["--runs-dir", str(tmp_path)], capsys)
+    assert code == 2
+    assert out.err.startswith("error: ") and words in out.err
+    assert "Traceback" not in out.err
+
+
+def test_bounds_and_junit(tmp_path):
+    from types import SimpleNamespace
+
+    from rnncon_core.reports.campaign import check_bounds, junit_xml, parse_bounds
+    assert parse_bounds(["rconc=0.8,nc=0.5", "kmnc=0"]) == {"rconc": 0.8, "nc": 0.5, "kmnc": 0.0}
+    info = SimpleNamespace(run_id="r1", summary={"guide": "rconc", "coverage": 0.75,
+                                                 "distinct_faults": 3, "model": "m"})
+    table = check_bounds(info, None, {"rconc": 0.8}, 5)
+    assert list(table["passed"]) == [False, True]
+    root = ET.fromstring(junit_xml(table, info, 1.0))
+    suite = root.find("testsuite")
+    assert suite.get("tests") == "2" and suite.get("failures") == "1"
+    cases = suite.findall("testcase")
+    assert cases[0].find("failure") is not None and cases[1].find("failure") is None
+
+
+def test_report_statistics():
+    from rnncon_core.reports.campaign import summarize, t_interval, welch
+    m, lo, hi = t_interval([10, 12, 14])
+    assert m == 12 and lo < 12 < hi
+    d, lo, hi = welch([20, 21, 22, 20, 21], [10, 11, 10, 12, 11])
+    assert d > 0 and lo > 0
+    rows = pd.DataFrame({"model": "m", "guide": ["rconc"] * 3 + ["none"] * 3,
+                         "distinct_faults": [30, 31, 32, 10, 11, 12],
+                         "distinct_pairs": [5, 5, 6, 5, 6, 5], "coverage": 0.5, "calls": 100,
+                         "overhead": 2.0})
+    table, verdicts = summarize(rows)
+    assert list(verdicts["verdict"]) == ["beats none"]
+    assert len(table) == 2
+
+
+@pytest.mark.slow
+def test_check_exits_1_and_writes_reports(tmp_path, capsys):
+    junit = tmp_path / "out.xml"
+    code, out = _run(["check", "--model", "mnist-lstm", "--budget", "150calls", "--seeds", "20",
+                      "--min-coverage", "rconc=0.01", "--max-faults", "0", "--junit", str(junit),
+                      "--runs-dir", str(tmp_path / "runs")], capsys)
+    root = ET.fromstring(junit.read_text())
+    failures = int(root.find("testsuite").get("failures"))
+    assert (code == 1) == (failures > 0)
+    assert (tmp_path / "out.html").read_text().startswith("<!DOCTYPE html>")
+    assert "PASS coverage rconc" in out.err
+    assert np.isfinite(float(root.find("testsuite").get("time")))

@@ -1,0 +1,51 @@
+"""A campaign on Ray with one worker finds what one process finds (same seed, budget in calls);
+with two workers the guide states are merged and faults stay distinct across workers."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ray", reason="Ray is not installed")
+pytestmark = pytest.mark.slow          # a Ray runtime takes tens of seconds to start here
+
+
+@pytest.fixture(scope="module")
+def model_file(tiny_lstm, tmp_path_factory):
+    from rnncon_core.coverage import build_profile
+    path = tmp_path_factory.mktemp("model") / "tiny.keras"
+    tiny_lstm.save(path)
+    from rnncon_core.zoo import load_model
+    x = np.random.default_rng(11).random((24, 5, 3)).astype("float32")
+    build_profile(load_model(str(path)), x)
+    return str(path), x
+
+
+def test_one_worker_equals_one_process(model_file, tmp_path, monkeypatch):
+    from rnncon_core.campaign import run_campaign
+    from rnncon_core.campaign import prepare as campaign_run
+    from rnncon_core.errors import RNNConError
+    from rnncon_core.jobs.distributed import runtime
+    from rnncon_core.runs import RunStore
+    from rnncon_core.zoo import load_model
+    path, x = model_file
+    y = np.asarray(load_model(path)(x)).argmax(1)
+
+    def seeds(model_ref, dataset=None, n_seeds=100, inputs=None, labels=None):
+        model = campaign_run._loaded(model_ref, load_model)
+        return model, x, y, x, "inputs"
+    monkeypatch.setattr(campaign_run, "load_seeds", seeds)
+    monkeypatch.setattr("rnncon_core.campaign.run.load_seeds", seeds)
+    store = RunStore(tmp_path / "runs")
+    kw = dict(guide="rconc", budget="300calls", seed=4, store=store, parents=4, mutants=4,
+              max_linf=0.5, noise=0.3)
+    local = run_campaign(path, **kw)
+    try:
+        ray = run_campaign(path, workers=1, ray_runtime=runtime, **kw)
+    except RNNConError as e:
+        pytest.skip(f"Ray cannot start here: {e}")
+    for key in ("calls", "distinct_faults", "distinct_pairs", "queue", "coverage"):
+        assert ray[key] == local[key], key
+    a = store.get(ray["run_id"]).load_npz("faults")
+    b = store.get(local["run_id"]).load_npz("faults")
+    np.testing.assert_array_equal(a["x"], b["x"])
+    np.testing.assert_array_equal(a["pred"], b["pred"])
