@@ -9,6 +9,7 @@ import typer
 from . import (DECLARED, JSON_OPT, PARAM_OPT, RAY_OPT, ROOT_OPT, RUNS_DIR_OPT, app,
                declared_values, emit, log, names, report_app, show_params, store)
 from ..errors import InputError
+from ..registry import GENERATORS
 
 _JSON_KEYS = ("run_id", "method", "model", "n_seeds", "n_adversarial", "adv_rate", "avg_l2",
               "avg_l1", "avg_linf", "seconds", "outputs")
@@ -40,8 +41,8 @@ def generate_cmd(
     ctx: typer.Context,
     model: str = typer.Option(..., "--model", help="Shipped model name or .keras path."),
     method: str = typer.Option("rconc", "--method",
-                               help="rconc|nc|rnntest|differential|fgsm|pgd|noise "
-                                    "(text models: eda|synonym-gradient)"),
+                               help=f"One of {'|'.join(GENERATORS.names())} (`rnncon "
+                                    f"methods` says which take images and which text)."),
     seeds: int = typer.Option(100, "--seeds", help="Number of seeds: the first N test inputs "
                                                    "the model predicts right."),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Seeds from this data set's "
@@ -81,12 +82,12 @@ def generate_cmd(
         _check_vocab(params["vocab"])
     runs = store(runs_dir, root)            # an unusable store fails before any work
     others = names(models, "--models") or []
-    if method == "differential" and not others:
+    if generator_class(method).needs_others and not others:
         from ..zoo import ARCHITECTURES, shipped_models
         ds = ARCHITECTURES[model].dataset if model in ARCHITECTURES else None
         others = [m for m in shipped_models() if m != model and m in ARCHITECTURES
                   and ARCHITECTURES[m].dataset == ds]
-        log(f"differential: comparing with {', '.join(others) or 'no other model'}")
+        log(f"{method}: comparing with {', '.join(others) or 'no other model'}")
     out = run_generation(model, method, seeds, seed=seed, others=others, batch_size=batch_size,
                          dataset=dataset, inputs=x, labels=y, store=runs,
                          progress=lambda d, t: log(f"[{method}] {d}/{t} seeds"),
