@@ -372,7 +372,8 @@ class Generator(metaclass=_Declared):
 MINIMIZE = (
     Param("minimize", True, Bool(), "Once a seed turns adversarial, shrink its perturbation "
           "while it stays adversarial and its activated targets stay activated (a binary search "
-          "on its scale, then steps that lower its L2 norm).", label="Minimize the perturbation"),
+          "on its scale, then steps that lower its L2 norm).", label="Minimize the perturbation",
+          level="more"),
     Param("min_steps", 8, IntRange(0, 100), "Steps of the minimization that lower the L2 norm "
           "after the scale search (0: the scale search alone).", level="more"))
 # bisection rounds of the scale search (scales 0..1, to 1/256) and of each later step (its
