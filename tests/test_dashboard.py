@@ -334,6 +334,7 @@ def test_generate_job_runs_in_the_background_then_shows_table2_and_gallery(runs_
     at = clean(run_app("generate"))
     at.number_input(key="gen_seeds").set_value(4)
     at.number_input(key="gen_iterations").set_value(3)
+    at.text_input(key="gen_name").set_value("my first run")
     start = next(b for b in at.button if b.label == "Start")    # the form's submit button
     at = start.click().run()
     job_id = at.session_state["jobs"][-1]
@@ -345,7 +346,8 @@ def test_generate_job_runs_in_the_background_then_shows_table2_and_gallery(runs_
     run = RunStore(runs_dir).get(job.run_id)
     assert run.status == "finished" and run.config["n_seeds"] == 4
     table = at.dataframe[0].value
-    assert job.run_id in list(table["run"])
+    assert any(r.startswith("my first run") for r in table["run"])     # its name, not its id
+    assert run.name == "my first run"
     assert at.selectbox(key="gen_show").value == job.run_id
     if run.summary["n_adversarial"]:
         gallery = next(f for f in figures(at) if "Seed, generated" in title(f))

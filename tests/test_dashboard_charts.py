@@ -1,5 +1,6 @@
 """The dashboard's figure builders and tables: pure functions, checked against the data."""
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -151,6 +152,12 @@ def test_before_after_zooms_each_metric_and_writes_the_values():
     lo, hi = fig.layout.yaxis.range                   # Accuracy's panel: zoomed, not 0..1
     assert 0.96 < lo < 0.9712 and 0.9734 < hi < 0.98
     assert "Δ +0.0022" in fig.layout.annotations[0].text
+    nine = pd.DataFrame({"metric": [f"m{i}" for i in range(9)], "before": [0.5] * 9,
+                         "after": [0.6] * 9})
+    grid = charts.before_after(nine)                  # small multiples: 3 a row, 3 rows
+    assert grid.layout.xaxis3.domain[1] == pytest.approx(1.0)
+    assert grid.layout.xaxis4.domain[0] == pytest.approx(0.0)
+    assert grid.layout.yaxis.domain[0] > grid.layout.yaxis4.domain[1]
     r = pd.DataFrame({"metric": ["Accuracy"] * 3, "stage": ["before", "after", "after"],
                       "value": [0.9, 0.91, 0.93]})
     fig = charts.repeats(r)
@@ -348,3 +355,22 @@ def test_accuracy_beside_paper_zooms_to_the_data_and_writes_the_values():
     assert list(ours.text) == ["97.20 %", "86.46 %"] and list(paper.text) == ["98.76 %", "—"]
     low, high = fig.layout.xaxis.range
     assert 75 <= low < 86.46 and high > 100                  # not 0-100: the gaps show
+
+
+def test_retraining_report_leads_with_the_held_out_result_and_shows_no_path(tmp_path):
+    from types import SimpleNamespace
+
+    from rnncon_core.reports import html as report
+    s = {**_with_transfer(_retrain_summary()), "repeats": 2, "repeats_done": 2,
+         "best_model": "/srv/secret/runs/r1/retrained-r1.keras", "from_run": "g1",
+         "note": "kept in /srv/secret/runs/r1 for later"}
+    info = SimpleNamespace(run_id="20260101-000000-retrain-abcdef", status="finished",
+                           kind="retrain", model="/srv/secret/uploads/my.keras", summary=s,
+                           config={"model": "/srv/secret/uploads/my.keras", "epochs": 1},
+                           progress=lambda: {})
+    page = report.retraining(info)
+    assert "/srv/secret" not in page and "my.keras" in page
+    heads = re.findall(r"<h2>([^<]+)</h2>", page)
+    assert heads[0] == "Held-out result against the control arm"
+    assert "+60.0 points" in page                      # retrained 85 % vs control 25 %
+    assert "best_model" not in page

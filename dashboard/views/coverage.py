@@ -75,7 +75,8 @@ def at_threshold():
         rate, covered, total = view["rconc"]
         figures = [("RConC", f"{rate:.2%}", f"{covered:,} of {total:,} contributions")]
         rate, covered, total = view["nc"]
-        figures.append(("NC", f"{rate:.2%}", f"{covered:,} of {total:,} neurons"))
+        figures.append(("NC", f"{rate:.2%}", f"{covered:,} of {total:,} neurons (layer "
+                                             f"outputs, no input pixels)"))
         figures.append(("HS_C (RNN-Test)", f"{view['hsc']:.2%}",
                         "hidden-state coverage: units among the top k of some hidden vector "
                         "(no threshold)"))

@@ -59,15 +59,45 @@ def _progress(run, camp, budget, progress) -> None:
 
 
 def _checkpoint(run, camp: Campaign, added: dict) -> None:
-    """Append the batch's new rows, then the state in one atomic file (it counts the rows,
-    so rows appended by a batch whose state never made it to disk are ignored)."""
+    """The batch's new queue and fault rows in one uncompressed part (``rows.partNNNNN.npz``),
+    then the state in one atomic file (it counts the rows, so rows of a batch whose state never
+    made it to disk are ignored): two writes per batch (compressing the parts and writing
+    queue and faults apart took a third of a campaign's time on mnist-lstm)."""
     q0, q1 = added["queue"]
-    if q1 > q0:
-        run.append_npz("queue", **camp.queue.rows.arrays(q0, q1))
     f0, f1 = added["faults"]
-    if f1 > f0:
-        run.append_npz("faults", **camp.faults.rows.arrays(f0, f1))
+    write_rows(run, camp.queue.rows.arrays(q0, q1) if q1 > q0 else {},
+               camp.faults.rows.arrays(f0, f1) if f1 > f0 else {})
     _save_state(run, camp)
+
+
+def write_rows(run, queue: dict, faults: dict) -> None:
+    from ..io import atomic_write_npz
+    if not queue and not faults:
+        return
+    n = getattr(run, "_rows_parts", None)
+    if n is None:
+        n = len(list(run.path.glob("rows.part*.npz")))
+    arrays = {**{f"queue/{k}": v for k, v in queue.items()},
+              **{f"faults/{k}": v for k, v in faults.items()}}
+    atomic_write_npz(run.path / f"rows.part{n:05d}.npz", arrays, compressed=False)
+    run._rows_parts = n + 1
+
+
+def read_rows(info, name: str) -> dict | None:
+    """The rows of "queue" or "faults": the whole file of a finished campaign, else its
+    parts, in order."""
+    whole = info.load_npz(name)
+    if whole is not None:
+        return whole
+    parts = []
+    for part in sorted(info.path.glob("rows.part*.npz")):
+        with np.load(part, allow_pickle=False) as z:
+            got = {k.split("/", 1)[1]: z[k] for k in z.files if k.startswith(name + "/")}
+        if got:
+            parts.append(got)
+    if not parts:
+        return None
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
 def _save_state(run, camp: Campaign) -> None:
@@ -105,25 +135,47 @@ def finish(run, camp: Campaign, config: dict, budget: Budget, stopped: bool) -> 
         run.save_npz("queue", **camp.queue.rows.arrays())
         run.save_npz("faults", **(camp.faults.rows.arrays() if len(camp.faults) else
                                   {"label": np.zeros(0, np.int64)}))
+        for part in run.path.glob("rows.part*.npz"):
+            part.unlink(missing_ok=True)
         run.finish(summary)
     return summary
 
 
+def live_state(info) -> dict:
+    """What a running campaign shows, read cheaply (only the curve and the counters of its
+    checkpoint): ``curve`` (columns) and ``summary`` (the finished summary, else the counters
+    and the curve's last row)."""
+    curve, counters = None, {}
+    if (info.path / "curve.npz").exists():
+        curve = info.load_npz("curve")
+    path = info.path / "checkpoint.npz"
+    if path.exists():
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                rows = np.asarray(z["curve"]) if curve is None else None
+                counters = json.loads(str(z["counters"]))
+        except (OSError, ValueError, KeyError):      # replaced while read: the next poll
+            rows = None
+        if curve is None and rows is not None:
+            rows = rows.reshape(-1, len(CURVE_COLUMNS))
+            curve = {c: rows[:, i] for i, c in enumerate(CURVE_COLUMNS)}
+    if curve is None:
+        curve = {c: np.zeros(0) for c in CURVE_COLUMNS}
+    summary = dict(info.summary or {})
+    if not summary and len(curve["calls"]):
+        summary = {"distinct_faults": int(curve["distinct_faults"][-1]),
+                   "distinct_pairs": int(curve["distinct_pairs"][-1]),
+                   "coverage": float(curve["coverage"][-1]), "calls": int(curve["calls"][-1])}
+    return {"curve": curve, "summary": summary, "counters": counters}
+
+
 def load_campaign(info) -> dict:
     """A stored campaign's arrays: curve (columns), faults, seeds and its summary."""
-    curve = info.load_npz("curve")
-    if curve is None:
-        state = info.load_npz("checkpoint")
-        rows = np.asarray(state["curve"]) if state is not None else np.zeros((0, 8))
-        rows = rows.reshape(-1, len(CURVE_COLUMNS))
-        curve = {c: rows[:, i] for i, c in enumerate(CURVE_COLUMNS)}
-    counters = {}
-    state = info.load_npz("checkpoint")
-    if state is not None:
-        counters = json.loads(str(state["counters"]))
-    faults = info.load_npz("faults") or {}
-    if "n_faults" in counters and faults:
-        faults = {k: v[:counters["n_faults"]] for k, v in faults.items()}
-    return {"curve": curve, "faults": faults, "seeds": info.load_npz("seeds") or {},
-            "summary": info.summary or {}, "config": info.config}
+    live = live_state(info)
+    faults = read_rows(info, "faults") or {}
+    n = live["counters"].get("n_faults")
+    if n is not None and faults:
+        faults = {k: v[:n] for k, v in faults.items()}
+    return {"curve": live["curve"], "faults": faults, "seeds": info.load_npz("seeds") or {},
+            "summary": live["summary"], "config": info.config}
 

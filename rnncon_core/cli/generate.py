@@ -6,8 +6,9 @@ from typing import List, Optional
 
 import typer
 
-from . import (DECLARED, JSON_OPT, PARAM_OPT, RAY_OPT, ROOT_OPT, RUNS_DIR_OPT, app,
-               declared_values, emit, log, names, report_app, show_params, store)
+from . import (DECLARED, JSON_OPT, NAME_OPT, PARAM_OPT, RAY_OPT, ROOT_OPT, RUNS_DIR_OPT,
+               TAGS_OPT, app, declared_values, emit, log, names, report_app, show_params,
+               store)
 from ..errors import InputError
 from ..registry import GENERATORS
 
@@ -65,6 +66,8 @@ def generate_cmd(
                                           "process."),
     ray_address: Optional[str] = RAY_OPT,
     json_out: bool = JSON_OPT,
+    name: Optional[str] = NAME_OPT,
+    tags: Optional[str] = TAGS_OPT,
 ):
     """Generate one test input per seed with one strategy; the run goes to the run store."""
     from ..generate import generator_class
@@ -80,7 +83,7 @@ def generate_cmd(
     y = read_npy(labels, "--labels") if labels is not None else None
     if params.get("vocab") is not None:
         _check_vocab(params["vocab"])
-    runs = store(runs_dir, root)            # an unusable store fails before any work
+    runs = store(runs_dir, root).named(name, tags or ())   # an unusable store fails here
     others = names(models, "--models") or []
     if generator_class(method).needs_others and not others:
         from ..zoo import ARCHITECTURES, shipped_models

@@ -34,8 +34,8 @@ CURVE_THRESHOLDS = Param("curve_thresholds", None, Thresholds(),
                          "More thresholds to keep the coverage curve for (the report's grid).",
                          level="cli")
 PROFILE_PATH = Param("profile_path", None, ProfilePath(),
-                     "The training profile (.npz); default: the model's own, built once by "
-                     "`rnncon profile`.", level="cli")
+                     "The training profile (.npz); default: the model's own in the cache, built "
+                     "from the training data when needed (--dataset, x_train=).", level="cli")
 
 
 class StepWindow(Check):

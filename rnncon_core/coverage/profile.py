@@ -130,8 +130,8 @@ def correct_inputs(model, x, y, embedded: bool = False):
         raise InputError(f"{len(x)} training inputs but {len(y)} labels")
     out = np.concatenate([np.asarray(m(x[i:i + _BATCH], training=False))
                           for i in range(0, len(x), _BATCH)])
-    pred = (out[:, 0] > 0.5).astype(np.int64) if out.shape[-1] == 1 else out.argmax(-1)
-    keep = pred == y.astype(np.int64)
+    from ..zoo import class_labels
+    keep = class_labels(out) == y.astype(np.int64)
     if not keep.any():
         raise InputError("the model classifies none of the training inputs correctly: no "
                          "profile of correct inputs (check the labels, or use "

@@ -332,7 +332,8 @@ def check_bounds(info, model, min_coverage: dict, max_faults: int | None) -> pd.
             rate = float(s["coverage"])
         else:
             if queue is None:
-                queue = info.load_npz("queue")["x"]
+                from ..campaign.record import read_rows
+                queue = read_rows(info, "queue")["x"]
             crit = make_guide(name, model, {})
             for i in range(0, len(queue), 256):
                 crit.update(queue[i:i + 256])

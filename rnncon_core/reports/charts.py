@@ -311,31 +311,39 @@ def selected_rows(figure: go.Figure, points: Sequence[Mapping]) -> list[int]:
     return list(dict.fromkeys(out))
 
 
-def before_after(metrics: pd.DataFrame, title: str = "Before and after retraining"
-                 ) -> go.Figure:
-    """Table 6 / Figure 13: one panel per metric with its bar pair (before, after), each
-    panel's axis zoomed to its own two values (differences of 0.002 stay visible), the values
-    written on the bars and the change in the panel's title. ``metrics`` has columns metric,
-    before, after."""
+def before_after(metrics: pd.DataFrame, title: str = "Before and after retraining",
+                 cols: int | None = None) -> go.Figure:
+    """Table 6 / Figure 13: small multiples, one panel per metric with its bar pair (before,
+    after), at most ``cols`` panels a row (default: 3 when there are more than 4, so each
+    panel keeps about 400 px of a 1,280 px page), each panel's axis zoomed to its own two
+    values (differences of 0.002 stay visible), the values written on the bars and the change
+    in the panel's title. ``metrics`` has columns metric, before, after."""
     names = list(metrics["metric"])
-    titles = [f"{m}<br>Δ {a - b:+.4f}" for m, b, a in zip(names, metrics["before"],
-                                                             metrics["after"])]
-    fig = make_subplots(rows=1, cols=max(1, len(names)), subplot_titles=titles,
-                        horizontal_spacing=0.5 / max(1, len(names)))
-    for col, (_, r) in enumerate(metrics.iterrows(), start=1):
+    n = max(1, len(names))
+    cols = cols or (n if n <= 4 else 3)
+    rows = -(-n // cols)
+    titles = [f"{m} · Δ {a - b:+.4f}" for m, b, a in zip(names, metrics["before"],
+                                                         metrics["after"])]
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles,
+                        horizontal_spacing=0.08, vertical_spacing=0.5 / rows)
+    for i, (_, r) in enumerate(metrics.iterrows()):
+        row, col = i // cols + 1, i % cols + 1
         lo, hi = min(r["before"], r["after"]), max(r["before"], r["after"])
         pad = max(hi - lo, 0.001) * 1.5
         for name, color in (("before", "#7f7f7f"), ("after", "#2ca02c")):
             fig.add_bar(x=[name], y=[r[name]], name=name, marker_color=color,
-                        legendgroup=name, showlegend=col == 1, text=[f"{r[name]:.4f}"],
-                        textposition="outside", cliponaxis=False, row=1, col=col,
+                        legendgroup=name, showlegend=i == 0, text=[f"{r[name]:.4f}"],
+                        textposition="outside", cliponaxis=False, row=row, col=col,
                         hovertemplate=f"{r['metric']} {name}: %{{y:.4f}}<extra></extra>")
-        fig.update_yaxes(range=[lo - pad, hi + pad], tickformat=".3f", row=1, col=col)
-    fig.update_layout(title=title, legend_title="", barmode="group",
-                      **{**_LAYOUT, "margin": dict(l=10, r=10, t=110, b=10)})
+        fig.update_yaxes(range=[lo - pad, hi + pad], tickformat=".3f", nticks=4, row=row,
+                         col=col)
+    fig.update_annotations(font_size=13)
+    height = 90 + 230 * rows
+    fig.update_layout(title=title, barmode="group", height=height, showlegend=False,
+                      **{**_LAYOUT, "margin": dict(l=10, r=10, t=90, b=40)})   # x names bars
     fig.add_annotation(text="each panel's axis is zoomed to its two values", showarrow=False,
-                       xref="paper", yref="paper", x=0, y=-0.12, font=dict(size=11,
-                                                                           color="gray"))
+                       xref="paper", yref="paper", x=0, y=-30 / (height - 130),
+                       font=dict(size=11, color="gray"))
     return fig
 
 

@@ -12,6 +12,7 @@ Plotly's JavaScript is embedded once per file (about 4.7 MB), so nothing is fetc
 from __future__ import annotations
 
 import html
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -49,36 +50,56 @@ dt { font-weight: 600; } dd { margin: 0; } .caption { color: #666; font-size: .9
 """
 
 
+_PATH = re.compile(r"(?<![\w:/.])(?:/[\w.+@-]+)+/([\w.+@-]+)")
+
+
+def public(text) -> str:
+    """A value as a report shows it: every absolute file path cut to its file name (a report
+    is shared: the server's folders are nobody's business)."""
+    return _PATH.sub(r"\1", _text(text))
+
+
+def _public_frame(df: pd.DataFrame) -> pd.DataFrame:
+    out = df.copy()
+    for col in out.columns:
+        if out[col].dtype == object or pd.api.types.is_string_dtype(out[col]):
+            out[col] = [v if v is None or (isinstance(v, float) and np.isnan(v))
+                        else public(v) if isinstance(v, str) else v for v in out[col]]
+    return out
+
+
 def render(title: str, facts: dict, sections: Sequence[Section],
            settings: dict | None = None) -> str:
-    """The HTML document: title, facts (model, data, …), settings, sections, versions."""
+    """The HTML document: title, facts (model, data, …), sections, settings, versions; no
+    absolute path of the server anywhere (:func:`public`)."""
+    title = public(title)
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
              f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
              f"<h1>{html.escape(title)}</h1>",
              f"<p class='meta'>RNNCon-Test report written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
              "</p>", _dl(facts)]
-    if settings:
-        parts += ["<h2>Settings</h2>", _dl(settings)]
     js = True                                     # plotly.js inline with the first figure
     for s in sections:
         parts.append(f"<h2>{html.escape(s.heading)}</h2>")
         if s.text:
-            parts.append(f"<p>{html.escape(s.text)}</p>")
+            parts.append(f"<p>{html.escape(public(s.text))}</p>")
         for name, df in s.tables:
             if name:
-                parts.append(f"<p class='caption'>{html.escape(name)}</p>")
-            parts.append(df.to_html(index=False, na_rep="—", border=0,
-                                    float_format=lambda v: f"{v:.4g}"))
+                parts.append(f"<p class='caption'>{html.escape(public(name))}</p>")
+            parts.append(_public_frame(df).to_html(index=False, na_rep="—", border=0,
+                                                   float_format=lambda v: f"{v:.4g}"))
         for fig in s.figures:
             parts.append(fig.to_html(full_html=False, include_plotlyjs=js,
                                      config={"displaylogo": False}))
             js = False
+    if settings:                 # after the results: a reader comes for those first
+        parts += ["<h2>Settings</h2>", _dl(settings)]
     parts += ["<h2>Versions</h2>", _dl(versions()), "</body></html>"]
     return "\n".join(parts)
 
 
 def _dl(d: dict) -> str:
-    rows = "".join(f"<dt>{html.escape(str(k))}</dt><dd>{html.escape(_text(v))}</dd>"
+    rows = "".join(f"<dt>{html.escape(str(k))}</dt><dd>{html.escape(public(v))}</dd>"
                    for k, v in d.items())
     return f"<dl>{rows}</dl>"
 
@@ -153,7 +174,9 @@ def generation(info, outputs: dict | None, pairs: int = 12) -> str:
 
 
 def retraining(info) -> str:
-    """A retraining run: Table 6, before/after per metric, the spread over repeats."""
+    """A retraining run: first the held-out result against the control arm (the page's
+    headline), then Table 6 and the held-out table per method, the figures, and the run's
+    own figures (no file paths)."""
     s = info.summary or {}
     facts = {"run": info.run_id, "status": info.status, "model": info.model,
              "source run": s.get("from_run"), "evaluated on": s.get("evaluated_on"),
@@ -163,14 +186,51 @@ def retraining(info) -> str:
     if not results.complete(info):
         facts["partial"] = results.partial_note(info)
     sections = []
+    head = headline(s)
+    if head is not None:
+        sections.append(Section("Held-out result against the control arm", head[0],
+                                tables=[("", head[1])]))
     if s.get("before"):
-        sections += [Section("Table 6", tables=[("", results.table6(s))]),
+        transfer = results.transfer_table(s)
+        sections += [Section("Table 6", tables=[("Clean metrics (evaluation part of the test "
+                                                 "split)", results.table6(s))]
+                             + ([("Held-out transfer per method (accuracy on adversarial "
+                                  "inputs made against the original model; no model trained "
+                                  "on them)", transfer)] if not transfer.empty else [])),
                      Section("Before and after retraining (Figure 13)",
                              figures=[charts.before_after(results.before_after_frame(s))]),
                      Section("Spread over the repeats (Figure 14)",
                              figures=[charts.repeats(results.repeats_frame(s))])]
-    sections.append(Section("Summary", tables=[("", _key_values(s))]))
-    return render(f"Retraining run {info.run_id}", facts, sections, settings=_flat(info.config))
+    brief = {k: v for k, v in s.items() if not isinstance(v, (dict, list))
+             and not str(k).endswith(("_model", "_path"))}
+    sections.append(Section("The run's figures", tables=[("", _key_values(brief))]))
+    return render(f"Retraining run {info.run_id}", facts, sections,
+                  settings={k: v for k, v in _flat(info.config).items()
+                            if not isinstance(v, (list, dict))})
+
+
+def headline(s: dict) -> tuple[str, pd.DataFrame] | None:
+    """The retraining's headline: accuracy on the held-out adversarial inputs of its main
+    method, original / retrained / control, and the clean accuracy after minus control; None
+    when the run measured no held-out set."""
+    t = s.get("transfer") or {}
+    if t.get("retrained") is None:
+        return None
+    rows = [{"model": "original", "held-out accuracy %": 100 * t["original"]},
+            {"model": "retrained (mean over repeats)",
+             "held-out accuracy %": 100 * t["retrained"]}]
+    text = (f"Accuracy on {t.get('n')} held-out {t.get('method')} adversarial inputs, made "
+            f"against the original model from evaluation seeds that no retraining saw.")
+    if t.get("control") is not None:
+        rows.append({"model": "control arm (clean inputs)",
+                     "held-out accuracy %": 100 * t["control"]})
+        text += (f" Retrained minus control: {100 * (t['retrained'] - t['control']):+.1f} "
+                 f"points")
+        if s.get("accuracy_after_minus_control") is not None:
+            text += (f"; clean accuracy, retrained minus control: "
+                     f"{100 * s['accuracy_after_minus_control']:+.2f} points")
+        text += "."
+    return text, pd.DataFrame(rows)
 
 
 def for_run(info) -> str:
