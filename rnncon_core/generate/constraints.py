@@ -30,6 +30,9 @@ def _rms(a: np.ndarray, axis=(1, 2)) -> np.ndarray:
 
 class Constraint:
     name = "none"
+    # the minimal-perturbation stage (base.py) may reshape the perturbation pixel by pixel;
+    # False: it only scales it (one brightness shift, dark patches stay patches)
+    refine = True
 
     def init(self, x0: np.ndarray, rng: np.random.Generator) -> dict:
         """Per-seed state (arrays with first axis B), e.g. the occlusion masks."""
@@ -41,12 +44,21 @@ class Constraint:
     def project(self, p: np.ndarray, x0: np.ndarray) -> np.ndarray:
         return np.clip(x0 + p, 0.0, 1.0) - x0
 
+    def effective(self, p: np.ndarray, x0: np.ndarray) -> np.ndarray:
+        """The part of the perturbation p that reaches the image (what the minimal stage
+        scales down)."""
+        return np.clip(x0 + p, 0.0, 1.0) - x0
+
     def get_config(self) -> dict:
         return {"name": self.name}
 
 
 class Light(Constraint):
     name = "light"
+    refine = False
+
+    def effective(self, p, x0):
+        return np.clip(p, -1.0, 1.0)      # still one shift: a larger one changes nothing more
 
     def direction(self, grad, x0, p, state, rng):
         sign = np.sign(grad.mean(axis=(1, 2), keepdims=True))
@@ -96,6 +108,7 @@ class Occlusion(Constraint):
 
 class Blackout(Constraint):
     name = "blackout"
+    refine = False
 
     def __init__(self, size: int = 6, patches: int = 1, scale: float = 10.0):
         self.size = int(size)
