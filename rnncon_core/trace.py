@@ -590,44 +590,12 @@ class Tracer:
         step_keys = tuple(step_fn.keys) if step_fn is not None else ()
         ta0 = {k: tf.TensorArray(x.dtype, size=T) for k in keep + list(step_keys)}
 
+        need_hw = "hW" in ta0 or step_fn is not None
+        cell = {"lstm": _lstm_step, "gru": _gru_step}.get(kind, _simple_rnn_step)
+
         def step(t, h, c, ta):
-            xz = xz_t[t]
-            if kind == "lstm":
-                hW = tf.matmul(h, rk)
-                zi, zf, zc, zo = tf.split(xz + hW, 4, axis=1)
-                i, f, o = rec_act(zi), rec_act(zf), rec_act(zo)
-                cc = act(zc)
-                c_new = f * c + i * cc
-                h_new = o * act(c_new)
-                gates = (i, f, cc, o)
-                hsrc = h
-            elif kind == "gru":
-                x_z, x_r, x_h = tf.split(xz, 3, axis=1)
-                if spec.reset_after:
-                    hW = tf.matmul(h, rk)
-                    inner = hW + rec_bias if rec_bias is not None else hW
-                    r_z, r_r, r_h = tf.split(inner, 3, axis=1)
-                    zg, rg = rec_act(x_z + r_z), rec_act(x_r + r_r)
-                    hh = act(x_h + rg * r_h)
-                    hsrc = h
-                else:
-                    hW_zr = tf.matmul(h, rk[:, :2 * u])
-                    r_z, r_r = tf.split(hW_zr, 2, axis=1)
-                    zg, rg = rec_act(x_z + r_z), rec_act(x_r + r_r)
-                    hsrc = rg * h
-                    hW_h = tf.matmul(hsrc, rk[:, 2 * u:])
-                    hh = act(x_h + hW_h)
-                    hW = tf.concat([hW_zr, hW_h], axis=1) \
-                        if "hW" in ta or step_fn is not None else None
-                h_new = zg * h + (1 - zg) * hh
-                c_new = c
-                gates = (zg, rg, hh)
-            else:  # simple_rnn
-                hW = tf.matmul(h, rk)
-                h_new = act(xz + hW)
-                c_new = c
-                gates = (h_new,)
-                hsrc = h
+            h_new, c_new, gates, hW, hsrc = cell(xz_t[t], h, c, rk, act, rec_act, u, spec,
+                                                 rec_bias, need_hw)
             if mask is not None:      # a masked step carries the state over
                 m = mask[t][:, None]
                 h_new = tf.where(m, h_new, h)
@@ -651,6 +619,47 @@ class Tracer:
         if "h_prev" in record:
             out["h_prev"] = tf.concat([tf.zeros_like(out["h"][:1]), out["h"][:-1]], axis=0)
         return out
+
+
+# One time step of each recurrent cell, as Keras computes it, with the recurrent part h·W kept:
+# each returns (h_new, c_new, gate activations, hW, the source of the recurrent part).
+
+def _lstm_step(xz, h, c, rk, act, rec_act, u, spec, rec_bias, need_hw):
+    import tensorflow as tf
+    hW = tf.matmul(h, rk)
+    zi, zf, zc, zo = tf.split(xz + hW, 4, axis=1)
+    i, f, o = rec_act(zi), rec_act(zf), rec_act(zo)
+    cc = act(zc)
+    c_new = f * c + i * cc
+    return o * act(c_new), c_new, (i, f, cc, o), hW, h
+
+
+def _gru_step(xz, h, c, rk, act, rec_act, u, spec, rec_bias, need_hw):
+    import tensorflow as tf
+    x_z, x_r, x_h = tf.split(xz, 3, axis=1)
+    if spec.reset_after:
+        hW = tf.matmul(h, rk)
+        inner = hW + rec_bias if rec_bias is not None else hW
+        r_z, r_r, r_h = tf.split(inner, 3, axis=1)
+        zg, rg = rec_act(x_z + r_z), rec_act(x_r + r_r)
+        hh = act(x_h + rg * r_h)
+        hsrc = h
+    else:
+        hW_zr = tf.matmul(h, rk[:, :2 * u])
+        r_z, r_r = tf.split(hW_zr, 2, axis=1)
+        zg, rg = rec_act(x_z + r_z), rec_act(x_r + r_r)
+        hsrc = rg * h
+        hW_h = tf.matmul(hsrc, rk[:, 2 * u:])
+        hh = act(x_h + hW_h)
+        hW = tf.concat([hW_zr, hW_h], axis=1) if need_hw else None
+    return zg * h + (1 - zg) * hh, c, (zg, rg, hh), hW, hsrc
+
+
+def _simple_rnn_step(xz, h, c, rk, act, rec_act, u, spec, rec_bias, need_hw):
+    import tensorflow as tf
+    hW = tf.matmul(h, rk)
+    h_new = act(xz + hW)
+    return h_new, c, (h_new,), hW, h
 
 
 def _merge(mode: str, a, b):
