@@ -79,3 +79,20 @@ def test_check_exits_1_and_writes_reports(tmp_path, capsys):
     assert (tmp_path / "out.html").read_text().startswith("<!DOCTYPE html>")
     assert "PASS coverage rconc" in out.err
     assert np.isfinite(float(root.find("testsuite").get("time")))
+
+
+@pytest.mark.slow
+def test_campaign_then_resume_with_a_larger_budget(tmp_path, capsys):
+    import json
+    runs = ["--runs-dir", str(tmp_path / "runs")]
+    code, out = _run(["campaign", "--model", "mnist-lstm", "--budget", "150calls", "--seeds",
+                      "20", "--guide", "nc", "--json", *runs], capsys)
+    assert code == 0
+    first = json.loads(out.out)
+    assert first["calls"] >= 150 and first["guide"] == "nc"
+    code, out = _run(["campaign", "--resume", first["run_id"], "--budget", "300calls", "--json",
+                      *runs], capsys)
+    assert code == 0
+    second = json.loads(out.out)
+    assert second["resumed_from"] == first["run_id"] and second["calls"] >= 300
+    assert second["distinct_faults"] >= first["distinct_faults"]

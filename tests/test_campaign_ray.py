@@ -49,3 +49,36 @@ def test_one_worker_equals_one_process(model_file, tmp_path, monkeypatch):
     b = store.get(local["run_id"]).load_npz("faults")
     np.testing.assert_array_equal(a["x"], b["x"])
     np.testing.assert_array_equal(a["pred"], b["pred"])
+
+
+def test_one_worker_resumes_exactly(model_file, tmp_path, monkeypatch):
+    from rnncon_core.campaign import run_campaign
+    from rnncon_core.campaign import prepare as campaign_run
+    from rnncon_core.errors import JobCancelled, RNNConError
+    from rnncon_core.jobs.distributed import runtime
+    from rnncon_core.runs import RunStore
+    from rnncon_core.zoo import load_model
+    path, x = model_file
+    y = np.asarray(load_model(path)(x)).argmax(1)
+
+    def seeds(model_ref, dataset=None, n_seeds=100, inputs=None, labels=None):
+        return campaign_run._loaded(model_ref, load_model), x, y, x, "inputs"
+    monkeypatch.setattr(campaign_run, "load_seeds", seeds)
+    store = RunStore(tmp_path / "runs")
+    kw = dict(guide="rconc", budget="400calls", seed=6, store=store, parents=4, mutants=4,
+              max_linf=0.5, noise=0.3, workers=1, ray_runtime=runtime)
+    try:
+        whole = run_campaign(path, **kw)
+    except RNNConError as e:
+        pytest.skip(f"Ray cannot start here: {e}")
+    stops = iter([False] + [True] * 100)
+    with pytest.raises(JobCancelled):
+        run_campaign(path, should_stop=lambda: next(stops), **kw)
+    cut = store.list(kind="campaign", status="cancelled")[0]
+    resumed = run_campaign(path, budget="400calls", resume=cut.run_id, store=store,
+                           ray_runtime=runtime)
+    for key in ("calls", "distinct_faults", "distinct_pairs", "queue", "coverage"):
+        assert resumed[key] == whole[key], key
+    a = store.get(resumed["run_id"]).load_npz("faults")
+    b = store.get(whole["run_id"]).load_npz("faults")
+    np.testing.assert_array_equal(a["x"], b["x"])

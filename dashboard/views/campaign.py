@@ -67,7 +67,7 @@ run_id = st.selectbox("Campaign", list(by_id), key="camp_show",
 
 def _curves():
     info = store.get(run_id)
-    loaded = camp.load_campaign(info)
+    loaded = camp.live_state(info)          # the curve and counters only: cheap to poll
     s = loaded["summary"]
     m = st.columns(5)
     m[0].metric("Distinct faults", s.get("distinct_faults", "—"))

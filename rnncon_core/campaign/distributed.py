@@ -9,11 +9,15 @@ them; faults are deduplicated again across workers. With one worker the merged s
 worker's own, so a campaign with ``workers=1`` and a budget in model calls finds the inputs and
 faults one process finds (tests/test_campaign_ray.py). The Ray runtime comes from the caller
 (``rnncon_core.jobs.distributed.runtime``, a layer above: it starts or joins the runtime).
-A Ray campaign is not resumable yet (its checkpoint holds the merged curve and faults only).
+The checkpoint (after every round) holds the driver's rows, curve and merged state and every
+worker's own state; ``resume`` restores each worker and goes on (the same number of workers).
 """
 from __future__ import annotations
 
 import os
+
+import numpy as np
+
 from ..errors import InputError, JobCancelled
 from .loop import Campaign
 
@@ -63,16 +67,25 @@ class _Worker:
     def guide_state(self) -> dict:
         return self.camp.guide._state_arrays()
 
+    def state(self) -> dict:
+        """This worker's whole state (its own fault rows too: a fault another worker found
+        first is not in the driver's rows but stays in this worker's keys)."""
+        return {**self.camp.state(),
+                **{f"faults/{k}": v for k, v in self.camp.faults.rows.arrays().items()}}
+
+    def restore(self, state: dict, queue: dict) -> dict:
+        faults = {k[7:]: v for k, v in state.items() if k.startswith("faults/")}
+        self.camp.restore({k: v for k, v in state.items() if not k.startswith("faults/")},
+                          queue, faults)
+        return self._delta(len(self.camp.queue), len(self.camp.faults))
+
 
 def run_on_ray(model, dataset, *, guide, budget, seeds, seed, guide_params, store, progress,
                should_stop, old, workers, ray_address, values, log, ray_runtime=None,
                sync_every: int = SYNC_EVERY) -> dict:
     """run_campaign's Ray path (same arguments); returns the summary with ``run_id``."""
     from .prepare import ensure_profile, input_kind, load_seeds, make_guide
-    from .record import _progress, finish
-    if old is not None:
-        raise InputError("a campaign on Ray cannot be resumed yet: resume it in one process "
-                         "(without --workers)")
+    from .record import _progress, finish, read_rows
     if ray_runtime is None:
         raise InputError("a campaign on Ray needs the runtime of rnncon_core.jobs "
                          "(ray_runtime=rnncon_core.jobs.distributed.runtime; the CLI passes it)")
@@ -86,7 +99,11 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, guide_params, stor
     config = {"model": model, "dataset": ds_name, "guide": guide,
               "guide_params": guide_params or {}, "budget": budget.text(),
               "seeds": int(seeds), "seed": int(seed), "params": dict(values), "kind": kind,
-              "workers": int(workers), "ray_address": ray_address, "resumed_from": None}
+              "workers": int(workers), "ray_address": ray_address,
+              "resumed_from": None if old is None else old.run_id}
+    if old is not None and old.config.get("workers", 0) != workers:
+        raise InputError(f"run {old.run_id} ran on {old.config.get('workers') or 'no'} Ray "
+                         f"workers: resume it with the same --workers")
     view = Campaign(keras_model, x, y, merged, values, seed, kind, None)      # the driver's
     view.queue.capacity = workers * values["max_queue"]
     with store.start("campaign", model=model, method=guide, config=config) as run, \
@@ -96,8 +113,12 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, guide_params, stor
         actors = [Worker.remote(model, x[w::workers], y[w::workers], guide, guide_params,
                                 values, seed if w == 0 else [seed, w], kind, workers > 1)
                   for w in range(workers)]
-        view.resume_clock()
-        _absorb(run, view, ray.get([a.start.remote() for a in actors]), actors, ray)
+        if old is None:
+            view.resume_clock()
+            _absorb(run, view, ray.get([a.start.remote() for a in actors]), actors, ray)
+            _save(run, view, actors, ray)
+        else:
+            _resume(run, view, old, actors, ray, read_rows)
         share = None if budget.calls is None else -(-budget.calls // workers)
         while not budget.done(view):
             if (should_stop is not None and should_stop()) or run.cancel_requested():
@@ -106,6 +127,7 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, guide_params, stor
             _absorb(run, view, ray.get([a.rounds.remote(sync_every, share) for a in actors]),
                     actors, ray)
             _progress(run, view, budget, progress)
+            _save(run, view, actors, ray)
             if view.calls == before:            # every worker spent its share of calls
                 break
         summary = finish(run, view, config, budget, stopped=not budget.done(view))
@@ -119,13 +141,14 @@ def _absorb(run, view: Campaign, deltas, actors, ray) -> None:
     """The workers' rounds into the driver's view: rows, faults (distinct across workers),
     counters; with several workers the guide states merged (``merge``) and sent back."""
     q0, f0 = len(view.queue), len(view.faults)
-    for d in deltas:
+    for w, d in enumerate(deltas):             # rows carry their worker (resume splits them)
         if len(d["queue"].get("x", ())):
-            view.queue.add(**d["queue"])
+            view.queue.add(**d["queue"], worker=np.full(len(d["queue"]["x"]), w))
         f = d["faults"]
         if len(f.get("label", ())):
             new = view.faults.new_mask(f["label"], f["pred"], f["state"])
-            view.faults.add(**{k: v[new] for k, v in f.items()})
+            view.faults.add(**{k: v[new] for k, v in f.items()},
+                            worker=np.full(int(new.sum()), w))
     view.calls = sum(d["calls"] for d in deltas)
     view.batches = sum(d["batches"] for d in deltas)
     view.model_seconds = sum(d["model_seconds"] for d in deltas)
@@ -145,3 +168,32 @@ def _absorb(run, view: Campaign, deltas, actors, ray) -> None:
     from .record import write_rows
     write_rows(run, view.queue.rows.arrays(q0) if len(view.queue) > q0 else {},
                view.faults.rows.arrays(f0) if len(view.faults) > f0 else {})
+
+
+def _save(run, view: Campaign, actors, ray) -> None:
+    """The driver's state and every worker's, in one atomic checkpoint."""
+    from ..io import atomic_write_npz
+    states = ray.get([a.state.remote() for a in actors])
+    arrays = {**view.state(), **{f"w{w}/{k}": v for w, st in enumerate(states)
+                                 for k, v in st.items()}}
+    atomic_write_npz(run.path / "checkpoint.npz", arrays, compressed=False)
+
+
+def _resume(run, view: Campaign, old, actors, ray, read_rows) -> None:
+    """The driver's view and every worker back to ``old``'s checkpoint."""
+    from .record import write_rows
+    state = old.load_npz("checkpoint")
+    queue, faults = read_rows(old, "queue"), read_rows(old, "faults") or {}
+    view.restore({k: v for k, v in state.items() if not k.startswith("w")}, queue, faults,
+                 warm=False)
+    rows = view.queue.rows
+    futures = []
+    for w, actor in enumerate(actors):
+        mine = rows["worker"] == w
+        wq = {k: v[mine] for k, v in rows.arrays().items() if k != "worker"}
+        ws = {k[len(f"w{w}/"):]: v for k, v in state.items() if k.startswith(f"w{w}/")}
+        futures.append(actor.restore.remote(ws, wq))
+    ray.get(futures)
+    write_rows(run, view.queue.rows.arrays(),
+               view.faults.rows.arrays() if len(view.faults) else {})
+    _save(run, view, actors, ray)

@@ -247,7 +247,7 @@ class Campaign:
                         self.guide._state_arrays().items()})
         return out
 
-    def restore(self, state: dict, queue: dict, faults: dict) -> None:
+    def restore(self, state: dict, queue: dict, faults: dict, warm: bool = True) -> None:
         """Back to a saved state (rows beyond the state's counts, written after it, are
         dropped)."""
         import json
@@ -262,7 +262,8 @@ class Campaign:
         self.calls, self.batches = c["calls"], c["batches"]
         self.seconds, self.model_seconds = c["seconds"], c["model_seconds"]
         self.unstable = c["unstable"]
-        self.warm_up()
+        if warm:
+            self.warm_up()
         self.rng.bit_generator.state = c["rng"]
         if self.guide is not None:
             self.guide._load_state({k[6:]: v for k, v in state.items()

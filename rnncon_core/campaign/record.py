@@ -141,21 +141,41 @@ def finish(run, camp: Campaign, config: dict, budget: Budget, stopped: bool) -> 
     return summary
 
 
+def live_state(info) -> dict:
+    """What a running campaign shows, read cheaply (only the curve and the counters of its
+    checkpoint): ``curve`` (columns) and ``summary`` (the finished summary, else the counters
+    and the curve's last row)."""
+    curve, counters = None, {}
+    if (info.path / "curve.npz").exists():
+        curve = info.load_npz("curve")
+    path = info.path / "checkpoint.npz"
+    if path.exists():
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                rows = np.asarray(z["curve"]) if curve is None else None
+                counters = json.loads(str(z["counters"]))
+        except (OSError, ValueError, KeyError):      # replaced while read: the next poll
+            rows = None
+        if curve is None and rows is not None:
+            rows = rows.reshape(-1, len(CURVE_COLUMNS))
+            curve = {c: rows[:, i] for i, c in enumerate(CURVE_COLUMNS)}
+    if curve is None:
+        curve = {c: np.zeros(0) for c in CURVE_COLUMNS}
+    summary = dict(info.summary or {})
+    if not summary and len(curve["calls"]):
+        summary = {"distinct_faults": int(curve["distinct_faults"][-1]),
+                   "distinct_pairs": int(curve["distinct_pairs"][-1]),
+                   "coverage": float(curve["coverage"][-1]), "calls": int(curve["calls"][-1])}
+    return {"curve": curve, "summary": summary, "counters": counters}
+
+
 def load_campaign(info) -> dict:
     """A stored campaign's arrays: curve (columns), faults, seeds and its summary."""
-    curve = info.load_npz("curve")
-    if curve is None:
-        state = info.load_npz("checkpoint")
-        rows = np.asarray(state["curve"]) if state is not None else np.zeros((0, 8))
-        rows = rows.reshape(-1, len(CURVE_COLUMNS))
-        curve = {c: rows[:, i] for i, c in enumerate(CURVE_COLUMNS)}
-    counters = {}
-    state = info.load_npz("checkpoint")
-    if state is not None:
-        counters = json.loads(str(state["counters"]))
+    live = live_state(info)
     faults = read_rows(info, "faults") or {}
-    if "n_faults" in counters and faults:
-        faults = {k: v[:counters["n_faults"]] for k, v in faults.items()}
-    return {"curve": curve, "faults": faults, "seeds": info.load_npz("seeds") or {},
-            "summary": info.summary or {}, "config": info.config}
+    n = live["counters"].get("n_faults")
+    if n is not None and faults:
+        faults = {k: v[:n] for k, v in faults.items()}
+    return {"curve": live["curve"], "faults": faults, "seeds": info.load_npz("seeds") or {},
+            "summary": live["summary"], "config": info.config}
 

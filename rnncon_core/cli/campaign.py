@@ -69,9 +69,9 @@ def _interruptible():
             signal.signal(signal.SIGINT, old)
 
 
-def _ray_runtime(workers, ray_address):
-    if not (workers or ray_address):
-        return None
+def _ray_runtime():
+    """The Ray runtime of the jobs layer (started only if a campaign asks for workers, or
+    resumes one that had them)."""
     from ..jobs.distributed import runtime
     return runtime
 
@@ -119,7 +119,7 @@ def campaign_cmd(
         out = run_campaign(model, dataset, guide=guide, budget=budget or (
             None if resume else "10m"), seeds=seeds, seed=seed, guide_params=gparams,
             store=runs, should_stop=interrupted, resume=resume, workers=workers or 0,
-            ray_address=ray_address, ray_runtime=_ray_runtime(workers, ray_address), log=log,
+            ray_address=ray_address, ray_runtime=_ray_runtime(), log=log,
             progress=_progress_log(), **params)
     if json_out:
         emit({k: out.get(k) for k in _JSON_KEYS})

@@ -417,7 +417,7 @@ def _reading(corr: pd.DataFrame, config: dict | None = None,
     composition = (f" Holding the number of generated inputs in the suite fixed too (partial τ "
                    f"within each size), it is {np.nanmedian(gen['tau']):+.2f}; positive with "
                    f"its interval above 0 on every model for {', '.join(every) or 'none'}."
-                   if len(gen) else "")
+                   if gen["tau"].notna().any() else "")
     const = _constants(corr, config or {"timings": {}}, table)
     out = [f"Suite size alone: pooling every size, the median τ of a criterion with "
            f"misclassified inputs is {np.nanmedian(pooled['tau']):+.2f} (size not controlled); "
