@@ -61,24 +61,26 @@ def _store(root: Path) -> RunStore:
     return RunStore(root)
 
 
-def _job_store(job: Job) -> RunStore:
-    """The store a job's engine call writes to: the server's root, and a callback that hands
-    the job the id of the first run it starts."""
+def _job_store(job: Job, name: str | None = None, tags=()) -> RunStore:
+    """The store a job's engine call writes to: the server's root, a callback that hands
+    the job the id of the first run it starts, and the user's name and tags for its runs."""
     def started(run) -> None:
         if job.run_id is None:
             job.run_id = run.run_id
-    return RunStore(store().root, on_start=started)
+    return RunStore(store().root, on_start=started, name=name, tags=tags)
 
 
 def start(kind: str, label: str, fn: Callable[..., Any], /, **kwargs) -> Job:
-    """Run ``fn(**kwargs, store=...)`` in a worker thread; return its Job at once."""
+    """Run ``fn(**kwargs, store=...)`` in a worker thread; return its Job at once.
+    ``run_name`` / ``run_tags`` (taken out of kwargs): the user's name and tags for its run."""
+    name, tags = kwargs.pop("run_name", None), kwargs.pop("run_tags", ())
     job = Job(job_id=secrets.token_hex(4), kind=kind, label=label,
               model=None if kwargs.get("model") is None else str(kwargs["model"]),
               session=_session())
 
     def work():
         try:
-            fn(**kwargs, store=_job_store(job))
+            fn(**kwargs, store=_job_store(job, name, tags))
         except RNNConError as e:          # bad input, cancelled, missing part: its message
             job.error = str(e)
         except Exception as e:            # a crash: the run (if any) holds the traceback
@@ -317,6 +319,17 @@ def started_by(run_id: str, session: str | None = None) -> str:
 
 def session_jobs() -> list[str]:
     return st.session_state.setdefault("jobs", [])
+
+
+def name_fields(key: str) -> tuple[str, str]:
+    """The form's optional name and tags of the run (two text boxes side by side)."""
+    c = st.columns(2)
+    name = c[0].text_input("Name of the run (optional)", key=f"{key}_name", max_chars=80,
+                           placeholder="e.g. baseline rconc",
+                           help="Shown instead of the run's id everywhere.")
+    tags = c[1].text_input("Tags (optional, comma separated)", key=f"{key}_tags",
+                           placeholder="e.g. demo, mnist")
+    return name, tags
 
 
 def launch(kind: str, label: str, fn: Callable[..., Any], /, **kwargs) -> Job:

@@ -61,7 +61,16 @@ def fit_width(label: str, widest_value: str = "") -> int:
     return CELL_PAD_PX + CHAR_PX * max(len(label), len(widest_value))
 
 
-RUN_ID_EXAMPLE = "20261202-041530-generate-a1b2c3"      # RunStore's id layout
+RUN_ID_EXAMPLE = "rconc · 12-02 04:15 · a1b2c3"      # runs.display_name of an unnamed run
+TABLE2_SHORT = {"image": ["run", "status", "seeds", "adversarial", "adv. rate %", "avg L2",
+                          "seconds"],          # the run's name says its method
+                "text": ["run", "status", "seeds", "adversarial", "adv. rate %",
+                         "valid adv. rate %", "words changed", "s / seed"]}
+
+
+def table2_order(df: pd.DataFrame, kind: str) -> list[str]:
+    """Table 2's default columns (they fit 1,280 px); the others are one toggle away."""
+    return [c for c in TABLE2_SHORT[kind] if c in df.columns]
 TABLE2_COLUMNS = {
     "run": cc.TextColumn("run", width=fit_width("run", RUN_ID_EXAMPLE), pinned=True),
     "status": cc.TextColumn("status", width=fit_width("status", "cancelled")),
@@ -126,6 +135,7 @@ def runs_history(runs: Iterable) -> pd.DataFrame:
                                       "summary", "error", "id"])
 
 
+HISTORY_SHORT = ["run", "status", "model", "created", "summary"]
 HISTORY_COLUMNS = {
     "run": cc.TextColumn("run", width="large", pinned=True,
                          help="its name, or what it did and when; the short id last"),

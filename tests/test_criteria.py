@@ -184,3 +184,33 @@ def test_every_criterion_config_round_trip_and_declared_checks(profiled, name):
                 get_criterion(name, profiled, **{p.name: bad})
     with pytest.raises(InputError, match=rf"criterion '{name}' has no parameter 'wobble'"):
         get_criterion(name, profiled, wobble=1)
+
+
+def test_cli_builds_the_profile_on_demand(cache, tiny_gru, tiny_x, tmp_path, capsys, monkeypatch):
+    """`rnncon coverage --dataset D --criterion state` builds the missing profile from D's
+    training split (with a progress line); with --inputs only, one line says what to pass."""
+    from rnncon_core import paths
+    monkeypatch.setattr(paths, "CACHE_DIR", tmp_path / "cache")     # no profile yet
+    tiny_gru.save(tmp_path / "gru.keras")
+    np.save(tmp_path / "x.npy", tiny_x)
+    labels = np.asarray(tiny_gru(tiny_x)).argmax(1)
+    seen = []
+
+    def fake_inputs(d, split, n, i):
+        if i is not None:
+            return tiny_x, None, "x"
+        seen.append((split, n))
+        return (tiny_x[:n] if n else tiny_x), (labels[:n] if n else labels), f"{d} {split}"
+    monkeypatch.setattr("rnncon_core.cli.coverage._load_inputs", fake_inputs)
+    model = str(tmp_path / "gru.keras")
+    code, _, err = _cli(capsys, monkeypatch, "coverage", "--model", model, "--inputs",
+                        str(tmp_path / "x.npy"), "--criterion", "transition", "--json")
+    assert code == 2 and "--dataset NAME" in err and len(err.strip().splitlines()) == 1
+    code, out, err = _cli(capsys, monkeypatch, "coverage", "--model", model, "--dataset", "mnist",
+                          "--criterion", "transition", "--n-profile", "8", "--json")
+    assert code == 0, err
+    assert ("train", 8) in seen and "building the training profile from 8" in err
+    assert json.loads(out)["n_inputs"] == len(tiny_x)
+    code, out, err = _cli(capsys, monkeypatch, "coverage", "--model", model, "--dataset", "mnist",
+                          "--criterion", "transition", "--n-profile", "8", "--json")
+    assert code == 0 and "building the training profile" not in err      # cached

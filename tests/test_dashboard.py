@@ -206,7 +206,7 @@ def test_a_good_upload_becomes_the_model_under_test(runs_dir, tmp_path):
     assert at.selectbox(key="models_dataset").options == ["mnist", "fashion-mnist"]
     at.switch_page("views/coverage.py").run()       # the other pages work on it
     clean(at)
-    assert headline(at)["CS_C (RNN-Test)"][0] == "—"     # a GRU has no cell state
+    assert headline(at)["Cell-state coverage (CS_C, RNN-Test)"][0] == "—"   # GRU: no cell
 
 
 def test_uploads_have_a_size_limit(monkeypatch):
@@ -269,11 +269,11 @@ def test_coverage_normalization_and_values_switches_reach_the_engine(runs_dir):
     assert at.radio(key="cov_norm").options == ["step", "layer", "model"]
     assert at.radio(key="cov_values").options == ["abs", "signed"]
     assert at.radio(key="cov_norm").value == "step" and at.radio(key="cov_values").value == "abs"
-    assert "Eq. 3 as written" not in " ".join(c.value for c in at.caption)
+    assert "formula as written" not in " ".join(c.value for c in at.caption)
     at.radio(key="cov_norm").set_value("model").run()
     at.radio(key="cov_values").set_value("signed").run()
     clean(at)
-    assert any("Eq. 3 as written" in c.value for c in at.caption)
+    assert any("formula as written" in c.value for c in at.caption)
     x, _ = state.test_inputs("mnist", 50)
     eq3 = ContributionCoverage(zoo.load_model("mnist-lstm"), normalize="model",
                                values="signed").update(x)
@@ -334,6 +334,7 @@ def test_generate_job_runs_in_the_background_then_shows_table2_and_gallery(runs_
     at = clean(run_app("generate"))
     at.number_input(key="gen_seeds").set_value(4)
     at.number_input(key="gen_iterations").set_value(3)
+    at.text_input(key="gen_name").set_value("my first run")
     start = next(b for b in at.button if b.label == "Start")    # the form's submit button
     at = start.click().run()
     job_id = at.session_state["jobs"][-1]
@@ -345,7 +346,8 @@ def test_generate_job_runs_in_the_background_then_shows_table2_and_gallery(runs_
     run = RunStore(runs_dir).get(job.run_id)
     assert run.status == "finished" and run.config["n_seeds"] == 4
     table = at.dataframe[0].value
-    assert job.run_id in list(table["run"])
+    assert any(r.startswith("my first run") for r in table["run"])     # its name, not its id
+    assert run.name == "my first run"
     assert at.selectbox(key="gen_show").value == job.run_id
     if run.summary["n_adversarial"]:
         gallery = next(f for f in figures(at) if "Seed, generated" in title(f))

@@ -100,12 +100,25 @@ def test_coverage_targets(name, results):
     assert ((r.n_activated >= 0) & (r.n_activated <= 1)).all()
 
 
-def test_fgsm_is_one_signed_step(results, seeds):
-    x, _ = seeds
-    r = results["fgsm"]
+def test_fgsm_is_one_signed_step(tiny, seeds):
+    x, y = seeds
+    r = _gen("fgsm", tiny, minimize=False).generate(x, y)
     p = r.x_gen - x
     inside = (r.x_gen > 0) & (r.x_gen < 1)
     np.testing.assert_allclose(np.abs(p[inside]), 0.1, atol=1e-6)
+
+
+def test_minimal_fgsm_is_the_signed_step_scaled_down(tiny, results, seeds):
+    # ART's minimal FGSM: the same signed step (as it reaches the image), one scale per seed
+    x, y = seeds
+    r, full = results["fgsm"], _gen("fgsm", tiny, minimize=False).generate(x, y)
+    np.testing.assert_array_equal(r.adversarial, full.adversarial)
+    assert r.adversarial.any()
+    for b in np.flatnonzero(full.adversarial):
+        step, small = full.x_gen[b] - x[b], r.x_gen[b] - x[b]
+        scale = np.abs(small).sum() / np.abs(step).sum()
+        assert 0 < scale <= 1
+        np.testing.assert_allclose(small, scale * step, atol=1e-6)
 
 
 def test_noise_has_the_l2_asked(tiny, seeds):

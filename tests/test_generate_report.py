@@ -20,6 +20,12 @@ def test_report_generation_small(tmp_path):
     rep = build_generation(n_seeds=6, models=["mnist-lstm"], out_dir=tmp_path / "out",
                            iterations=3, store=store, log=lambda m: None)
     rows = {r["row"]: r for r in rep["table2"]}
+    # the minimal-perturbation stage ran on every gradient row: its raw figures beside
+    for name in ("random", "rnntest", "pgd", "fgsm", "constraint:light"):
+        assert rows[name]["avg_l2_unminimized"] is not None
+        if rows[name]["avg_l2"] is not None:
+            assert rows[name]["avg_l2"] <= rows[name]["avg_l2_unminimized"] + 1e-6
+    assert rows["noise (same L2)"]["avg_l2_unminimized"] is None
     assert {"random", "lstm_1", "dense", "constraint:light", "constraint:occlusion",
             "constraint:blackout", "nc", "rnntest", "fgsm", "pgd", "noise (same L2)"} <= set(rows)
     assert rows["random"]["paper_adv_rate"] == 84.40 and rows["pgd"]["paper_adv_rate"] is None

@@ -221,9 +221,12 @@ def test_cli_retrain_json(tiny, tmp_path):
     result = CliRunner().invoke(app, ["retrain", "--model", tiny["path"], "--from-run", run_id,
                                       "--dataset", "digits", "--epochs", "1", "--repeats", "2",
                                       "--transfer-methods", "fgsm", "--transfer-seeds", "40",
-                                      "--json", "--runs-dir", str(tmp_path / "runs")])
+                                      "--json", "--runs-dir", str(tmp_path / "runs"),
+                                      "--name", "first try", "--tags", "demo"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
+    named = store.get(out["run_id"])
+    assert (named.name, named.tags) == ("first try", ("demo",))
     assert set(out["after"]["accuracy"]) == {"mean", "std", "values"}
     assert len(out["after"]["accuracy"]["values"]) == 2
     assert out["best_model"].endswith(".keras") and store.get(out["run_id"]).status == "finished"
@@ -236,7 +239,11 @@ def test_cli_retrain_json(tiny, tmp_path):
         load_dataset("digits").y_test)
     # the transfer set was generated against the original model from evaluation seeds
     gen = store.get(out["transfer_by_method"]["fgsm"]["run_id"])
-    assert gen.model == tiny["path"]
+    assert gen.model == tiny["path"] and gen.parent == out["run_id"] and gen.name is None
+    refused = CliRunner().invoke(app, ["retrain", "--model", tiny["path"], "--from-run",
+                                       gen.run_id, "--dataset", "digits",
+                                       "--runs-dir", str(tmp_path / "runs")])
+    assert refused.exit_code != 0 and "held-out evaluation set" in str(refused.exception)
     digits = load_dataset("digits")
     parts = retrain.split_test(digits, {"split": "train", "run_seeds": np.arange(30)})
     assert np.isin(gen.load_npz("seeds")["seed_index"], parts["evaluation"]).all()

@@ -7,6 +7,7 @@ from rnncon_core.reports import html as report
 from rnncon_core import data, zoo
 from rnncon_core import generate as gen
 from rnncon_core.errors import RNNConError
+from rnncon_core.runs import display_name
 from rnncon_core.jobs import run_generation
 
 st.title("Generate")
@@ -44,6 +45,7 @@ with st.form("gen_form"):
         same = [n for n in state.shipped() if n != sel.model
                 and zoo.ARCHITECTURES[n].dataset == own]
         others = st.multiselect("Other models", same, default=same[:1], key="gen_others")
+    run_name, run_tags = jobs.name_fields("gen")
     submitted = st.form_submit_button("Start", type="primary", icon=":material/play_arrow:")
 
 if submitted:
@@ -56,10 +58,11 @@ if submitted:
         st.error("Differential testing needs at least one other model with the same inputs; "
                  "none is shipped yet.")
     else:
-        jobs.launch("generate", f"{method} on {sel.label} · {int(n_seeds)} seeds",
+        jobs.launch("generate", run_name or f"{method} on {sel.label} · {int(n_seeds)} seeds",
                     run_generation, model=sel.model, method=method, n_seeds=int(n_seeds),
                     dataset=sel.dataset, batch_size=forms.batch_size(int(n_seeds)),
-                    **({"others": list(others)} if others else {}), **params)
+                    **({"others": list(others)} if others else {}), **params,
+                    run_name=run_name or None, run_tags=run_tags)
 
 jobs.job_panel("generate", show_key="gen_show", model=sel.model)
 
@@ -69,12 +72,15 @@ st.subheader("Table 2: generation runs of this model")
 if not runs:
     st.info("No finished generation run for this model yet: start one above.")
     st.stop()
-if kind == "image":
-    st.dataframe(tables.table2(runs), hide_index=True, width="stretch",
-                 column_config=tables.TABLE2_COLUMNS)
-else:
-    st.dataframe(text_views.table2(runs), hide_index=True, width="stretch",
-                 column_config=text_views.table2_columns())
+table = tables.table2(runs) if kind == "image" else text_views.table2(runs)
+table["run"] = [display_name(r) for r in runs]      # its name, or what and when; short id
+every = st.toggle("All columns", False, key="gen_all_columns",
+                  help="The run's target layer, constraint and every distance or check; the "
+                       "default columns fit a 1,280 px screen.")
+st.dataframe(table, hide_index=True, width="stretch",
+             column_order=None if every else tables.table2_order(table, kind),
+             column_config=tables.TABLE2_COLUMNS if kind == "image"
+             else text_views.table2_columns())
 
 st.subheader("Seeds and generated inputs")
 info = jobs.run_picker("Run", runs, key="gen_show")

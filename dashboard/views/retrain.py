@@ -5,6 +5,8 @@ from dashboard import jobs, state
 from rnncon_core.reports import charts, results
 from rnncon_core.reports import html as report
 from rnncon_core import retrain
+from rnncon_core.errors import RNNConError
+from rnncon_core.runs import display_name
 
 st.title("Retrain")
 st.caption("From the trained weights, the adversarial inputs of a generation run (labelled "
@@ -40,17 +42,20 @@ with st.form("retrain_form"):
                                        key="retrain_transfer_seeds",
                                        help="Evaluation seeds for the held-out transfer sets "
                                             "(rconc, nc, rnntest, pgd for images); 0: skip.")
+    run_name, run_tags = jobs.name_fields("retrain")
     submitted = st.form_submit_button("Start retraining", type="primary",
                                       disabled=not sources, icon=":material/play_arrow:")
 run_id = source.run_id if source is not None else None
 if submitted and run_id is None:
     st.error("Pick the generation run whose adversarial inputs are added.")
 if submitted and run_id:
-    jobs.launch("retrain", f"retrain {sel.label} with {run_id}", retrain.run_retraining,
+    jobs.launch("retrain", run_name or f"retraining of {sel.label} with "
+                f"{display_name(source)}", retrain.run_retraining,
                 model=sel.model, from_run=run_id, dataset=sel.dataset, epochs=int(epochs),
                 repeats=int(repeats), control=bool(control),
                 coverage_inputs=int(coverage_inputs), mix=float(mix),
-                transfer_seeds=int(transfer_seeds))
+                transfer_seeds=int(transfer_seeds), run_name=run_name or None,
+                run_tags=run_tags)
 
 jobs.job_panel("retrain", show_key="retrain_show", model=sel.model)
 
@@ -71,8 +76,12 @@ st.download_button("Download report (HTML)", lambda: report.retraining(shown_inf
                    on_click="ignore", icon=":material/download:",
                    help="This retraining as one self-contained HTML file that opens offline.")
 summary = store.get(shown).summary
-st.caption(f"{summary['model']} retrained with the {summary['n_inputs']} adversarial inputs of "
-           f"run {summary['from_run']}: {summary['repeats_done']} of {summary['repeats']} "
+try:
+    source_name = display_name(store.get(summary["from_run"]))
+except RNNConError:
+    source_name = summary["from_run"]          # deleted since
+st.caption(f"{display_name(shown_info)}: {sel.label} retrained with the {summary['n_inputs']} "
+           f"adversarial inputs of run {source_name}: {summary['repeats_done']} of {summary['repeats']} "
            f"repeats of {summary['epochs']} epochs; evaluated on {summary['evaluated_on']}.")
 transfer = summary.get("transfer")
 if transfer and transfer.get("control") is not None:
@@ -84,18 +93,16 @@ if transfer and transfer.get("control") is not None:
     c[1].metric("Same inputs: control arm", f"{100 * transfer['control']:.1f} %")
     c[2].metric("Clean accuracy: after − control",
                 f"{100 * summary['accuracy_after_minus_control']:+.2f} points")
-left, right = st.columns([3, 2])
-with left:
-    st.markdown("**Clean metrics** (evaluation part of the test split)")
-    st.dataframe(results.table6(summary), hide_index=True, width="stretch")
-with right:
-    st.markdown("**Held-out transfer** (accuracy on adversarial inputs made against the "
-                "original model from evaluation seeds; no model trained on them)")
-    table = results.transfer_table(summary)
-    if table.empty:
-        st.caption("Not measured in this run (held-out seeds per method: 0).")
-    else:
-        st.dataframe(table, hide_index=True, width="stretch")
+# one table a row: side by side, their columns were cut at 1,280 px
+st.markdown("**Clean metrics** (evaluation part of the test split)")
+st.dataframe(results.table6(summary), hide_index=True, width="stretch")
+st.markdown("**Held-out transfer** (accuracy on adversarial inputs made against the "
+            "original model from evaluation seeds; no model trained on them)")
+table = results.transfer_table(summary)
+if table.empty:
+    st.caption("Not measured in this run (held-out seeds per method: 0).")
+else:
+    st.dataframe(table, hide_index=True, width="stretch")
 # the small multiples take the page's width (nine panels in half of it ran together)
 st.plotly_chart(charts.before_after(results.before_after_frame(summary),
                                     title="Before and after retraining (mean over repeats)"),

@@ -27,7 +27,11 @@ shown = [r for r in runs if (kind == "all" or r.kind == kind)
          and (status == "all" or r.status == status)]
 
 history = tables.runs_history(shown)
-st.dataframe(history, hide_index=True, width="stretch", column_config=tables.HISTORY_COLUMNS)
+every = st.toggle("All columns", False, key="runs_all_columns",
+                  help="Kind, method, error and the full id; the default columns fit a "
+                       "1,280 px screen.")
+st.dataframe(history, hide_index=True, width="stretch", column_config=tables.HISTORY_COLUMNS,
+             column_order=None if every else tables.HISTORY_SHORT)
 st.download_button("Download this history (CSV)", history.to_csv(index=False),
                    file_name="runs.csv", mime="text/csv", key="runs_history_csv")
 

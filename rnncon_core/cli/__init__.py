@@ -27,6 +27,9 @@ RUNS_DIR_OPT = typer.Option(None, "--runs-dir", help="Run store (default: RNNCON
 ROOT_OPT = typer.Option(None, "--root", hidden=True, help="Old name of --runs-dir.")
 OUT_OPT = typer.Option(None, "--out", hidden=True, help="Old name of --out-dir.")
 JSON_OPT = typer.Option(False, "--json", help="Print one JSON object.")
+NAME_OPT = typer.Option(None, "--name", help="A name for the run (shown instead of its id "
+                                             "in the dashboard and `rnncon runs`).")
+TAGS_OPT = typer.Option(None, "--tags", help="Tags for the run, comma separated.")
 RAY_OPT = typer.Option(None, "--ray-address", help="Join this Ray cluster instead of a local "
                                                    "runtime (with --workers).")
 # the declared parameters of a method or criterion come after the command's own options

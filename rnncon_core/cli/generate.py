@@ -6,9 +6,11 @@ from typing import List, Optional
 
 import typer
 
-from . import (DECLARED, JSON_OPT, PARAM_OPT, RAY_OPT, ROOT_OPT, RUNS_DIR_OPT, app,
-               declared_values, emit, log, names, report_app, show_params, store)
+from . import (DECLARED, JSON_OPT, NAME_OPT, PARAM_OPT, RAY_OPT, ROOT_OPT, RUNS_DIR_OPT,
+               TAGS_OPT, app, declared_values, emit, log, names, report_app, show_params,
+               store)
 from ..errors import InputError
+from ..registry import GENERATORS
 
 _JSON_KEYS = ("run_id", "method", "model", "n_seeds", "n_adversarial", "adv_rate", "avg_l2",
               "avg_l1", "avg_linf", "seconds", "outputs")
@@ -40,8 +42,8 @@ def generate_cmd(
     ctx: typer.Context,
     model: str = typer.Option(..., "--model", help="Shipped model name or .keras path."),
     method: str = typer.Option("rconc", "--method",
-                               help="rconc|nc|rnntest|differential|fgsm|pgd|noise "
-                                    "(text models: eda|synonym-gradient)"),
+                               help=f"One of {'|'.join(GENERATORS.names())} (`rnncon "
+                                    f"methods` says which take images and which text)."),
     seeds: int = typer.Option(100, "--seeds", help="Number of seeds: the first N test inputs "
                                                    "the model predicts right."),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Seeds from this data set's "
@@ -64,6 +66,8 @@ def generate_cmd(
                                           "process."),
     ray_address: Optional[str] = RAY_OPT,
     json_out: bool = JSON_OPT,
+    name: Optional[str] = NAME_OPT,
+    tags: Optional[str] = TAGS_OPT,
 ):
     """Generate one test input per seed with one strategy; the run goes to the run store."""
     from ..generate import generator_class
@@ -79,14 +83,14 @@ def generate_cmd(
     y = read_npy(labels, "--labels") if labels is not None else None
     if params.get("vocab") is not None:
         _check_vocab(params["vocab"])
-    runs = store(runs_dir, root)            # an unusable store fails before any work
+    runs = store(runs_dir, root).named(name, tags or ())   # an unusable store fails here
     others = names(models, "--models") or []
-    if method == "differential" and not others:
+    if generator_class(method).needs_others and not others:
         from ..zoo import ARCHITECTURES, shipped_models
         ds = ARCHITECTURES[model].dataset if model in ARCHITECTURES else None
         others = [m for m in shipped_models() if m != model and m in ARCHITECTURES
                   and ARCHITECTURES[m].dataset == ds]
-        log(f"differential: comparing with {', '.join(others) or 'no other model'}")
+        log(f"{method}: comparing with {', '.join(others) or 'no other model'}")
     out = run_generation(model, method, seeds, seed=seed, others=others, batch_size=batch_size,
                          dataset=dataset, inputs=x, labels=y, store=runs,
                          progress=lambda d, t: log(f"[{method}] {d}/{t} seeds"),

@@ -6,7 +6,8 @@ from typing import Optional
 
 import typer
 
-from . import JSON_OPT, ROOT_OPT, RUNS_DIR_OPT, app, emit, log, names, report_app, store
+from . import (JSON_OPT, NAME_OPT, ROOT_OPT, RUNS_DIR_OPT, TAGS_OPT, app, emit, log, names,
+               report_app, store)
 
 
 def _stderr(event: dict) -> None:
@@ -58,11 +59,13 @@ def retrain_cmd(
     runs_dir: Optional[str] = RUNS_DIR_OPT,
     root: Optional[str] = ROOT_OPT,
     json_out: bool = JSON_OPT,
+    name: Optional[str] = NAME_OPT,
+    tags: Optional[str] = TAGS_OPT,
 ):
     """Retrain a model with generated inputs; metrics before / after (mean and std over the
     repeats), the control arm, RConC and the path of the best retrained model."""
     from ..retrain import DEFAULT_MIX, TRANSFER_SEEDS, choose_run, run_retraining
-    runs = store(runs_dir, root)
+    runs = store(runs_dir, root).named(name, tags or ())
     if from_run == "best":
         choice = choose_run(model, runs)
         from_run = choice["run_id"]

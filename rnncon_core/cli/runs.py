@@ -67,13 +67,16 @@ def runs_cmd(
     from rich.console import Console
     from rich.table import Table
     table = Table(title=f"runs in {store.root}")
-    for col in ["run_id", "kind", "status", "model", "method", "created", "summary"]:
+    for col in ["run_id", "name", "kind", "status", "model", "method", "created", "summary"]:
         table.add_column(col)
     for r in runs:
         s = r["summary"] or {}
         brief = ", ".join(f"{k}={s[k]:.3g}" if isinstance(s[k], float) else f"{k}={s[k]}"
                           for k in ("n_seeds", "n_adversarial", "adv_rate", "avg_l2", "accuracy")
                           if k in s)
-        table.add_row(r["run_id"], r["kind"], r["status"], str(r["model"] or ""),
+        label = (r["name"] or "") + (f" [{', '.join(r['tags'])}]" if r["tags"] else "")
+        if r["parent"]:
+            label = f"held-out set of {r['parent']}" + (f": {label}" if label else "")
+        table.add_row(r["run_id"], label, r["kind"], r["status"], str(r["model"] or ""),
                       str(r["method"] or ""), r["created"], brief)
     Console(width=200).print(table)

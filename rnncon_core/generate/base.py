@@ -23,9 +23,9 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from ..errors import InputError
-from ..params import IntRange, Interval, OneOf, Param, Params
-from ..zoo import class_labels, output_head
-from .constraints import CONSTRAINTS
+from ..params import Bool, IntRange, Interval, OneOf, Param, Params
+from ..zoo import class_labels, class_probabilities, output_head
+from .constraints import CONSTRAINTS, get_constraint
 
 ProgressFn = Callable[[int, int], None]
 StopFn = Callable[[], bool]
@@ -71,9 +71,7 @@ class GenerationResult:
 
     def norms(self) -> dict[str, np.ndarray]:
         """Per-seed L2, L1 and L-infinity norms of the perturbation (over every pixel)."""
-        p = self.perturbation.reshape(self.n, int(np.prod(self.x_seed.shape[1:])))
-        return {"l2": np.linalg.norm(p, axis=1), "l1": np.abs(p).sum(axis=1),
-                "linf": np.abs(p).max(axis=1, initial=0.0)}
+        return perturbation_norms(self.perturbation)
 
     def words_changed(self) -> np.ndarray:
         """Per seed, textdiff's words changed (the generator's, else from the id rows)."""
@@ -109,6 +107,12 @@ class GenerationResult:
             for k, v in self.norms().items():
                 out[f"avg_{k}"] = mean(v[adv])
                 out[f"avg_{k}_all"] = mean(v)
+            if "pre_l2" in self.extras:     # the minimal-perturbation stage ran: its effect
+                for k in ("l2", "l1", "linf"):
+                    out[f"avg_{k}_unminimized"] = mean(np.asarray(self.extras[f"pre_{k}"])[adv])
+                out["minimize_seconds"] = round(float(np.sum(self.extras["min_seconds"])), 3)
+                if "pre_activated" in self.extras:
+                    out["mean_activated_unminimized"] = mean(self.extras["pre_activated"])
         if (self.n_activated >= 0).any():
             out["mean_activated"] = mean(self.n_activated[self.n_activated >= 0])
         if "set_pool" in self.extras and self.n:      # which targets coverage-guided runs chose
@@ -195,6 +199,23 @@ def compiled_forward(model):
         lambda x: head.probabilities(model(x, training=False)), reduce_retracing=True))
 
 
+TOP_K_OTHERS = 4        # DLFuzz: the seed's class against the next four (its top 5)
+
+
+def prediction_term(out, y, top_k: int = TOP_K_OTHERS):
+    """tf (B,): the mean logit of the ``top_k`` most likely classes other than y minus y's
+    logit, from class probabilities (B, C) or a sigmoid (B, 1): log p_j - log p_y = z_j - z_y
+    (the softmax's normalizer cancels). Positive once the input is predicted wrong (DLFuzz's
+    objective on its "before_softmax" layer: the seed's class against its next four)."""
+    import tensorflow as tf
+    out = class_probabilities(out)
+    logp = tf.math.log(tf.clip_by_value(out, 1e-30, 1.0))
+    own = tf.gather(logp, y, axis=1, batch_dims=1)
+    others = logp - 1e9 * tf.one_hot(y, tf.shape(logp)[1], dtype=logp.dtype)
+    k = min(int(top_k), int(out.shape[-1]) - 1)
+    return tf.reduce_mean(tf.math.top_k(others, k).values, axis=1) - own
+
+
 class _Declared(ABCMeta):
     """Constructing a strategy checks its declared ``params`` first: every declared parameter
     reaches ``__init__`` (its default where not given), checked (an InputError naming the
@@ -217,6 +238,8 @@ class Generator(metaclass=_Declared):
     input_kind: ClassVar[str] = "image"     # "image": float in [0, 1]; "text": int word ids
     params: ClassVar[Params] = Params()
     accepts: ClassVar[tuple] = ("batch_size", "seed")     # keywords that are no parameters
+    # capabilities, read by the runner, the CLI and the reports instead of method names:
+    needs_others: ClassVar[bool] = False    # compares with other models (``others=``)
 
     @classmethod
     def accepted(cls) -> tuple:
@@ -347,7 +370,30 @@ class Generator(metaclass=_Declared):
                 "seed": self.seed}
 
 
+# the minimal-perturbation stage's parameters (every gradient method declares them)
+MINIMIZE = (
+    Param("minimize", True, Bool(), "Once a seed turns adversarial, shrink its perturbation "
+          "while it stays adversarial and its activated targets stay activated (a binary search "
+          "on its scale, then steps that lower its L2 norm).", label="Minimize the perturbation",
+          level="more"),
+    Param("min_steps", 8, IntRange(0, 100), "Steps of the minimization that lower the L2 norm "
+          "after the scale search (0: the scale search alone).", level="more"))
+# bisection rounds of the scale search (scales 0..1, to 1/256) and of each later step (its
+# candidate's scales from half to the one of the same L2 norm as before the step)
+SCALE_ROUNDS, STEP_ROUNDS = 8, 5
+
+
 class GradientGenerator(Generator):
+    """Gradient ascent on a per-seed objective, shaped by a constraint, images kept in [0, 1].
+
+    ``step`` is the per-pixel RMS change of one iteration (DeepXplore's normalized gradient
+    times s); a seed leaves the loop as soon as it turns adversarial (and, with
+    ``stop_on_target``, when the strategy says its targets are reached). At most ``window``
+    seeds are worked on at once; a batch (``batch_size``) streams through that window. The
+    constraint's own parameters (``size``, ``position``, ...) are declared on the constraint
+    classes (generate.constraints) and checked there.
+    """
+
     # True: _objective uses TF ops only and runs inside one compiled gradient step
     graph_objective: ClassVar[bool] = True
     params = Params(
@@ -357,27 +403,27 @@ class GradientGenerator(Generator):
         Param("constraint", "none", OneOf(CONSTRAINTS),
               "DeepXplore's image constraint: none, light (one brightness shift), occlusion "
               "(one rectangle), blackout (dark squares)."),
-        Param("window", 128, IntRange(1), "Seeds worked on at once (memory).", level="more"))
-    accepts = ("size", "position", "patches", "scale")    # the constraint's (constraints.py)
+        Param("window", 128, IntRange(1), "Seeds worked on at once (memory).", level="more"),
+        *MINIMIZE)
 
-    """Gradient ascent on a per-seed objective, shaped by a constraint, images kept in [0, 1].
-
-    ``step`` is the per-pixel RMS change of one iteration (DeepXplore's normalized gradient
-    times s); a seed leaves the loop as soon as it turns adversarial (and, with
-    ``stop_on_target``, when the strategy says its targets are reached). At most ``window``
-    seeds are worked on at once; a batch (``batch_size``) streams through that window.
-    """
+    @classmethod
+    def accepted(cls) -> tuple:
+        """... and every parameter a registered constraint declares (passed on to it)."""
+        from .constraints import constraint_params
+        return (*super().accepted(), *constraint_params())
 
     def __init__(self, model, *, step: float, iterations: int, constraint: str, window: int,
-                 batch_size: int = 256, seed: int = 0, **constraint_params):
-        from .constraints import get_constraint
+                 minimize: bool, min_steps: int, batch_size: int = 256, seed: int = 0,
+                 **constraint_params):
         super().__init__(model, batch_size=batch_size, seed=seed)
+        self.minimize, self.min_steps = bool(minimize), int(min_steps)
         self.step = float(step)
         self.iterations = int(iterations)
         self.window = int(window)
         self.constraint = get_constraint(constraint, **constraint_params)
         self._forward = None
         self._step_fn = None
+        self._keep_fn = None
 
     # ---- what subclasses provide
     @abstractmethod
@@ -481,8 +527,133 @@ class GradientGenerator(Generator):
                 iters[ids] += 1
                 live[ids[iters[ids] >= self.iterations]] = False   # budget spent: judged below
         x_gen = np.clip(x0 + p, 0.0, 1.0).astype(np.float32)
-        out = BatchOutput(x_gen=x_gen, iterations=iters)
+        extras = {}
+        if self.minimize:
+            x_gen, extras = self._minimal(x0, y, p, ctx, cstate, rng)
+        out = BatchOutput(x_gen=x_gen, iterations=iters, extras=extras)
         return self._finish_batch(x_gen, ctx, out)
+
+    # ---- the minimal-perturbation stage
+    def _adversarial(self, x: np.ndarray, y: np.ndarray, final: bool = False) -> np.ndarray:
+        """(B,) bool: x is predicted wrong for label y; the compiled forward while searching,
+        with ``final`` the oracle's own call (``predict`` on the whole batch, as _judge)."""
+        import tensorflow as tf
+        if final:
+            return self.predict(x).argmax(1) != y
+        out = self.forward(tf.convert_to_tensor(x, tf.float32)).numpy()
+        return self._is_done(class_labels(out), y)
+
+    def _kept(self, x: np.ndarray, ctx: dict) -> np.ndarray | None:
+        """(B, m) bool: what the stage keeps true wherever it held on the adversarial input
+        (coverage-guided: each target activated); None: nothing beyond the oracle."""
+        return None
+
+    def _keep_values(self, x, y, ctx) -> list:
+        """tf (B,) values the stage's steps keep to first order (they drop the part of the
+        perturbation orthogonal to their gradients): the prediction margin."""
+        return [prediction_term(self.forward(x), y)]
+
+    def _keep_gradients(self, x: np.ndarray, y: np.ndarray, ctx: dict) -> list[np.ndarray]:
+        """The gradients of ``_keep_values`` at x, compiled like the ascent's step."""
+        import tensorflow as tf
+
+        def grads(xt, yt, ctx_t):
+            with tf.GradientTape(persistent=True) as tape:
+                tape.watch(xt)
+                vals = self._keep_values(xt, yt, ctx_t)
+            return [tf.zeros_like(xt) if g is None else g
+                    for g in (tape.gradient(v, xt) for v in vals)]
+
+        args = (tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(y, tf.int64),
+                {k: tf.convert_to_tensor(v) for k, v in ctx.items()})
+        if self.graph_objective and self._keep_fn is not False:
+            if self._keep_fn is None:
+                self._keep_fn = tf.function(grads, reduce_retracing=True)
+            try:
+                return [g.numpy() for g in self._keep_fn(*args)]
+            except (TypeError, ValueError, NotImplementedError,
+                    tf.errors.OperatorNotAllowedInGraphError):
+                self._keep_fn = False           # not traceable: eager from now on
+        return [g.numpy() for g in grads(*args)]
+
+    def _minimal(self, x0, y, p, ctx, cstate, rng) -> tuple[np.ndarray, dict]:
+        """The minimal-perturbation stage: each seed that ended adversarial gets the smallest
+        perturbation found that keeps it adversarial and keeps its activated targets
+        activated; the others keep theirs. Returns the images and per-seed extras (the
+        norms before the stage, the stage's seconds)."""
+        t0 = time.perf_counter()
+        x_adv = np.clip(x0 + p, 0.0, 1.0).astype(np.float32)
+        extras = {f"pre_{k}": v for k, v in perturbation_norms(x_adv - x0).items()}
+        x_gen = x_adv.copy()
+        idx = np.flatnonzero(self._adversarial(x_adv, y))
+        need = self._kept(x_adv, ctx)
+        if need is not None:
+            extras["pre_activated"] = need.sum(axis=1).astype(np.int64)
+        if len(idx):
+            sub = _subset(ctx, idx)
+            x_gen[idx] = self._shrink(x0[idx], y[idx], self.constraint.effective(p[idx], x0[idx]),
+                                      sub, None if need is None else need[idx],
+                                      {k: v[idx] for k, v in cstate.items()}, rng)
+            # the oracle's own check on the whole batch: a seed that would fail it keeps its input
+            ok = self._adversarial(x_gen, y, final=True)
+            if need is not None:
+                ok &= (self._kept(x_gen, ctx) | ~need).all(axis=1)
+            lost = np.zeros(len(x0), bool)
+            lost[idx] = ~ok[idx]
+            x_gen[lost] = x_adv[lost]
+        extras["min_seconds"] = np.full(len(x0), (time.perf_counter() - t0) / len(x0))
+        return x_gen, extras
+
+    def _shrink(self, x0, y, q, ctx, need, cstate, rng) -> np.ndarray:
+        """Images of the smallest perturbations found from the adversarial perturbations q:
+        a binary search on the scale of q (ART's minimal FGSM scans that scale linearly:
+        art/attacks/evasion/fast_gradient.py, FastGradientMethod._minimal_perturbation), then
+        ``min_steps`` steps that lower the L2 norm under the constraint (``_refine``)."""
+        def ok(d, rows):
+            x = np.clip(x0[rows] + d, 0.0, 1.0)
+            good = self._adversarial(x, y[rows])
+            if need is not None:
+                good &= (self._kept(x, _subset(ctx, rows)) | ~need[rows]).all(axis=1)
+            return good
+
+        rows = np.arange(len(x0))
+        s = _bisect(lambda s: _times(s, q), lambda d: ok(d, rows), np.ones(len(x0)),
+                    SCALE_ROUNDS)
+        d = _times(s, q)
+        if self.min_steps and self.constraint.refine:
+            d = self._refine(x0, y, d, ctx, cstate, ok, rng)
+        return np.clip(x0 + d, 0.0, 1.0).astype(np.float32)
+
+    def _refine(self, x0, y, d, ctx, cstate, ok, rng) -> np.ndarray:
+        """Steps toward the nearest point of the locally linear boundary (DeepFool's step,
+        Moosavi-Dezfooli et al.): drop a share eta of the part of d orthogonal to the gradients
+        of ``_keep_values`` (shaped by the constraint), scale the candidate up to d's L2 norm,
+        keep it if it passes and search its scale down again; eta doubles after a success and
+        halves after a failure. The L2 norm never grows (the projection only shrinks)."""
+        eta = np.ones(len(x0))
+        live = _l2(d) > 0
+        for _ in range(self.min_steps):
+            rows = np.flatnonzero(live)
+            if not len(rows):
+                break
+            dr, x0r = d[rows], x0[rows]
+            grads = self._keep_gradients(np.clip(x0r + dr, 0.0, 1.0), y[rows],
+                                         _subset(ctx, rows))
+            state = {k: v[rows] for k, v in cstate.items()}
+            dirs = [self.constraint.direction(g, x0r, dr, state, rng) for g in grads]
+            cand = self._project(dr - _times(eta[rows], _orthogonal_part(dr, dirs)), x0r)
+            hi = _l2(dr) / np.maximum(_l2(cand), 1e-12)
+            good = ok(self._project(_times(hi, cand), x0r), rows)
+            if good.any():
+                g_rows, c = rows[good], cand[good]
+                s = _bisect(lambda s: self._project(_times(s, c), x0[g_rows]),
+                            lambda dd: ok(dd, g_rows), hi[good], STEP_ROUNDS, lo=0.5)
+                new = self._project(_times(s, c), x0[g_rows])
+                better = _l2(new) < _l2(d[g_rows])
+                d[g_rows[better]] = new[better]
+            eta[rows] = np.where(good, np.minimum(1.0, 2 * eta[rows]), eta[rows] / 2)
+            live &= eta >= 0.125
+        return d
 
     def get_config(self) -> dict:
         """... plus the constraint's own parameters (e.g. an occlusion's size), if any."""
@@ -492,3 +663,47 @@ class GradientGenerator(Generator):
 
 def _subset(ctx: dict, idx: np.ndarray) -> dict:
     return {k: (v if k.startswith("_") else v[idx]) for k, v in ctx.items()}
+
+
+def perturbation_norms(d: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-seed L2, L1 and L-infinity norms of perturbations d (B, ...)."""
+    f = d.reshape(len(d), int(np.prod(d.shape[1:]))).astype(np.float32)
+    return {"l2": np.linalg.norm(f, axis=1), "l1": np.abs(f).sum(axis=1),
+            "linf": np.abs(f).max(axis=1, initial=0.0)}
+
+
+def _l2(d: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(d.reshape(len(d), int(np.prod(d.shape[1:]))), axis=1)
+
+
+def _times(s: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """Each row of d times its own scale s (B,)."""
+    return (np.asarray(s).reshape((-1,) + (1,) * (d.ndim - 1)) * d).astype(np.float32)
+
+
+def _bisect(make, ok, hi: np.ndarray, rounds: int, lo: float = 0.0) -> np.ndarray:
+    """Per row the smallest scale s in (lo, hi] (to within (hi - lo) / 2**rounds) with
+    ok(make(s)), given that ok(make(hi)) holds. ok need not be monotone: every answer is a
+    scale that passed (hi moves only to scales that did)."""
+    lo = np.minimum(np.full_like(hi, lo), hi)
+    for _ in range(rounds):
+        mid = (lo + hi) / 2
+        good = ok(make(mid))
+        hi, lo = np.where(good, mid, hi), np.where(good, lo, mid)
+    return hi
+
+
+def _orthogonal_part(d: np.ndarray, dirs: list[np.ndarray]) -> np.ndarray:
+    """The part of each row of d orthogonal to that row's directions (Gram-Schmidt)."""
+    B = len(d)
+    basis = []
+    for g in dirs:
+        u = g.reshape(B, -1).astype(np.float64)
+        for b in basis:
+            u -= np.sum(u * b, axis=1, keepdims=True) * b
+        n = np.linalg.norm(u, axis=1, keepdims=True)
+        basis.append(np.where(n > 1e-12, u / np.maximum(n, 1e-12), 0.0))
+    v = d.reshape(B, -1).astype(np.float64)
+    for b in basis:
+        v = v - np.sum(v * b, axis=1, keepdims=True) * b
+    return v.reshape(d.shape).astype(np.float32)

@@ -59,7 +59,9 @@ class FGSM(PGD):
     """One signed step of size ``eps`` on the prediction loss (Goodfellow et al.)."""
     method = "fgsm"
     params = Params(replace(EPS, default=0.1),
-                    GradientGenerator.params["constraint"])
+                    *(GradientGenerator.params[n] for n in ("constraint", "minimize")),
+                    # minimal: ART's minimal FGSM (the smallest scale of the one signed step)
+                    replace(GradientGenerator.params["min_steps"], default=0))
 
     def __init__(self, model, *, eps: float, **kw):
         super().__init__(model, eps=eps, step=eps, iterations=1, window=128, random_start=False,

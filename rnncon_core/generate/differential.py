@@ -30,6 +30,7 @@ class Differential(GradientGenerator):
         Param("threshold", 0.0, Interval(0.0, 1.0), "Neuron activation threshold of the "
                                                     "coverage term.", level="more"))
     accepts = ("others",)                   # the other models (Keras models)
+    needs_others = True
 
     def __init__(self, model, *, others=(), lambda1: float, lambda2: float, threshold: float,
                  **kw):
@@ -119,6 +120,20 @@ class Differential(GradientGenerator):
         votes = self._votes(x)
         differ = ~(votes == votes[0]).all(0)
         return grad, np.where(differ, -1, y)    # -1: marks the seed done (pred != label)
+
+    def _adversarial(self, x, y, final=False):
+        """The models disagree on x (final: the oracle's own call, on the whole batch)."""
+        import tensorflow as tf
+        if final:
+            votes = self._votes(x)
+        else:
+            xt = tf.convert_to_tensor(x, tf.float32)
+            votes = np.stack([class_labels(f(xt).numpy()) for f in self._forwards])
+        return ~(votes == votes[0]).all(0)
+
+    def _keep_values(self, x, y, ctx):
+        """The minimal stage keeps DeepXplore's objective to first order."""
+        return [self._objective(x, y, ctx)]
 
     def _oracle(self, y, pred_seed, pred_gen, x_gen):
         if not len(y):              # a run stopped before its first batch

@@ -26,30 +26,15 @@ import numpy as np
 from ..errors import InputError
 from ..coverage.rconc import ContributionCoverage
 from ..params import Bool, IntRange, Interval, OneOf, Param, Params, Text
-from ..zoo import class_probabilities
-from .base import BatchOutput, GradientGenerator, shared
+from .base import TOP_K_OTHERS, BatchOutput, GradientGenerator, prediction_term, shared  # noqa: F401
 
 # the prediction term's weight for rconc and nc, chosen on seeds no report uses
 # (reports/generation/NOTES.md: mnist-lstm, 64 held-out seeds, every weight tried)
 DEFAULT_LAMBDA_PRED = 0.03
-TOP_K_OTHERS = 4            # DLFuzz: the seed's class against the next four (its top 5)
 LAMBDA_PRED = Param("lambda_pred", DEFAULT_LAMBDA_PRED, Interval(0.0, 1e3),
                     "Weight of the prediction term (other classes' logits minus the seed "
                     "class's) beside the coverage term; 0: the coverage term alone.",
                     level="more")
-
-
-def prediction_term(out, y, top_k: int = TOP_K_OTHERS):
-    """tf (B,): the mean logit of the ``top_k`` most likely classes other than y minus y's
-    logit, from class probabilities (B, C) or a sigmoid (B, 1): log p_j - log p_y = z_j - z_y
-    (the softmax's normalizer cancels). Positive once the input is predicted wrong."""
-    import tensorflow as tf
-    out = class_probabilities(out)
-    logp = tf.math.log(tf.clip_by_value(out, 1e-30, 1.0))
-    own = tf.gather(logp, y, axis=1, batch_dims=1)
-    others = logp - 1e9 * tf.one_hot(y, tf.shape(logp)[1], dtype=logp.dtype)
-    k = min(int(top_k), int(out.shape[-1]) - 1)
-    return tf.reduce_mean(tf.math.top_k(others, k).values, axis=1) - own
 
 
 class CoverageGuided(GradientGenerator):
@@ -239,6 +224,16 @@ class CoverageGuided(GradientGenerator):
 
     def _target_reached(self, x, ctx):
         return self._activated(x, ctx).all(axis=1)
+
+    def _kept(self, x, ctx):
+        """The minimal stage keeps every target that the adversarial input activated."""
+        return self._activated(x, ctx)
+
+    def _keep_values(self, x, y, ctx):
+        """... the prediction margin and the targets' values."""
+        import tensorflow as tf
+        return [prediction_term(self.forward(x), y),
+                tf.reduce_sum(self._target_values(x, ctx), axis=1)]
 
     def _finish_batch(self, x_gen, ctx, out: BatchOutput) -> BatchOutput:
         out.targets = ctx["targets"]

@@ -1,0 +1,158 @@
+"""The minimal-perturbation stage (GradientGenerator's ``minimize``) on a tiny model: it never
+loses an adversarial input, never grows the perturbation, keeps the activated targets, keeps
+the constraint's shape, and is declared, configured and summarized."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rnncon_core.errors import InputError
+from rnncon_core.generate import get_generator
+from rnncon_core.generate.base import _bisect, _orthogonal_part
+from tests.test_generate import _image, _predict, _tiny
+
+# every gradient method, at settings that turn most tiny seeds adversarial in a few steps
+METHODS = {"rconc": dict(threshold=0.9, step=0.1, iterations=6),
+           "nc": dict(threshold=0.9, step=0.1, iterations=6),
+           "rnntest": dict(step=0.1, iterations=6),
+           "pgd": dict(eps=0.3, step=0.05, iterations=6),
+           "fgsm": dict(eps=0.2, min_steps=3),
+           "differential": dict(step=0.2, iterations=8)}
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return _tiny(0)
+
+
+@pytest.fixture(scope="module")
+def other(tiny):
+    import keras
+    m = keras.models.clone_model(tiny)
+    m.set_weights([w * 0.8 for w in tiny.get_weights()])
+    return m
+
+
+@pytest.fixture(scope="module")
+def seeds(tiny):
+    from rnncon_core.data import load_dataset
+    x = load_dataset("digits").x_test[:10]
+    return x, _predict(tiny, x)
+
+
+_RUNS: dict = {}
+
+
+def _pair(method, tiny, other, seeds, **extra):
+    """The same run without and with the stage (each made once per module)."""
+    key = (method, tuple(sorted(extra.items())))
+    if key not in _RUNS:
+        x, y = seeds
+        kw = {**METHODS[method], **extra,
+              **({"others": [other]} if method == "differential" else {})}
+        _RUNS[key] = [get_generator(method, tiny, minimize=m, **kw).generate(x, y)
+                      for m in (False, True)]
+    return _RUNS[key]
+
+
+# differential predicts with every model at every step: the slowest here
+@pytest.mark.parametrize("method", [pytest.param(m, marks=pytest.mark.slow)
+                                    if m == "differential" else m for m in sorted(METHODS)])
+def test_stage_keeps_every_adversarial_input_and_never_grows_it(method, tiny, other, seeds):
+    raw, small = _pair(method, tiny, other, seeds)
+    assert raw.adversarial.sum() >= (1 if method == "differential" else 3)   # something to check
+    # no adversarial input is lost, and the oracle agrees with the model on what came back
+    assert (small.adversarial | ~raw.adversarial).all()
+    if method != "differential":
+        np.testing.assert_array_equal(small.adversarial,
+                                      (_predict(tiny, seeds[0]) == seeds[1])
+                                      & (_predict(tiny, small.x_gen) != seeds[1]))
+    before, after = raw.norms(), small.norms()
+    assert (after["l2"] <= before["l2"] + 1e-5).all()
+    # the ascent is the same: the stage's record of the norms before it is the raw run's
+    np.testing.assert_allclose(small.extras["pre_l2"], before["l2"], rtol=1e-5, atol=1e-6)
+    adv = raw.adversarial
+    assert (after["l2"][adv] < before["l2"][adv] - 1e-6).any()     # it does shrink something
+    assert small.x_gen.min() >= 0 and small.x_gen.max() <= 1
+    if method in ("pgd", "fgsm"):                                   # inside the eps ball
+        assert np.abs(small.x_gen - seeds[0]).max() <= METHODS[method]["eps"] + 1e-6
+    s = small.summary("tiny")
+    assert s["avg_l2_unminimized"] >= s["avg_l2"] and s["minimize_seconds"] >= 0
+
+
+@pytest.mark.parametrize("method", ["rconc", "nc", "rnntest"])
+def test_activated_targets_stay_activated(method, tiny, other, seeds):
+    raw, small = _pair(method, tiny, other, seeds)
+    np.testing.assert_array_equal(small.extras["pre_activated"], raw.n_activated)
+    adv = small.adversarial
+    assert (small.n_activated[adv] >= raw.n_activated[adv]).all()
+    assert "mean_activated_unminimized" in small.summary("tiny")
+
+
+def test_scale_only_constraints_keep_their_shape(tiny, other, seeds):
+    x, _ = seeds
+    # light: still one brightness shift per image, never a larger one
+    raw, small = _pair("rconc", tiny, other, seeds, constraint="light", step=0.05,
+                       iterations=12)
+    assert small.adversarial.sum() >= 1
+    for xs, xr, xg in zip(x, raw.x_gen, small.x_gen):
+        free = (xg > 0) & (xg < 1)
+        d = (xg - xs)[free]
+        if len(d):
+            np.testing.assert_allclose(d, d[0], atol=1e-6)
+        assert np.abs(xg - xs).max() <= np.abs(xr - xs).max() + 1e-6
+    # blackout: only darker, and never darker than without the stage
+    raw, small = _pair("rconc", tiny, other, seeds, constraint="blackout", size=2, patches=2)
+    assert (small.x_gen <= x + 1e-7).all() and (small.x_gen >= raw.x_gen - 1e-6).all()
+    assert (small.norms()["l1"] <= raw.norms()["l1"] + 1e-5).all()
+
+
+def test_occlusion_stays_in_its_rectangle(tiny, other, seeds):
+    raw, small = _pair("pgd", tiny, other, seeds, constraint="occlusion", size=(4, 3),
+                       position=(2, 3), iterations=10)
+    assert small.adversarial.sum() >= 1
+    diff = _image(small.x_gen - seeds[0])
+    outside = np.ones(diff.shape[1:], bool)
+    outside[2:6, 3:6] = False
+    assert np.abs(diff[:, outside]).max() == 0.0
+    assert (small.norms()["l2"] <= raw.norms()["l2"] + 1e-5).all()
+
+
+def test_declared_and_in_the_config(tiny):
+    gen = get_generator("rconc", tiny, threshold=0.9)
+    config = gen.get_config()
+    assert config["minimize"] is True and config["min_steps"] == 8
+    again = get_generator("rconc", tiny, **config)
+    assert again.get_config() == config
+    off = get_generator("pgd", tiny, minimize=False).get_config()
+    assert off["minimize"] is False
+    assert get_generator("fgsm", tiny).get_config()["min_steps"] == 0   # ART's minimal FGSM
+    with pytest.raises(InputError, match="minimize"):
+        get_generator("rnntest", tiny, minimize="yes")
+    with pytest.raises(InputError, match="min_steps"):
+        get_generator("nc", tiny, min_steps=-1)
+
+
+def test_bisect_answers_only_scales_that_passed():
+    # a pass region that is not an interval: the answer must still be a passing scale
+    hi = np.array([1.0, 1.0, 0.5])
+    passes = [lambda s: s > 0.3, lambda s: (s > 0.6) or (0.2 < s < 0.3), lambda s: True]
+    seen = []
+
+    def ok(s):
+        seen.append(s.copy())
+        return np.array([f(v) for f, v in zip(passes, s)])
+    s = _bisect(lambda s: s, ok, hi, 10)
+    assert all(f(v) for f, v in zip(passes, s))
+    assert abs(s[0] - 0.3) < 1e-3 and s[2] < 1e-3
+
+
+def test_orthogonal_part_drops_the_directions():
+    rng = np.random.default_rng(0)
+    d = rng.normal(size=(3, 4, 5)).astype(np.float32)
+    g1, g2 = rng.normal(size=(2, 3, 4, 5)).astype(np.float32)
+    v = _orthogonal_part(d, [g1, g2, g1 + g2]).reshape(3, -1)   # a dependent third one
+    for g in (g1, g2):
+        np.testing.assert_allclose(np.sum(v * g.reshape(3, -1), axis=1), 0, atol=1e-4)
+    # what is left is d minus its projection: never longer than d
+    assert (np.linalg.norm(v, axis=1) <= np.linalg.norm(d.reshape(3, -1), axis=1)).all()
