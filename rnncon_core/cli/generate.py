@@ -23,6 +23,27 @@ def _declared_elsewhere() -> set[str]:
             for n in (p.name, *p.aliases)}
 
 
+def method_params(cls, args: list[str], pairs: list[str] | None):
+    """A method's declared parameters and, for one that takes an image constraint, the
+    parameters the chosen constraint declares (``--constraint occlusion --size 5,5``)."""
+    from ..registry import CONSTRAINTS
+    params = cls.params
+    if "constraint" not in params:
+        return params
+    chosen = params["constraint"].default
+    for i, token in enumerate(args):
+        if token == "--constraint" and i + 1 < len(args):
+            chosen = args[i + 1]
+        elif token.startswith("--constraint="):
+            chosen = token.partition("=")[2]
+    for pair in pairs or []:
+        if pair.startswith("constraint="):
+            chosen = pair.partition("=")[2]
+    if chosen not in CONSTRAINTS:
+        return params                     # the method's own check names the constraints
+    return params.add(*CONSTRAINTS.load(chosen).params)
+
+
 def _check_vocab(path: str) -> None:
     from ..data import Vocabulary
     try:
@@ -80,8 +101,8 @@ def generate_cmd(
     from ..jobs import run_generation
     from . import read_labels, read_npy
     checked(seeds=seeds, seed=seed, kind=kind, workers=workers, batch_size=batch_size)
-    params = declared_values(generator_class(method).params, ctx.args, param,
-                             f"method {method!r}", _declared_elsewhere)
+    params = declared_values(method_params(generator_class(method), ctx.args, param),
+                             ctx.args, param, f"method {method!r}", _declared_elsewhere)
     if (inputs is None) != (labels is None):
         raise InputError("give --inputs X.npy and --labels Y.npy together (one label per input)")
     if inputs is not None and dataset is not None:
@@ -133,9 +154,14 @@ def methods_cmd(method: Optional[str] = typer.Argument(None, help="One method (d
 
     Give them to `rnncon generate` as --NAME VALUE (or --param NAME=VALUE)."""
     from ..generate import generator_class, list_generators
+    from ..registry import CONSTRAINTS
     chosen = [method] if method else list(list_generators())
     show_params("method", {m: (generator_class(m).input_kind, generator_class(m).params)
                            for m in chosen}, json_out)
+    if not json_out and any("constraint" in generator_class(m).params for m in chosen):
+        show_params("constraint", {n: ("image", c.params)
+                                   for n, c in CONSTRAINTS.classes().items() if len(c.params)},
+                    False)
 
 
 @report_app.command("generation")

@@ -54,6 +54,11 @@ TITLES = {"rconc": "Contribution coverage (RConC)",
           "rconc-snac": "Strong activation coverage of contributions"}
 
 
+def title(name: str) -> str:
+    """The criterion in words: its class's ``title``, else the table above, else the name."""
+    return getattr(CRITERIA.get(name), "title", "") or TITLES.get(name, name)
+
+
 def needs_profile(name: str) -> bool:
     """Whether the criterion reads a training profile (and so takes x_train / y_train)."""
     return "profile_path" in CRITERIA[name].params
@@ -74,4 +79,4 @@ __all__ = ["CRITERIA", "register_criterion", "CELL_BOUNDARIES", "REPORT_THRESHOL
            "WeightedTransitionCoverage", "KMultisection", "NeuronBoundary", "StrongActivation",
            "TopKNeuron", "TopKPatterns", "ContributionKMultisection", "ContributionBoundary",
            "ContributionStrongActivation", "build_profile", "ensure_profile", "fingerprint",
-           "load_profile", "needs_profile", "TITLES"]
+           "load_profile", "needs_profile", "TITLES", "title"]
