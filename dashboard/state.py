@@ -290,7 +290,7 @@ def criterion_row(model_ref: str, dataset_name: str, n_inputs: int, name: str) -
     differs; the profile it read), or the reason it does not apply. A profile-based one
     builds the model's training profile from the first PROFILE_INPUTS_N training inputs of
     the data set when it has none (coverage.profile.ensure_profile)."""
-    from rnncon_core.coverage import CRITERIA, TITLES, default_threshold, needs_profile
+    from rnncon_core.coverage import CRITERIA, default_threshold, needs_profile, title
     from rnncon_core.errors import RNNConError
     x = test_inputs(dataset_name, n_inputs)[0]
     cls = CRITERIA[name]
@@ -300,7 +300,7 @@ def criterion_row(model_ref: str, dataset_name: str, n_inputs: int, name: str) -
         x_tr, y_tr = dataset(dataset_name).split("train")
         params.update(x_train=x_tr[:PROFILE_INPUTS_N], y_train=y_tr[:PROFILE_INPUTS_N],
                       train_source=f"{dataset_name} train[:{PROFILE_INPUTS_N}]")
-    row = {"criterion": TITLES.get(name, name), "id": name}
+    row = {"criterion": title(name), "id": name}
     try:
         crit = cls(model(model_ref), **params).update(x)
     except RNNConError as e:

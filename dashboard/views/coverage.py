@@ -216,12 +216,12 @@ def every_criterion() -> None:
         st.session_state["cov_every_on"] = True
     if not st.session_state.get("cov_every_on"):
         return
-    from rnncon_core.coverage import TITLES, needs_profile
+    from rnncon_core.coverage import needs_profile, title
     bar = st.progress(0.0, text="Measuring every criterion…")
 
     def progress(i, n, name):
         extra = " (builds the training profile the first time)" if needs_profile(name) else ""
-        bar.progress(i / n, text=f"{i + 1} of {n}: {TITLES.get(name, name)} ({name}){extra}")
+        bar.progress(i / n, text=f"{i + 1} of {n}: {title(name)} ({name}){extra}")
     try:
         table = state.every_criterion(sel.model, sel.dataset, n_inputs, progress)
     except RNNConError as e:

@@ -11,14 +11,12 @@ import typer
 from . import (DECLARED, JSON_OPT, OUT_OPT, PARAM_OPT, RAY_OPT, app, declared_values, emit, log, names,
                numbers, renamed, report_app, show_params)
 from ..errors import InputError
+from ..registry import CRITERIA
 
-CRITERION_HELP = ("rconc (contribution), nc (neuron), hsc (hidden state), csc (cell state); "
-                  "testRNN: bc, sc, tc; DeepStellar: state, state-boundary, state-weighted, "
-                  "transition, transition-weighted; DeepGauge: kmnc, nbc, snac, tknc, tknp, "
-                  "rconc-kmnc, rconc-nbc, rconc-snac (profile-based ones build the model's "
-                  "training profile from --dataset's training split when they need it; "
-                  "docs/criteria.md). Its parameters follow as --NAME VALUE: "
-                  "`rnncon criteria [NAME]` lists them.")
+CRITERION_HELP = (f"One of {', '.join(CRITERIA.names())} (profile-based ones build the "
+                  f"model's training profile from --dataset's training split when they need "
+                  f"it; docs/criteria.md). Its parameters follow as --NAME VALUE: "
+                  f"`rnncon criteria [NAME]` lists them.")
 
 
 def _load_inputs(dataset: str | None, split: str, n: int | None, inputs: str | None):

@@ -128,6 +128,7 @@ class Criterion:
     """Base of every coverage criterion (see the module docstring)."""
 
     name = ""
+    title = ""                      # the criterion in words, for tables (coverage.title)
     params = Params()               # the declared parameters (rnncon_core.params)
     uses_threshold = True
     threshold_from_data = False     # True: the CLI's and dashboard's default threshold is the

@@ -151,10 +151,10 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
             raise InputError(f"seed indices must lie in [0, {len(x_all)}) for the {split} split")
     else:
         idx = select_seeds(keras_model, x_all, y_all, int(n_seeds), correct_only)
-    if method == "differential":
+    if cls.needs_others:
         if not others:
-            raise InputError("differential testing needs other models: give others= "
-                             "(CLI: --models a,b)")
+            raise InputError(f"method {method!r} compares models: give the other models as "
+                             f"others= (CLI: --models a,b)")
         params["others"] = [load_model(o) for o in others]
     if batch_size is not None:
         params["batch_size"] = batch_size
@@ -184,9 +184,10 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
 
         stop = (lambda: run.cancel_requested() or bool(should_stop and should_stop()))
         if workers or ray_address:
-            if method == "differential" or not isinstance(model, str):
+            if cls.needs_others or not isinstance(model, str):
                 raise InputError("--workers needs a model every worker can load (a shipped "
-                                 "name or a .keras path) and is not for differential testing")
+                                 "name or a .keras path) and is not for a method that "
+                                 "compares models")
             from .distributed import generate as on_ray
             result = on_ray(model, x_all[idx], y_all[idx], method, workers=workers or 2,
                             address=ray_address, progress=report, should_stop=stop, seed=seed,
