@@ -45,7 +45,7 @@ import numpy as np
 
 from .errors import InputError, JobCancelled, RunStoreError
 from .paths import RUNS_DIR
-from .io import (atomic_write_bytes, atomic_write_json, atomic_write_npz, file_sha256,  # noqa: F401
+from .io import (atomic_write_bytes, atomic_write_json, atomic_write_npz, file_sha256,
                  model_file, model_sha256, to_json, versions)
 
 STATUSES = ("running", "finished", "failed", "cancelled")

@@ -96,7 +96,7 @@ PARAM_OPT = typer.Option(None, "--param", help="NAME=VALUE: a parameter of the m
 
 def emit(obj: dict) -> None:
     """Print one JSON object on stdout."""
-    from ..reports.writer import to_json
+    from ..io import to_json
     print(to_json(obj))
 
 
