@@ -203,8 +203,10 @@ def predictions(model_ref: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _predictions(model_ref: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    from rnncon_core.zoo import class_probabilities
-    p = class_probabilities(np.asarray(model(model_ref).predict(x, verbose=0, batch_size=256)))
+    """The engine's class probabilities (``predict_proba``: logits through a softmax, one
+    sigmoid unit as two columns), never a second reading of the raw outputs."""
+    from rnncon_core.generate import predict_proba
+    p = predict_proba(model(model_ref), x)
     return p.argmax(-1), p.max(-1)
 
 
@@ -229,7 +231,10 @@ def traced_layers(model_ref: str) -> list[dict]:
 
 
 def kind_of(dataset_name: str) -> str:
-    return "text" if dataset_name == "imdb" else "image"
+    """"text" (word ids) or "image" (float inputs, also a user's sequences)."""
+    if dataset_name in data.DATASETS:
+        return "text" if dataset_name == "imdb" else "image"
+    return "text" if dataset(dataset_name).kind == "text" else "image"
 
 
 def run_outputs(info, name: str = "outputs") -> dict | None:
@@ -290,7 +295,7 @@ def criterion_row(model_ref: str, dataset_name: str, n_inputs: int, name: str) -
     differs; the profile it read), or the reason it does not apply. A profile-based one
     builds the model's training profile from the first PROFILE_INPUTS_N training inputs of
     the data set when it has none (coverage.profile.ensure_profile)."""
-    from rnncon_core.coverage import CRITERIA, TITLES, default_threshold, needs_profile
+    from rnncon_core.coverage import CRITERIA, default_threshold, needs_profile, title
     from rnncon_core.errors import RNNConError
     x = test_inputs(dataset_name, n_inputs)[0]
     cls = CRITERIA[name]
@@ -300,7 +305,7 @@ def criterion_row(model_ref: str, dataset_name: str, n_inputs: int, name: str) -
         x_tr, y_tr = dataset(dataset_name).split("train")
         params.update(x_train=x_tr[:PROFILE_INPUTS_N], y_train=y_tr[:PROFILE_INPUTS_N],
                       train_source=f"{dataset_name} train[:{PROFILE_INPUTS_N}]")
-    row = {"criterion": TITLES.get(name, name), "id": name}
+    row = {"criterion": title(name), "id": name}
     try:
         crit = cls(model(model_ref), **params).update(x)
     except RNNConError as e:

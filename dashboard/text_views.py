@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from rnncon_core.text.lexical import CHECKS      # the edit checks, declared once
+
 CLASS_NAMES = ("negative", "positive")        # IMDB: 0 = negative review, 1 = positive
-CHECKS = ("antonym", "polarity", "number", "pos", "inflection")
 POS_NAMES = {"n": "noun", "v": "verb", "a": "adjective", "r": "adverb"}
 
 

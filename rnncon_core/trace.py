@@ -42,6 +42,7 @@ NOT_NEURONS = ("Flatten", "Reshape", "Dropout", "SpatialDropout1D", "GaussianDro
 SUPPORTED_LAYERS = ("InputLayer", "Embedding", "SimpleRNN", "LSTM", "GRU", "Bidirectional",
                     "Dense", "TimeDistributed") + PASS_THROUGH
 IMAGE_SHAPES = ((28, 28), (8, 8))     # (steps, features) of the image data sets
+KINDS = {"image": "image", "sequence": "real", "text": "ids"}   # a data kind -> input domain
 _SUPPORTED_TEXT = ("supported: a Sequential or single-chain functional model (one input, one "
                    "output) of Embedding (mask_zero too), SimpleRNN / LSTM / GRU (also "
                    "go_backwards, inside Bidirectional, with masks), Dense (also on a sequence "
@@ -153,11 +154,29 @@ def _chain_layers(model) -> list:
 
 def input_domain(model) -> str:
     """What a model reads: "ids" (word ids into its Embedding), "image" (float pixels in
-    [0, 1]: inputs shaped like an image data set's) or "real" (any float values)."""
+    [0, 1]: inputs shaped like an image data set's, unless :func:`set_kind` said otherwise)
+    or "real" (any float values)."""
     first = next((l for l in model.layers if type(l).__name__ != "InputLayer"), None)
     if type(first).__name__ == "Embedding":
         return "ids"
+    told = getattr(model, "__dict__", {}).get("_rnncon_kind")
+    if told is not None:
+        return KINDS[told]
     return "image" if tuple(model.input_shape[1:]) in IMAGE_SHAPES else "real"
+
+
+def set_kind(model, kind: str | None) -> None:
+    """Say what a model reads ("image", "sequence" or "text"; CLI ``--kind``), overriding the
+    guess from its input shape for every check and trace of this model object: e.g. z-scored
+    sensor data on a 28 x 28 model is "sequence" (any real values), not images in [0, 1]."""
+    if kind is None:
+        return
+    if kind not in KINDS:
+        raise InputError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if (KINDS[kind] == "ids") != (_embedding_layer(model) is not None):
+        raise InputError(f"--kind {kind} does not fit this model: it reads "
+                         f"{'word ids (text)' if kind != 'text' else 'float vectors'}")
+    object.__setattr__(model, "_rnncon_kind", kind)      # not a tracked Keras attribute
 
 
 def _embedding_layer(model):
@@ -165,17 +184,62 @@ def _embedding_layer(model):
     return first if type(first).__name__ == "Embedding" else None
 
 
-def check_model_inputs(model, x, what: str = "inputs") -> np.ndarray:
+def check_model(model) -> None:
+    """Refuse, before any input runs, what no command can use: a stateful recurrent layer
+    (its state would carry from one batch to the next) and a model that does not compute in
+    float32 (the trace and the generators run float32; convert it with :func:`to_float32`)."""
+    for layer in getattr(model, "layers", []):
+        inner = [layer, getattr(layer, "forward_layer", None), getattr(layer, "layer", None)]
+        if any(getattr(l, "stateful", False) for l in inner if l is not None):
+            raise _unsupported(layer, "stateful=True (its state would carry over from one "
+                                      "batch to the next; save a copy with stateful=False)")
+    dtypes = sorted({str(getattr(w, "dtype", "float32")) for w in model.weights}
+                    - {"float32", "int32", "int64", "bool"})
+    if dtypes:
+        raise UnsupportedModelError(
+            f"model {model.name!r} computes in {', '.join(dtypes)}; the trace and the "
+            f"generators run float32: convert it first with "
+            f"rnncon_core.trace.to_float32(model).save('model32.keras')")
+
+
+def to_float32(model):
+    """A float32 copy of a float64 (or float16) model: the same layers and weights, cast."""
+    import keras
+
+    def cast(node, key=None):
+        if isinstance(node, dict):
+            if node.get("class_name") == "DTypePolicy":
+                return {**node, "config": {**node["config"], "name": "float32"}}
+            return {k: cast(v, k) for k, v in node.items()}
+        if isinstance(node, list):
+            return [cast(v) for v in node]
+        if key == "dtype" and node in ("float64", "float16", "bfloat16"):
+            return "float32"
+        return node
+
+    copy = type(model).from_config(cast(model.get_config()))
+    if not copy.built:
+        copy.build(model.input_shape)
+    copy.set_weights([np.asarray(w, np.float32) if np.issubdtype(np.asarray(w).dtype,
+                      np.floating) else w for w in model.get_weights()])
+    return copy if isinstance(copy, keras.Model) else model
+
+
+def check_model_inputs(model, x, what: str = "inputs", kind: str | None = None) -> np.ndarray:
     """Inputs checked against the model before it runs: an array (int32 ids or float32) or
     an InputError saying what is wrong and what to do. The same checks and messages for the
-    CLI, the API and the dashboard (the Tracer runs them too)."""
+    CLI, the API and the dashboard (the Tracer runs them too). ``kind`` ("image", "sequence",
+    "text"; CLI ``--kind``) overrides the guess from the input shape (:func:`input_domain`):
+    "sequence" inputs may hold any real values, also on a 28 x 28 model."""
     inputs = getattr(model, "inputs", None) or [None]
     if len(inputs) != 1:
         raise UnsupportedModelError(f"model {model.name!r} has {len(inputs)} inputs; only one "
                                     f"is supported. {_SUPPORTED_TEXT}.")
+    check_model(model)
     emb = _embedding_layer(model)
     want = tuple(model.input_shape[1:])
     vocab = int(emb.input_dim) if emb is not None else None
+    set_kind(model, kind)
     return _check_array(x, want, "ids" if emb is not None else input_domain(model), vocab, what)
 
 
@@ -214,7 +278,8 @@ def _check_array(x, want: tuple, domain: str, vocab: int | None, what: str) -> n
         lo, hi = float(arr.min()), float(arr.max())
         if lo < 0 or hi > 1:
             hint = "divide 8-bit pixels by 255" if hi > 1 and lo >= 0 else \
-                "scale them into [0, 1] (e.g. (x - x.min()) / (x.max() - x.min()))"
+                "scale them into [0, 1] (e.g. (x - x.min()) / (x.max() - x.min())), or, if "\
+                "they are not images, say so (CLI: --kind sequence)"
             raise InputError(f"{what} are images for this model: their values must lie in "
                              f"[0, 1]; got values from {lo:.4g} to {hi:.4g}: {hint}")
     return arr
@@ -242,6 +307,7 @@ class Tracer:
         if not getattr(model, "built", False) or not model.weights:
             raise UnsupportedModelError("the model is not built (it has no weights yet): call "
                                         "it once or give keras.Input a shape")
+        check_model(model)               # stateful layers, float64 weights
         self.model = model
         shape = tuple(model.input_shape)
         self.embedding = None          # (name, matrix) for an Embedding model
@@ -255,73 +321,13 @@ class Tracer:
         feat = shape[1:]               # the shape flowing through (no batch axis)
         masked = False                 # whether a mask flows with it
         for pos, layer in enumerate(layers):
-            cls = type(layer).__name__
-            if cls not in SUPPORTED_LAYERS:
-                raise _unsupported(layer, f"{cls} is not one of the traced layers")
-            if cls == "Embedding":
-                if pos != 0:
-                    raise _unsupported(layer, "an Embedding must be the first layer")
-                self.embedding = (layer.name, layer.embeddings)
-                self.mask_zero = bool(getattr(layer, "mask_zero", False))
-                masked = self.mask_zero
-                feat = (shape[1], int(layer.output_dim))
-                continue
-            if cls in RECURRENT:
-                spec = self._recurrent_spec(layer, layer, layer.name, feat, masked)
-                self._ops.append(("rnn", spec))
-                feat = (spec.steps, spec.units) if spec.return_sequences else (spec.units,)
-                masked = masked and spec.return_sequences
-            elif cls == "Bidirectional":
-                if layer.merge_mode not in ("concat", "sum", "mul", "ave"):
-                    raise _unsupported(layer, f"merge_mode={layer.merge_mode!r} (several "
-                                              f"outputs); use concat, sum, mul or ave")
-                for flag in ("stateful", "return_state"):
-                    if getattr(layer, flag, False):
-                        raise _unsupported(layer, f"{flag}=True")
-                f = self._recurrent_spec(layer, layer.forward_layer, f"{layer.name}/forward",
-                                         feat, masked)
-                b = self._recurrent_spec(layer, layer.backward_layer,
-                                         f"{layer.name}/backward", feat, masked)
-                self._ops.append(("bidi", layer, f, b))
-                self.passes.append(PassSpec(layer.name, cls, _out_shape(layer, feat), False))
-                units = f.units * (2 if layer.merge_mode == "concat" else 1)
-                feat = (f.steps, units) if f.return_sequences else (units,)
-                masked = masked and f.return_sequences
-            elif cls == "Dense" or (cls == "TimeDistributed"
-                                    and type(layer.layer).__name__ == "Dense"):
-                dense = layer if cls == "Dense" else layer.layer
-                if len(feat) not in (1, 2) or feat[-1] is None:
-                    raise _unsupported(layer, f"a Dense layer needs (features) or (steps, "
-                                              f"features) inputs, got shape {feat}")
-                if len(feat) == 2 and feat[0] is None:
-                    raise _unsupported(layer, "the number of time steps is not fixed (give "
-                                              "keras.Input a shape with the steps)")
-                spec = LayerSpec(layer.name, "dense", int(dense.units),
-                                 int(feat[0]) if len(feat) == 2 else None, int(feat[-1]), (),
-                                 masked=masked and len(feat) == 2, layer=layer.name)
-                self._weights[spec.name] = {"kernel": dense.kernel, "bias": dense.bias}
-                self._activation[spec.name] = (dense.activation, None)
-                self.specs.append(spec)
-                self._ops.append(("dense", spec))
-                feat = feat[:-1] + (spec.units,)
-            elif cls in PASS_THROUGH:
-                out = _out_shape(layer, feat)
-                self.passes.append(PassSpec(layer.name, cls, out, cls not in NOT_NEURONS))
-                self._ops.append(("keras", layer))
-                if masked or cls == "Masking":
-                    masked = bool(layer.supports_masking) and (masked or cls == "Masking")
-                feat = out
-            else:   # TimeDistributed around anything else
-                raise _unsupported(layer, f"TimeDistributed({type(layer.layer).__name__}) "
-                                          f"(only TimeDistributed(Dense) is traced)")
+            feat, masked = self._add_layer(pos, layer, shape, feat, masked)
         if not self.specs:
             raise UnsupportedModelError(f"model {model.name!r} has no recurrent or Dense layer "
                                         f"to trace. {_SUPPORTED_TEXT}.")
         self.input_shape = tuple(shape[1:])          # (T, F) or (T,) for ids
         self.embedded_shape = (shape[1], int(self.embedding[1].shape[1])) \
             if self.embedding is not None else self.input_shape
-        self.domain = "ids" if self.embedding is not None else \
-            ("image" if self.input_shape in IMAGE_SHAPES else "real")
         self.spec = {s.name: s for s in self.specs}
         # NC's neurons in model order: (name, kind, output shape) of every traced layer
         # (each direction of a Bidirectional) and of the pass-through layers that compute
@@ -342,6 +348,89 @@ class Tracer:
             isig = tf.TensorSpec((None,) + self.input_shape, tf.int32)
             self._traced_ids = tf.function(lambda ids: _as_dict(self.forward(self.embed_tf(ids))),
                                            input_signature=[isig])
+
+    def _add_layer(self, pos, layer, shape, feat: tuple, masked: bool) -> tuple:
+        """Add one layer to the forward program; returns the shape that flows on (no batch
+        axis) and whether a mask flows with it."""
+        cls = type(layer).__name__
+        if cls not in SUPPORTED_LAYERS:
+            raise _unsupported(layer, f"{cls} is not one of the traced layers")
+        if cls == "TimeDistributed" and type(layer.layer).__name__ == "Dense":
+            cls = "Dense"
+        add = {"Embedding": self._add_embedding, "Bidirectional": self._add_bidirectional,
+               "Dense": self._add_dense, **{c: self._add_recurrent for c in RECURRENT},
+               **{c: self._add_pass_through for c in PASS_THROUGH}}.get(cls)
+        if add is None:                     # TimeDistributed around anything else
+            raise _unsupported(layer, f"TimeDistributed({type(layer.layer).__name__}) "
+                                      f"(only TimeDistributed(Dense) is traced)")
+        return add(pos, layer, shape, feat, masked)
+
+    def _add_embedding(self, pos, layer, shape, feat, masked):
+        """An Embedding (first layer only): its matrix; ids become vectors."""
+        if pos != 0:
+            raise _unsupported(layer, "an Embedding must be the first layer")
+        self.embedding = (layer.name, layer.embeddings)
+        self.mask_zero = bool(getattr(layer, "mask_zero", False))
+        masked = self.mask_zero
+        feat = (shape[1], int(layer.output_dim))
+        return feat, masked
+
+    def _add_recurrent(self, pos, layer, shape, feat, masked):
+        """SimpleRNN / LSTM / GRU: one traced recurrent layer."""
+        spec = self._recurrent_spec(layer, layer, layer.name, feat, masked)
+        self._ops.append(("rnn", spec))
+        feat = (spec.steps, spec.units) if spec.return_sequences else (spec.units,)
+        masked = masked and spec.return_sequences
+        return feat, masked
+
+    def _add_bidirectional(self, pos, layer, shape, feat, masked):
+        """A Bidirectional wrapper: its two directions, traced apart; Keras merges them."""
+        if layer.merge_mode not in ("concat", "sum", "mul", "ave"):
+            raise _unsupported(layer, f"merge_mode={layer.merge_mode!r} (several "
+                                      f"outputs); use concat, sum, mul or ave")
+        for flag in ("stateful", "return_state"):
+            if getattr(layer, flag, False):
+                raise _unsupported(layer, f"{flag}=True")
+        f = self._recurrent_spec(layer, layer.forward_layer, f"{layer.name}/forward",
+                                 feat, masked)
+        b = self._recurrent_spec(layer, layer.backward_layer,
+                                 f"{layer.name}/backward", feat, masked)
+        self._ops.append(("bidi", layer, f, b))
+        self.passes.append(PassSpec(layer.name, "Bidirectional", _out_shape(layer, feat), False))
+        units = f.units * (2 if layer.merge_mode == "concat" else 1)
+        feat = (f.steps, units) if f.return_sequences else (units,)
+        masked = masked and f.return_sequences
+        return feat, masked
+
+    def _add_dense(self, pos, layer, shape, feat, masked):
+        """Dense (or TimeDistributed(Dense)): a traced dense layer."""
+        dense = layer if type(layer).__name__ == "Dense" else layer.layer
+        if len(feat) not in (1, 2) or feat[-1] is None:
+            raise _unsupported(layer, f"a Dense layer needs (features) or (steps, "
+                                      f"features) inputs, got shape {feat}")
+        if len(feat) == 2 and feat[0] is None:
+            raise _unsupported(layer, "the number of time steps is not fixed (give "
+                                      "keras.Input a shape with the steps)")
+        spec = LayerSpec(layer.name, "dense", int(dense.units),
+                         int(feat[0]) if len(feat) == 2 else None, int(feat[-1]), (),
+                         masked=masked and len(feat) == 2, layer=layer.name)
+        self._weights[spec.name] = {"kernel": dense.kernel, "bias": dense.bias}
+        self._activation[spec.name] = (dense.activation, None)
+        self.specs.append(spec)
+        self._ops.append(("dense", spec))
+        feat = feat[:-1] + (spec.units,)
+        return feat, masked
+
+    def _add_pass_through(self, pos, layer, shape, feat, masked):
+        """A layer Keras runs as it is (dropout, reshape, pooling, ...)."""
+        cls = type(layer).__name__
+        out = _out_shape(layer, feat)
+        self.passes.append(PassSpec(layer.name, cls, out, cls not in NOT_NEURONS))
+        self._ops.append(("keras", layer))
+        if masked or cls == "Masking":
+            masked = bool(layer.supports_masking) and (masked or cls == "Masking")
+        feat = out
+        return feat, masked
 
     def _recurrent_spec(self, outer, layer, name: str, feat: tuple, masked: bool) -> LayerSpec:
         """The spec of one recurrent layer (or one direction of a Bidirectional ``outer``)."""
@@ -372,6 +461,11 @@ class Tracer:
         self._activation[name] = (cell.activation, getattr(cell, "recurrent_activation", None))
         self.specs.append(spec)
         return spec
+
+    @property
+    def domain(self) -> str:
+        """"ids" | "image" | "real": what the model reads (see :func:`set_kind`)."""
+        return input_domain(self.model)
 
     # ------------------------------------------------------------------ public
     def __call__(self, x, embedded: bool = False) -> Trace:
@@ -565,44 +659,12 @@ class Tracer:
         step_keys = tuple(step_fn.keys) if step_fn is not None else ()
         ta0 = {k: tf.TensorArray(x.dtype, size=T) for k in keep + list(step_keys)}
 
+        need_hw = "hW" in ta0 or step_fn is not None
+        cell = {"lstm": _lstm_step, "gru": _gru_step}.get(kind, _simple_rnn_step)
+
         def step(t, h, c, ta):
-            xz = xz_t[t]
-            if kind == "lstm":
-                hW = tf.matmul(h, rk)
-                zi, zf, zc, zo = tf.split(xz + hW, 4, axis=1)
-                i, f, o = rec_act(zi), rec_act(zf), rec_act(zo)
-                cc = act(zc)
-                c_new = f * c + i * cc
-                h_new = o * act(c_new)
-                gates = (i, f, cc, o)
-                hsrc = h
-            elif kind == "gru":
-                x_z, x_r, x_h = tf.split(xz, 3, axis=1)
-                if spec.reset_after:
-                    hW = tf.matmul(h, rk)
-                    inner = hW + rec_bias if rec_bias is not None else hW
-                    r_z, r_r, r_h = tf.split(inner, 3, axis=1)
-                    zg, rg = rec_act(x_z + r_z), rec_act(x_r + r_r)
-                    hh = act(x_h + rg * r_h)
-                    hsrc = h
-                else:
-                    hW_zr = tf.matmul(h, rk[:, :2 * u])
-                    r_z, r_r = tf.split(hW_zr, 2, axis=1)
-                    zg, rg = rec_act(x_z + r_z), rec_act(x_r + r_r)
-                    hsrc = rg * h
-                    hW_h = tf.matmul(hsrc, rk[:, 2 * u:])
-                    hh = act(x_h + hW_h)
-                    hW = tf.concat([hW_zr, hW_h], axis=1) \
-                        if "hW" in ta or step_fn is not None else None
-                h_new = zg * h + (1 - zg) * hh
-                c_new = c
-                gates = (zg, rg, hh)
-            else:  # simple_rnn
-                hW = tf.matmul(h, rk)
-                h_new = act(xz + hW)
-                c_new = c
-                gates = (h_new,)
-                hsrc = h
+            h_new, c_new, gates, hW, hsrc = cell(xz_t[t], h, c, rk, act, rec_act, u, spec,
+                                                 rec_bias, need_hw)
             if mask is not None:      # a masked step carries the state over
                 m = mask[t][:, None]
                 h_new = tf.where(m, h_new, h)
@@ -626,6 +688,47 @@ class Tracer:
         if "h_prev" in record:
             out["h_prev"] = tf.concat([tf.zeros_like(out["h"][:1]), out["h"][:-1]], axis=0)
         return out
+
+
+# One time step of each recurrent cell, as Keras computes it, with the recurrent part h·W kept:
+# each returns (h_new, c_new, gate activations, hW, the source of the recurrent part).
+
+def _lstm_step(xz, h, c, rk, act, rec_act, u, spec, rec_bias, need_hw):
+    import tensorflow as tf
+    hW = tf.matmul(h, rk)
+    zi, zf, zc, zo = tf.split(xz + hW, 4, axis=1)
+    i, f, o = rec_act(zi), rec_act(zf), rec_act(zo)
+    cc = act(zc)
+    c_new = f * c + i * cc
+    return o * act(c_new), c_new, (i, f, cc, o), hW, h
+
+
+def _gru_step(xz, h, c, rk, act, rec_act, u, spec, rec_bias, need_hw):
+    import tensorflow as tf
+    x_z, x_r, x_h = tf.split(xz, 3, axis=1)
+    if spec.reset_after:
+        hW = tf.matmul(h, rk)
+        inner = hW + rec_bias if rec_bias is not None else hW
+        r_z, r_r, r_h = tf.split(inner, 3, axis=1)
+        zg, rg = rec_act(x_z + r_z), rec_act(x_r + r_r)
+        hh = act(x_h + rg * r_h)
+        hsrc = h
+    else:
+        hW_zr = tf.matmul(h, rk[:, :2 * u])
+        r_z, r_r = tf.split(hW_zr, 2, axis=1)
+        zg, rg = rec_act(x_z + r_z), rec_act(x_r + r_r)
+        hsrc = rg * h
+        hW_h = tf.matmul(hsrc, rk[:, 2 * u:])
+        hh = act(x_h + hW_h)
+        hW = tf.concat([hW_zr, hW_h], axis=1) if need_hw else None
+    return zg * h + (1 - zg) * hh, c, (zg, rg, hh), hW, hsrc
+
+
+def _simple_rnn_step(xz, h, c, rk, act, rec_act, u, spec, rec_bias, need_hw):
+    import tensorflow as tf
+    hW = tf.matmul(h, rk)
+    h_new = act(xz + hW)
+    return h_new, c, (h_new,), hW, h
 
 
 def _merge(mode: str, a, b):

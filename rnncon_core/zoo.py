@@ -14,7 +14,7 @@ import numpy as np
 
 from .errors import InputError, ModelLoadError, UnsupportedModelError
 from .paths import MODELS_DIR, ensure_dir
-from .io import atomic_save_keras, versions
+from .io import atomic_save_keras, atomic_write_json, atomic_write_text, versions
 
 
 @dataclass(frozen=True)
@@ -235,6 +235,22 @@ def _check_config(node, where: str = "model") -> None:
             _check_config(item, where)
 
 
+MAX_CONFIG_DEPTH = 200     # a saved Keras config nests a few dozen levels; deeper is not one
+
+
+def _depth(node) -> int:
+    """How deeply a loaded JSON value nests (without recursion: any depth is measured)."""
+    deepest, todo = 0, [(node, 1)]
+    while todo:
+        item, d = todo.pop()
+        deepest = max(deepest, d)
+        if isinstance(item, dict):
+            todo.extend((v, d + 1) for v in item.values())
+        elif isinstance(item, list):
+            todo.extend((v, d + 1) for v in item)
+    return deepest
+
+
 def load_model(name_or_path: str | os.PathLike, compile: bool = False):
     """A shipped model by name (``mnist-lstm``) or any ``.keras`` file, loaded safely.
 
@@ -261,6 +277,13 @@ def load_model(name_or_path: str | os.PathLike, compile: bool = False):
         raise ModelLoadError(f"{path.name} is not a valid .keras file (corrupt or not a Keras "
                              f"model: {type(e).__name__}: {e}). Save the model again with "
                              f"model.save('model.keras').") from None
+    except RecursionError:
+        config = None
+    if config is None or _depth(config) > MAX_CONFIG_DEPTH:
+        raise ModelLoadError(f"{path.name} is not a valid .keras file: its config.json is "
+                             f"nested more than {MAX_CONFIG_DEPTH} levels deep (a Keras model's "
+                             f"is a few dozen). Save the model again with "
+                             f"model.save('model.keras').")
     _check_config(config)
     try:
         model = keras.saving.load_model(path, compile=compile, safe_mode=True)
@@ -464,6 +487,32 @@ def train_model(name: str, epochs: int | None = None, batch_size: int = 128, see
             raise ModelLoadError(f"cannot resume {name}: it is not shipped yet")
         model.set_weights(load_model(name).get_weights())
     started = time.time()
+    model, history = _fit(model, ds, name, epochs, batch_size, seed, validation_split,
+                          patience, progress, started, train_steps)
+    train_seconds = time.time() - started
+    if previous and max(history.history["val_accuracy"]) <= max(previous["history"]["val_accuracy"]):
+        progress({"event": "done", "model": name, "test_accuracy": previous["test_accuracy"]})
+        return previous   # no better on validation: the shipped model stays as it is
+    _, test_acc = model.evaluate(ds.x_test, ds.y_test, batch_size=512, verbose=0)
+    out_dir = ensure_dir(Path(out_dir or MODELS_DIR))
+    atomic_save_keras(model, out_dir / f"{name}.keras")
+    if ds.vocab is not None and out_dir == MODELS_DIR and not VOCAB_FILE.exists():
+        ds.vocab.save(VOCAB_FILE)
+    card = _model_card(name, model, ds, dataset, history, previous, epochs, patience,
+                       batch_size, seed, validation_split, learning_rate, train_seconds,
+                       test_acc)
+    atomic_write_json(out_dir / f"{name}.card.json", card)
+    atomic_write_text(out_dir / f"{name}.md", _card_markdown(card))
+    progress({"event": "done", "model": name, "test_accuracy": card["test_accuracy"]})
+    return card
+
+
+def _fit(model, ds, name, epochs, batch_size, seed, validation_split, patience, progress,
+         started, train_steps):
+    """Fit with early stopping on validation accuracy (images: a fixed validation tail and
+    random shifts of the rest; text: the last ids of each review, then the weights moved to
+    the shipped 500-id model). Returns the fitted model and Keras' history."""
+    import keras
 
     class Report(keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):
@@ -489,16 +538,14 @@ def train_model(name: str, epochs: int | None = None, batch_size: int = 128, see
                             callbacks=callbacks, verbose=0, shuffle=True)
         trained, model = model, build_model(name)     # the shipped model reads 500 ids
         model.set_weights(trained.get_weights())
-    train_seconds = time.time() - started
-    if previous and max(history.history["val_accuracy"]) <= max(previous["history"]["val_accuracy"]):
-        progress({"event": "done", "model": name, "test_accuracy": previous["test_accuracy"]})
-        return previous   # no better on validation: the shipped model stays as it is
-    _, test_acc = model.evaluate(ds.x_test, ds.y_test, batch_size=512, verbose=0)
-    out_dir = ensure_dir(Path(out_dir or MODELS_DIR))
-    atomic_save_keras(model, out_dir / f"{name}.keras")
-    if ds.vocab is not None and out_dir == MODELS_DIR and not VOCAB_FILE.exists():
-        ds.vocab.save(VOCAB_FILE)
-    card = {
+    return model, history
+
+
+def _model_card(name, model, ds, dataset, history, previous, epochs, patience, batch_size,
+                seed, validation_split, learning_rate, train_seconds, test_acc) -> dict:
+    """The model card: architecture, data, training settings and history (added to the
+    earlier card's when training went on from shipped weights), test accuracy, versions."""
+    return {
         "name": name,
         "architecture": ARCHITECTURES[name].layers_text if name in ARCHITECTURES
         else "CNN feature network for FID/IS",
@@ -526,10 +573,6 @@ def train_model(name: str, epochs: int | None = None, batch_size: int = 128, see
         "versions": versions(),
         "trained_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    (out_dir / f"{name}.card.json").write_text(json.dumps(card, indent=2))
-    (out_dir / f"{name}.md").write_text(_card_markdown(card))
-    progress({"event": "done", "model": name, "test_accuracy": card["test_accuracy"]})
-    return card
 
 
 def _card_markdown(card: dict) -> str:

@@ -189,6 +189,8 @@ def test_every_criterion_config_round_trip_and_declared_checks(profiled, name):
 def test_cli_builds_the_profile_on_demand(cache, tiny_gru, tiny_x, tmp_path, capsys, monkeypatch):
     """`rnncon coverage --dataset D --criterion state` builds the missing profile from D's
     training split (with a progress line); with --inputs only, one line says what to pass."""
+    from rnncon_core import paths
+    monkeypatch.setattr(paths, "CACHE_DIR", tmp_path / "cache")     # no profile yet
     tiny_gru.save(tmp_path / "gru.keras")
     np.save(tmp_path / "x.npy", tiny_x)
     labels = np.asarray(tiny_gru(tiny_x)).argmax(1)

@@ -206,7 +206,7 @@ def test_a_good_upload_becomes_the_model_under_test(runs_dir, tmp_path):
     assert at.selectbox(key="models_dataset").options == ["mnist", "fashion-mnist"]
     at.switch_page("views/coverage.py").run()       # the other pages work on it
     clean(at)
-    assert headline(at)["CS_C (RNN-Test)"][0] == "—"     # a GRU has no cell state
+    assert headline(at)["Cell-state coverage (CS_C, RNN-Test)"][0] == "—"   # GRU: no cell
 
 
 def test_uploads_have_a_size_limit(monkeypatch):
@@ -269,11 +269,11 @@ def test_coverage_normalization_and_values_switches_reach_the_engine(runs_dir):
     assert at.radio(key="cov_norm").options == ["step", "layer", "model"]
     assert at.radio(key="cov_values").options == ["abs", "signed"]
     assert at.radio(key="cov_norm").value == "step" and at.radio(key="cov_values").value == "abs"
-    assert "Eq. 3 as written" not in " ".join(c.value for c in at.caption)
+    assert "formula as written" not in " ".join(c.value for c in at.caption)
     at.radio(key="cov_norm").set_value("model").run()
     at.radio(key="cov_values").set_value("signed").run()
     clean(at)
-    assert any("Eq. 3 as written" in c.value for c in at.caption)
+    assert any("formula as written" in c.value for c in at.caption)
     x, _ = state.test_inputs("mnist", 50)
     eq3 = ContributionCoverage(zoo.load_model("mnist-lstm"), normalize="model",
                                values="signed").update(x)

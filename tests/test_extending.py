@@ -1,10 +1,14 @@
-"""docs/extending.md's worked example: its toy strategy and toy criterion, registered by running
-the page's code blocks, are picked up by the CLI (options, listings, checks) and by the
-dashboard's Generate form, with nothing else edited."""
+"""docs/extending.md's toy plugin, a package of its own (tests/plugins/rnncon_toy) with a
+strategy, a criterion and a constraint: installed into a temporary folder with its entry
+points (no pip, no network), it is found by the registries and picked up by the CLI (options,
+listings, checks), by the dashboard's Generate form and by the common checks, with nothing
+else edited. The page shows the package's own files."""
 from __future__ import annotations
 
 import json
 import re
+import sys
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -13,21 +17,83 @@ import pytest
 from tests.test_coverage import _cli  # the CLI through its real entry point
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "extending.md"
+PLUGIN = Path(__file__).resolve().parent / "plugins" / "rnncon_toy"
+
+
+def install(plugin: Path, into: Path) -> None:
+    """What `pip install` leaves for importlib.metadata: a dist-info folder with METADATA and
+    entry_points.txt, written from the plugin's pyproject.toml (its code stays where it is)."""
+    project = tomllib.loads((plugin / "pyproject.toml").read_text())["project"]
+    info = into / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\n"
+                                   f"Version: {project['version']}\n")
+    (info / "entry_points.txt").write_text("".join(
+        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items()) + "\n"
+        for group, eps in project["entry-points"].items()))
 
 
 @pytest.fixture(scope="module")
-def toys():
-    """Run the page's python blocks (the strategy, the criterion); unregister them after."""
-    from rnncon_core import generate
+def toys(tmp_path_factory):
+    """The plugin installed (its dist-info and its code on sys.path); removed after."""
+    from rnncon_core.registry import CONSTRAINTS, CRITERIA, GENERATORS
+    site = tmp_path_factory.mktemp("site")
+    install(PLUGIN, site)
+    sys.path[:0] = [str(site), str(PLUGIN)]
+    try:
+        yield GENERATORS.load("shift"), CRITERIA.load("active"), CONSTRAINTS.load("border")
+    finally:
+        sys.path.remove(str(site))
+        sys.path.remove(str(PLUGIN))
+        for reg, name in ((GENERATORS, "shift"), (CRITERIA, "active"), (CONSTRAINTS, "border")):
+            reg.remove(name)
+        sys.modules.pop("rnncon_toy", None)
+
+
+def test_the_page_shows_the_plugin_as_it_is():
+    page = DOC.read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    assert code == (PLUGIN / "rnncon_toy" / "__init__.py").read_text()
+    (toml,) = re.findall(r"```toml\n(.*?)```", page, flags=re.S)
+    assert toml in (PLUGIN / "pyproject.toml").read_text()
+
+
+def test_the_registries_find_the_plugin_by_its_entry_points(toys):
     from rnncon_core.coverage import CRITERIA
-    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
-    assert len(blocks) == 2
-    spaces = [{"__name__": f"docs_extending_{i}"} for i in range(2)]
-    for code, space in zip(blocks, spaces):
-        exec(compile(code, str(DOC), "exec"), space)
-    yield spaces[0]["Shift"], spaces[1]["ActiveCoverage"]
-    generate._REGISTRY.pop("shift", None)
-    CRITERIA.pop("active", None)
+    from rnncon_core.generate import GENERATORS, generator_class, get_constraint
+    shift, active, border = toys
+    assert "shift" in GENERATORS.names() and generator_class("shift") is shift
+    assert CRITERIA["active"] is active
+    assert get_constraint("border", width=2).get_config() == {"name": "border", "width": 2}
+    from rnncon_core.errors import InputError
+    with pytest.raises(InputError, match="width must be an integer in \\[1, 10\\], got 0"):
+        get_constraint("border", width=0)
+
+
+def test_constraint_parameters_are_options_checked_by_their_declaration(toys, files, capsys,
+                                                                       monkeypatch):
+    """`--constraint NAME` brings that constraint's declared parameters as options (a plugin's
+    too), each checked before anything runs."""
+    base = ["generate", "--model", str(files / "tiny.keras"), "--method", "pgd", "--inputs",
+            str(files / "x.npy"), "--labels", str(files / "y.npy"), "--runs-dir",
+            str(files / "runs")]
+    code, _, err = _cli(capsys, monkeypatch, *base, "--constraint", "border", "--width", "0")
+    assert code == 2 and "width must be an integer in [1, 10], got 0" in err
+    code, _, err = _cli(capsys, monkeypatch, *base, "--constraint", "occlusion", "--size",
+                        "1,2,3")
+    assert code == 2 and "size must be two integers ROWS,COLUMNS of at least 1" in err
+    code, _, err = _cli(capsys, monkeypatch, *base, "--size", "3")      # no occlusion chosen
+    assert code == 2 and "--size" in err
+    code, out, _ = _cli(capsys, monkeypatch, "methods", "pgd")
+    assert "constraint border" in out and "--width" in out
+
+
+def test_the_plugin_passes_the_common_checks(toys):
+    from rnncon_core.checks import check_criterion, check_generator
+    shift, active, _ = toys
+    check_generator(shift)
+    check_generator("pgd", iterations=2, constraint="border", width=2)   # its constraint
+    check_criterion(active)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +108,7 @@ def files(tmp_path_factory, tiny_lstm, tiny_x):
 
 def test_the_toy_strategy_is_a_method_everywhere(toys, files, capsys, monkeypatch):
     from rnncon_core.generate import get_generator, list_generators
-    shift, _ = toys
+    shift, _, _ = toys
     assert list_generators()["shift"] == "image"
     code, out, err = _cli(capsys, monkeypatch, "methods", "shift", "--json")
     assert code == 0, err
@@ -84,14 +150,14 @@ def test_the_toy_strategy_is_in_the_generate_form(toys):
     assert (box.proto.min, box.proto.max) == (-1.0, 1.0)
     assert box.help == "Added to every pixel (then clipped to [0, 1])."
     from dashboard import forms
-    shift, _ = toys
+    shift, _, _ = toys
     assert forms.generation_params(shift, {"amount": 0.25}) == {"amount": 0.25}
 
 
 def test_the_toy_criterion_is_a_criterion_everywhere(toys, files, tiny_lstm, tiny_x, capsys,
                                                      monkeypatch):
     from rnncon_core.coverage import get_criterion
-    _, active = toys
+    _, active, _ = toys
     cov = get_criterion("active", tiny_lstm, margin=0.1).update(tiny_x)
     assert 0 < cov.rate() <= 1 and cov.get_config() == {"name": "active", "margin": 0.1}
     code, out, err = _cli(capsys, monkeypatch, "criteria", "active", "--json")
@@ -105,3 +171,30 @@ def test_the_toy_criterion_is_a_criterion_everywhere(toys, files, tiny_lstm, tin
                         "--inputs", str(files / "x.npy"), "--criterion", "active",
                         "--margin", "11")
     assert code == 2 and "margin must be a number in [-10, 10], got 11.0" in err
+
+
+def test_the_checks_name_an_undeclared_keyword_and_a_bad_default():
+    """check_generator / check_criterion start with the declaration: an __init__ keyword that
+    params does not declare, or a default its own check refuses, fails before anything runs."""
+    from rnncon_core.checks import check_criterion, check_generator
+    from rnncon_core.coverage import Criterion
+    from rnncon_core.errors import InputError
+    from rnncon_core.generate import Generator
+    from rnncon_core.params import IntRange, Interval, Param, Params
+
+    class Sloppy(Generator):
+        method = "sloppy"
+        params = Params(Param("amount", 0.1, Interval(0.0, 1.0)))
+
+        def __init__(self, model, *, amount, wobble=3, **kw):
+            super().__init__(model, **kw)
+
+    with pytest.raises(AssertionError, match="'wobble', which is not declared in params"):
+        check_generator(Sloppy)
+
+    class BadDefault(Criterion):
+        name = "bad-default"
+        params = Params(Param("k", 0, IntRange(1), "Sections."))
+
+    with pytest.raises(InputError, match="k must be an integer of at least 1, got 0"):
+        check_criterion(BadDefault)

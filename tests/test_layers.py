@@ -2,9 +2,9 @@
 (top-level and inside functions alike), goes to the same layer or a lower one, the import graph
 has no circle, and neither the core nor the CLI imports the dashboard.
 
-The order (docs/internals.md draws it): ground (errors, paths, io, params) -> data, textdiff ->
-zoo -> trace -> coverage -> generate -> text -> quality -> retrain, campaign -> runs -> jobs ->
-experiments -> reports -> cli -> dashboard.
+The order (docs/internals.md draws it): ground (errors, paths, io, params, registry) ->
+data, textdiff -> zoo -> trace -> coverage -> generate -> text -> quality -> retrain, campaign
+-> runs -> jobs -> experiments -> reports -> cli -> dashboard.
 """
 from __future__ import annotations
 
@@ -17,14 +17,14 @@ PACKAGES = ("rnncon_core", "dashboard")
 # lowest first; a module belongs to the longest prefix listed
 LAYERS = [
     ("rnncon_core", "rnncon_core.errors", "rnncon_core.paths", "rnncon_core.io",
-     "rnncon_core.params"),
+     "rnncon_core.params", "rnncon_core.registry"),
     ("rnncon_core.data", "rnncon_core.textdiff"),
     ("rnncon_core.zoo",),
     ("rnncon_core.trace",),
     ("rnncon_core.coverage",),
     ("rnncon_core.generate",),
     ("rnncon_core.text",),
-    ("rnncon_core.quality",),
+    ("rnncon_core.quality", "rnncon_core.checks"),
     ("rnncon_core.retrain", "rnncon_core.campaign"),
     ("rnncon_core.runs",),
     ("rnncon_core.jobs",),

@@ -19,11 +19,13 @@ sel = state.require_model()
 # The profile's settings sit in a popover whose label shows them: its widgets are drawn only
 # when it is opened, so a new tab's first view loads and lays out five widgets fewer.
 ss = st.session_state
-settings = st.popover(f"Profile: {ss.get('cov_n', state.DEFAULT_INPUTS)} inputs · "
-                      f"{ss.get('cov_gran', 'unit')} · "
-                      f"{ss.get('cov_norm', state.DEFAULT_NORM[0])} + "
-                      f"{ss.get('cov_values', state.DEFAULT_NORM[1])} · "
-                      f"rows by {ss.get('cov_by', 'layer')}", icon=":material/tune:")
+GRAN_WORDS = {"unit": "a contribution per gate unit", "edge": "a contribution per weight"}
+settings = st.popover(f"Settings: {ss.get('cov_n', state.DEFAULT_INPUTS)} test inputs · "
+                      f"{GRAN_WORDS[ss.get('cov_gran', 'unit')]} · scaled per "
+                      f"{ss.get('cov_norm', state.DEFAULT_NORM[0])} "
+                      f"({ss.get('cov_values', state.DEFAULT_NORM[1])}) · "
+                      f"rows by {ss.get('cov_by', 'layer')}", icon=":material/tune:",
+                      help="The measurement's settings (the profile): open to change them.")
 with settings:
     n_inputs = st.select_slider("Test inputs", state.INPUT_CHOICES, value=state.DEFAULT_INPUTS,
                                 key="cov_n", help="The first N inputs of the test split.")
@@ -43,7 +45,8 @@ with settings:
                   help="layer: where the contribution arrives; source: the layer whose "
                        "neurons emit it (the paper's Figure 7 rows, with the input layer).")
 if (normalize, values) == state.EQ3_AS_WRITTEN:
-    st.caption(":material/menu_book: model + signed: **Eq. 3 as written**")
+    st.caption(":material/menu_book: model + signed: **the paper's scaling formula as written "
+               "(Eq. 3)**")
 profile = (sel.model, sel.dataset, n_inputs, granularity, normalize, values)
 
 try:                                       # the cache shows a spinner only while it computes
@@ -77,15 +80,16 @@ def at_threshold():
         rate, covered, total = view["nc"]
         figures.append(("NC", f"{rate:.2%}", f"{covered:,} of {total:,} neurons (layer "
                                              f"outputs, no input pixels)"))
-        figures.append(("HS_C (RNN-Test)", f"{view['hsc']:.2%}",
+        figures.append(("Hidden-state coverage (HS_C, RNN-Test)", f"{view['hsc']:.2%}",
                         "hidden-state coverage: units among the top k of some hidden vector "
                         "(no threshold)"))
         if view["csc_boundary"] is not None:
-            figures.append(("CS_C boundary (RNN-Test)", f"{view['csc_boundary']:.2%}",
+            figures.append(("Cell-state boundary coverage (CS_C, RNN-Test)",
+                            f"{view['csc_boundary']:.2%}",
                             "cell-state coverage: share of LSTM cells some input drove into an "
                             "outer section of tanh(c) (no threshold)"))
         else:
-            figures.append(("CS_C (RNN-Test)", "—", "only for LSTM models (it reads the cell "
+            figures.append(("Cell-state coverage (CS_C, RNN-Test)", "—", "only for LSTM models (it reads the cell "
                                                    "state); this model has none"))
         # the headline as HTML, not metric widgets: one Markdown block (the bars' script)
         st.markdown(images.headline(figures), unsafe_allow_html=True)
@@ -96,7 +100,7 @@ def at_threshold():
         right.caption(f"{view['n_inputs']} inputs of the {sel.dataset} test split, model "
                       f"{sel.label}, {granularity} granularity, {normalize} normalization of "
                       f"{values} values"
-                      + (" (Eq. 3 as written)." if (normalize, values) == state.EQ3_AS_WRITTEN
+                      + (" (the paper's formula as written, Eq. 3)." if (normalize, values) == state.EQ3_AS_WRITTEN
                          else ".") + " Hover a bar for covered / total.")
         # the report and the other views sit in a popover (drawn only when opened), so a new
         # tab's first view loads no download-button or pills script and shows no placeholder
@@ -212,12 +216,12 @@ def every_criterion() -> None:
         st.session_state["cov_every_on"] = True
     if not st.session_state.get("cov_every_on"):
         return
-    from rnncon_core.coverage import TITLES, needs_profile
+    from rnncon_core.coverage import needs_profile, title
     bar = st.progress(0.0, text="Measuring every criterion…")
 
     def progress(i, n, name):
         extra = " (builds the training profile the first time)" if needs_profile(name) else ""
-        bar.progress(i / n, text=f"{i + 1} of {n}: {TITLES.get(name, name)} ({name}){extra}")
+        bar.progress(i / n, text=f"{i + 1} of {n}: {title(name)} ({name}){extra}")
     try:
         table = state.every_criterion(sel.model, sel.dataset, n_inputs, progress)
     except RNNConError as e:

@@ -11,6 +11,9 @@ st.title("Gates")
 st.caption("Each row is one gate's input part (x·U) or recurrent part (h·W); each column a "
            "time step; each cell the share of that gate's contributions activated above the "
            "threshold. Hover for the values.")
+st.caption("**Rows** read *gate:part*: i input gate, f forget gate, c cell candidate, o output "
+           "gate (GRU: z update, r reset, h candidate); x the part fed by the input, h the part "
+           "fed by the previous hidden state (i:x = the input gate's input part).")
 
 sel = state.require_model()
 try:

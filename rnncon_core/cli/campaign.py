@@ -14,14 +14,15 @@ import typer
 from . import (DECLARED, JSON_OPT, PARAM_OPT, RAY_OPT, RUNS_DIR_OPT, app, declared_values,
                emit, log, names, report_app, store)
 from ..errors import InputError
+from ..registry import CRITERIA
 
 MODEL_OPT = typer.Option(..., "--model", help="Shipped model name or .keras path.")
 DATASET_OPT = typer.Option(None, "--dataset", help="Seeds from this data set's test split "
                                                    "(default: the model's).")
 BUDGET_OPT = typer.Option("10m", "--budget", help="How long: 10m, 90s, 1h, or model calls "
                                                   "such as 5000calls.")
-GUIDE_HELP = ("A coverage criterion (rconc, nc, kmnc, state, bc, ... `rnncon criteria` lists "
-              "them) or none (the unguided baseline).")
+GUIDE_HELP = (f"A coverage criterion (one of {', '.join(CRITERIA.names())}; `rnncon criteria` "
+              f"lists their parameters) or none (the unguided baseline).")
 SEEDS_OPT = typer.Option(100, "--seeds", help="The first N test inputs the model predicts "
                                               "right.")
 EPILOG = ("Mutation and loop parameters follow as --NAME VALUE (e.g. --max-linf 0.2 "

@@ -10,6 +10,7 @@ import typer
 
 from . import JSON_OPT, RUNS_DIR_OPT, emit, log, report_app, store
 from ..errors import InputError
+from ..io import atomic_write_text
 
 
 @report_app.command("html")
@@ -53,7 +54,7 @@ def report_html_cmd(
     folder = Path(out_dir or ".")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
-    path.write_text(doc, encoding="utf-8")
+    atomic_write_text(path, doc)
     if json_out:
         emit({"report": str(path), "bytes": path.stat().st_size})
     else:

@@ -14,7 +14,7 @@ them are in ``rnncon_core.reports``.
 """
 from __future__ import annotations
 
-from ..errors import InputError
+from ..registry import CRITERIA
 from .base import REPORT_THRESHOLDS, Criterion, Segment
 from .deepgauge import (ContributionBoundary, ContributionKMultisection,
                         ContributionStrongActivation, KMultisection, NeuronBoundary,
@@ -28,16 +28,9 @@ from .profile import build_profile, ensure_profile, fingerprint, load_profile
 from .testrnn import BoundaryCoverage, StepwiseCoverage, TemporalCoverage
 from .threshold import default_threshold, select_threshold
 
-CRITERIA: dict[str, type[Criterion]] = {c.name: c for c in
-                                        (ContributionCoverage, NeuronCoverage,
-                                         HiddenStateCoverage, CellStateCoverage,
-                                         BoundaryCoverage, StepwiseCoverage, TemporalCoverage,
-                                         StateCoverage, StateBoundaryCoverage,
-                                         WeightedStateCoverage, TransitionCoverage,
-                                         WeightedTransitionCoverage, KMultisection,
-                                         NeuronBoundary, StrongActivation, TopKNeuron,
-                                         TopKPatterns, ContributionKMultisection,
-                                         ContributionBoundary, ContributionStrongActivation)}
+# One registry (rnncon_core.registry): the built-in criteria, those registered with
+# @register_criterion, and those of installed packages (entry points "rnncon.criteria").
+register_criterion = CRITERIA.register
 
 
 # Each criterion in words (what a table shows beside the short name) and whose it is.
@@ -61,6 +54,11 @@ TITLES = {"rconc": "Contribution coverage (RConC)",
           "rconc-snac": "Strong activation coverage of contributions"}
 
 
+def title(name: str) -> str:
+    """The criterion in words: its class's ``title``, else the table above, else the name."""
+    return getattr(CRITERIA.get(name), "title", "") or TITLES.get(name, name)
+
+
 def needs_profile(name: str) -> bool:
     """Whether the criterion reads a training profile (and so takes x_train / y_train)."""
     return "profile_path" in CRITERIA[name].params
@@ -70,12 +68,10 @@ def get_criterion(name: str, model, **params) -> Criterion:
     """A criterion by short name (the keys of CRITERIA). A profile-based one also takes the
     training data to build its profile on demand: ``x_train=``, ``y_train=`` (and
     ``progress=fn(done, total)``); see coverage.profile."""
-    if name not in CRITERIA:
-        raise InputError(f"unknown criterion {name!r}; choose one of {', '.join(CRITERIA)}")
-    return CRITERIA[name](model, **params)
+    return CRITERIA.load(name)(model, **params)
 
 
-__all__ = ["CRITERIA", "CELL_BOUNDARIES", "REPORT_THRESHOLDS", "CellStateCoverage",
+__all__ = ["CRITERIA", "register_criterion", "CELL_BOUNDARIES", "REPORT_THRESHOLDS", "CellStateCoverage",
            "ContributionCoverage", "Criterion", "HiddenStateCoverage", "NeuronCoverage",
            "Segment", "default_threshold", "get_criterion", "select_threshold",
            "BoundaryCoverage", "StepwiseCoverage", "TemporalCoverage", "StateCoverage",
@@ -83,4 +79,4 @@ __all__ = ["CRITERIA", "CELL_BOUNDARIES", "REPORT_THRESHOLDS", "CellStateCoverag
            "WeightedTransitionCoverage", "KMultisection", "NeuronBoundary", "StrongActivation",
            "TopKNeuron", "TopKPatterns", "ContributionKMultisection", "ContributionBoundary",
            "ContributionStrongActivation", "build_profile", "ensure_profile", "fingerprint",
-           "load_profile", "needs_profile", "TITLES"]
+           "load_profile", "needs_profile", "TITLES", "title"]

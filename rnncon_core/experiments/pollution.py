@@ -122,8 +122,9 @@ def run_pollution(architecture: str = "mnist-gru", source: int = 9, target: int 
                   progress=None, **generator_params) -> dict:
     """The whole experiment, stored as a run of kind ``pollution``; returns its summary."""
     from ..data import load_dataset
-    from ..jobs import run_generation
+    from ..generate import generator_class
     from ..generate.base import predict_proba
+    from ..jobs import run_generation
     from ..retrain import fit_split
     from ..runs import RunStore
     from ..zoo import ARCHITECTURES, build_model
@@ -161,7 +162,8 @@ def run_pollution(architecture: str = "mnist-gru", source: int = 9, target: int 
             raise InputError(f"no test {source} is predicted right by both models; train them "
                              f"longer (epochs=)")
         gen = run_generation(paths["clean"], method, seed_indices=seeds, dataset="mnist",
-                             others=[paths["polluted"]] if method == "differential" else (),
+                             others=[paths["polluted"]]
+                             if generator_class(method).needs_others else (),
                              seed=seed, store=store, should_stop=run.cancel_requested,
                              **generator_params)
         out = store.get(gen["run_id"]).load_npz("outputs")

@@ -7,61 +7,39 @@ A stored run of a strategy (the CLI's and the dashboard's) is ``rnncon_core.jobs
 
 Image methods: rconc (RNNCon-Test), nc (DeepXplore's NC objective), rnntest (RNN-Test),
 differential (DeepXplore), fgsm, pgd, noise. Text methods (``eda``, ``synonym-gradient``)
-live in ``rnncon_core.text``. All are in one lazy registry (``_LAZY``).
+live in ``rnncon_core.text``. All are in one registry, ``GENERATORS`` (rnncon_core.registry).
 """
 from __future__ import annotations
 
 import importlib
 
 from ..errors import InputError
+from ..registry import GENERATORS
 from .base import BatchOutput, GenerationResult, Generator, GradientGenerator, predict_proba
-from .constraints import CONSTRAINTS, get_constraint
+from .constraints import CONSTRAINTS, get_constraint, register_constraint
 
-IMAGE_METHODS = ("rconc", "nc", "rnntest", "differential", "fgsm", "pgd", "noise")
-TEXT_METHODS = ("eda", "synonym-gradient")
-# One registry: method -> (module, class), imported on first use (the strategies pull in the
-# coverage engine, the text ones NLTK and WordNet). Adding a strategy is one line here.
-_LAZY = {"rconc": ("rnncon_core.generate.guided", "ContributionGuided"),
-         "nc": ("rnncon_core.generate.guided", "NeuronGuided"),
-         "rnntest": ("rnncon_core.generate.guided", "StateGuided"),
-         "differential": ("rnncon_core.generate.differential", "Differential"),
-         "fgsm": ("rnncon_core.generate.baselines", "FGSM"),
-         "pgd": ("rnncon_core.generate.baselines", "PGD"),
-         "noise": ("rnncon_core.generate.baselines", "Noise"),
-         "eda": ("rnncon_core.text.generators", "CoverageEDA"),
-         "synonym-gradient": ("rnncon_core.text.generators", "SynonymGradient")}
-_REGISTRY: dict[str, type] = {}
+# One registry (rnncon_core.registry.GENERATORS): the built-in strategies, imported on first
+# use (they pull in the coverage engine, the text ones NLTK and WordNet), the ones registered
+# with @register_generator, and those of installed packages (entry points "rnncon.generators").
 
 
 def register_generator(name: str):
-    """Class decorator: make a Generator subclass available as ``get_generator(name, ...)``
-    (for strategies outside this package; ours are listed in ``_LAZY``). Its ``input_kind``
-    ("image" or "text") says what seeds it takes."""
+    """Class decorator: make a Generator subclass available as ``get_generator(name, ...)``.
+    Its ``input_kind`` ("image" or "text") says what seeds it takes."""
     def deco(cls):
-        if not (isinstance(cls, type) and issubclass(cls, Generator)):
-            raise TypeError(f"{cls!r} is not a Generator subclass")
+        GENERATORS.add(name, cls)
         if not cls.method:
             cls.method = name
-        _REGISTRY[name] = cls
         return cls
     return deco
 
 
 def generator_class(method: str) -> type:
-    if method not in _REGISTRY and method in _LAZY:
-        module, cls = _LAZY[method]
-        try:
-            loaded = importlib.import_module(module)
-        except ImportError as e:
-            raise InputError(f"method {method!r} needs the Python package "
-                             f"{getattr(e, 'name', None) or e}, which is missing here ({e}); "
-                             f"run `make setup` (it installs requirements.txt)") from None
-        register_generator(method)(getattr(loaded, cls))
-    if method not in _REGISTRY:
-        known = sorted(set(_LAZY) | set(_REGISTRY))
-        raise InputError(f"unknown generation method {method!r}; choose one of "
-                         f"{', '.join(known)}")
-    return _REGISTRY[method]
+    """The class of strategy ``method`` (InputError naming the known ones if there is none)."""
+    cls = GENERATORS.load(method)
+    if not cls.method:
+        cls.method = method
+    return cls
 
 
 def get_generator(method: str, model, /, **params) -> Generator:
@@ -78,22 +56,21 @@ def get_generator(method: str, model, /, **params) -> Generator:
 
 
 def list_generators() -> dict[str, str]:
-    """method -> input kind, for every registered method."""
-    for m in _LAZY:
-        generator_class(m)
-    return {name: cls.input_kind for name, cls in sorted(_REGISTRY.items())}
+    """method -> input kind, for every registered method (imports them all)."""
+    return {name: generator_class(name).input_kind for name in sorted(GENERATORS.names())}
 
 
 def __getattr__(name: str):
     # the strategy classes load on first use (they pull in the coverage engine)
-    for module, cls in _LAZY.values():
+    for path in GENERATORS._paths.values():
+        module, _, cls = path.partition(":")
         if name == cls and module.startswith(__name__):
             return getattr(importlib.import_module(module), cls)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["BatchOutput", "GenerationResult", "Generator", "GradientGenerator", "predict_proba",
-           "CONSTRAINTS", "get_constraint", "IMAGE_METHODS", "TEXT_METHODS",
-           "register_generator", "get_generator", "generator_class", "list_generators",
+           "CONSTRAINTS", "get_constraint", "register_constraint",
+           "GENERATORS", "register_generator", "get_generator", "generator_class", "list_generators",
            "ContributionGuided",
            "NeuronGuided", "StateGuided", "Differential", "FGSM", "PGD", "Noise"]

@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import InputError
 from ..params import Bool, IntRange, Interval, OneOf, Param, Params
 from ..zoo import class_labels, class_probabilities, output_head
-from .constraints import CONSTRAINTS
+from .constraints import CONSTRAINTS, get_constraint
 
 ProgressFn = Callable[[int, int], None]
 StopFn = Callable[[], bool]
@@ -238,6 +238,8 @@ class Generator(metaclass=_Declared):
     input_kind: ClassVar[str] = "image"     # "image": float in [0, 1]; "text": int word ids
     params: ClassVar[Params] = Params()
     accepts: ClassVar[tuple] = ("batch_size", "seed")     # keywords that are no parameters
+    # capabilities, read by the runner, the CLI and the reports instead of method names:
+    needs_others: ClassVar[bool] = False    # compares with other models (``others=``)
 
     @classmethod
     def accepted(cls) -> tuple:
@@ -382,6 +384,16 @@ SCALE_ROUNDS, STEP_ROUNDS = 8, 5
 
 
 class GradientGenerator(Generator):
+    """Gradient ascent on a per-seed objective, shaped by a constraint, images kept in [0, 1].
+
+    ``step`` is the per-pixel RMS change of one iteration (DeepXplore's normalized gradient
+    times s); a seed leaves the loop as soon as it turns adversarial (and, with
+    ``stop_on_target``, when the strategy says its targets are reached). At most ``window``
+    seeds are worked on at once; a batch (``batch_size``) streams through that window. The
+    constraint's own parameters (``size``, ``position``, ...) are declared on the constraint
+    classes (generate.constraints) and checked there.
+    """
+
     # True: _objective uses TF ops only and runs inside one compiled gradient step
     graph_objective: ClassVar[bool] = True
     params = Params(
@@ -393,20 +405,16 @@ class GradientGenerator(Generator):
               "(one rectangle), blackout (dark squares)."),
         Param("window", 128, IntRange(1), "Seeds worked on at once (memory).", level="more"),
         *MINIMIZE)
-    accepts = ("size", "position", "patches", "scale")    # the constraint's (constraints.py)
 
-    """Gradient ascent on a per-seed objective, shaped by a constraint, images kept in [0, 1].
-
-    ``step`` is the per-pixel RMS change of one iteration (DeepXplore's normalized gradient
-    times s); a seed leaves the loop as soon as it turns adversarial (and, with
-    ``stop_on_target``, when the strategy says its targets are reached). At most ``window``
-    seeds are worked on at once; a batch (``batch_size``) streams through that window.
-    """
+    @classmethod
+    def accepted(cls) -> tuple:
+        """... and every parameter a registered constraint declares (passed on to it)."""
+        from .constraints import constraint_params
+        return (*super().accepted(), *constraint_params())
 
     def __init__(self, model, *, step: float, iterations: int, constraint: str, window: int,
                  minimize: bool, min_steps: int, batch_size: int = 256, seed: int = 0,
                  **constraint_params):
-        from .constraints import get_constraint
         super().__init__(model, batch_size=batch_size, seed=seed)
         self.minimize, self.min_steps = bool(minimize), int(min_steps)
         self.step = float(step)

@@ -16,12 +16,43 @@ image in [0, 1].
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import InputError
+from ..params import Check, IntRange, Interval, Param, Params
+from ..registry import CONSTRAINTS
 
-CONSTRAINTS = ("none", "light", "occlusion", "blackout")
 _EPS = 1e-12
+
+
+class Pair(Check):
+    """Two integers (rows, columns) of at least ``low``, or one integer for both."""
+    type = "list"
+
+    def __init__(self, low: int = 1):
+        self.low = low
+
+    def check(self, name, v):
+        try:
+            a, b = (int(v), int(v)) if np.isscalar(v) else (int(v[0]), int(v[1]))
+            if not np.isscalar(v) and len(v) != 2:
+                raise ValueError
+        except (TypeError, ValueError, IndexError):
+            raise InputError(f"{name} must be {self.describe()}, got {v!r}") from None
+        if a < self.low or b < self.low:
+            raise InputError(f"{name} must be {self.describe()}, got {v!r}")
+        return [a, b]
+
+    def describe(self):
+        return f"two integers ROWS,COLUMNS of at least {self.low}"
+
+    def parse(self, text):
+        try:
+            return [int(t) for t in str(text).split(",")]
+        except ValueError:
+            return text
 
 
 def _rms(a: np.ndarray, axis=(1, 2)) -> np.ndarray:
@@ -29,7 +60,10 @@ def _rms(a: np.ndarray, axis=(1, 2)) -> np.ndarray:
 
 
 class Constraint:
+    """The gradient, scaled to unit per-pixel RMS (no constraint)."""
     name = "none"
+    params = Params()          # what a constraint takes, declared (checked by get_constraint)
+
     # the minimal-perturbation stage (base.py) may reshape the perturbation pixel by pixel;
     # False: it only scales it (one brightness shift, dark patches stay patches)
     refine = True
@@ -54,6 +88,7 @@ class Constraint:
 
 
 class Light(Constraint):
+    """One brightness shift: every pixel moves by the same amount."""
     name = "light"
     refine = False
 
@@ -70,11 +105,19 @@ class Light(Constraint):
 
 
 class Occlusion(Constraint):
+    """Only one rectangle changes (at a given position, or a random one per seed)."""
     name = "occlusion"
+    params = Params(
+        Param("size", (10, 10), Pair(1), "Occlusion: the rectangle's rows and columns.",
+              kinds=("image",), level="more", when=("constraint", "occlusion")),
+        Param("position", None, Pair(0), "Occlusion: its top-left pixel (row, column); "
+              "default: random per seed.", kinds=("image",), level="more",
+              when=("constraint", "occlusion")))
 
     def __init__(self, size=(10, 10), position=None):
-        self.size = _pair(size, "size")
-        self.position = None if position is None else _pair(position, "position", low=0)
+        self.size = tuple(Pair(1).check("occlusion size", size))
+        self.position = None if position is None else \
+            tuple(Pair(0).check("occlusion position", position))
 
     def init(self, x0, rng):
         B, T, F = x0.shape          # image: F rows, T columns
@@ -107,15 +150,23 @@ class Occlusion(Constraint):
 
 
 class Blackout(Constraint):
+    """Dark squares: patches whose gradient asks for darker are darkened, pixels only get
+    darker."""
     name = "blackout"
+    params = Params(
+        Param("size", 6, IntRange(1), "Blackout: the side of each square patch.",
+              kinds=("image",), level="more", when=("constraint", "blackout")),
+        Param("patches", 1, IntRange(1), "Blackout: squares per iteration.", kinds=("image",),
+              level="more", when=("constraint", "blackout")),
+        Param("scale", 10.0, Interval(0, math.inf, lo_open=True),
+              "Blackout: a patch darkens by scale x step per iteration.", kinds=("image",),
+              level="more", when=("constraint", "blackout")))
     refine = False
 
     def __init__(self, size: int = 6, patches: int = 1, scale: float = 10.0):
         self.size = int(size)
         self.patches = int(patches)
         self.scale = float(scale)         # a patch darkens by scale * step per iteration
-        if self.size < 1 or self.patches < 1:
-            raise InputError("blackout needs a patch size and a patch count of at least 1")
 
     def direction(self, grad, x0, p, state, rng):
         B, T, F = grad.shape
@@ -136,25 +187,23 @@ class Blackout(Constraint):
                 "scale": self.scale}
 
 
-def _pair(v, what: str, low: int = 1) -> tuple[int, int]:
-    try:
-        a, b = (int(v), int(v)) if np.isscalar(v) else (int(v[0]), int(v[1]))
-    except (TypeError, ValueError, IndexError):
-        raise InputError(f"occlusion {what} must be two integers (rows, columns), got {v!r}") \
-            from None
-    if a < low or b < low:
-        raise InputError(f"occlusion {what} must be at least {low}, got {v!r}")
-    return a, b
+register_constraint = CONSTRAINTS.register
+
+
+def constraint_params() -> dict[str, list]:
+    """Parameter name -> the constraints that declare it (a strategy passes these on)."""
+    out: dict[str, list] = {}
+    for name, cls in CONSTRAINTS.classes().items():
+        for p in cls.params:
+            out.setdefault(p.name, []).append(name)
+    return out
 
 
 def get_constraint(name="none", **params) -> Constraint:
-    """A constraint by name (or an instance, returned as is) with its parameters."""
+    """A constraint by name (or an instance, returned as is), its parameters checked by its
+    declaration (an InputError names the parameter, what it allows and the value)."""
     if isinstance(name, Constraint):
         return name
-    classes = {"none": Constraint, "light": Light, "occlusion": Occlusion, "blackout": Blackout}
-    if name not in classes:
-        raise InputError(f"unknown constraint {name!r}; choose one of {', '.join(CONSTRAINTS)}")
-    try:
-        return classes[name](**params)
-    except TypeError as e:
-        raise InputError(f"bad parameters for constraint {name!r}: {e}") from None
+    cls = CONSTRAINTS.load(name)
+    values = cls.params.check(f"constraint {name!r}", params)
+    return cls(**values)

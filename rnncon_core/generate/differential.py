@@ -30,6 +30,7 @@ class Differential(GradientGenerator):
         Param("threshold", 0.0, Interval(0.0, 1.0), "Neuron activation threshold of the "
                                                     "coverage term.", level="more"))
     accepts = ("others",)                   # the other models (Keras models)
+    needs_others = True
 
     def __init__(self, model, *, others=(), lambda1: float, lambda2: float, threshold: float,
                  **kw):

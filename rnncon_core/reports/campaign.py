@@ -146,6 +146,21 @@ def markdown(table: pd.DataFrame, verdicts: pd.DataFrame, settings: dict) -> str
                      f"{r.pairs_high:+.1f}] | {r.per_kcall_minus_none:+.2f} "
                      f"[{r.per_kcall_low:+.2f}, {r.per_kcall_high:+.2f}] | {r.verdict} |")
     beats = verdicts[verdicts.verdict == "beats none"] if len(verdicts) else verdicts
+
+    def where(col_low, col_high, above: bool) -> str:
+        if not len(verdicts):
+            return "none"
+        hit = verdicts[verdicts[col_low] > 0] if above else verdicts[verdicts[col_high] < 0]
+        return ", ".join(f"{r.guide} on {r.model}" for r in hit.itertuples()) or "no guide"
+    lines += ["", "Wall-clock budgets on a shared machine: the load varied between campaigns, so "
+              "a campaign ran more or fewer model calls (column 'model calls'); the rate per "
+              "1000 model calls is less affected by the load.", "",
+              f"- More distinct (true, predicted) pairs than none (95 % interval above 0): "
+              f"{where('pairs_low', 'pairs_high', True)}; fewer: "
+              f"{where('pairs_low', 'pairs_high', False)}.",
+              f"- More distinct faults per 1000 model calls than none: "
+              f"{where('per_kcall_low', 'per_kcall_high', True)}; fewer: "
+              f"{where('per_kcall_low', 'per_kcall_high', False)}."]
     lines += ["", "**Verdict:** " + (
         "guidance beats none (95 % interval of the difference above 0) for " +
         ", ".join(f"{r.guide} on {r.model}" for r in beats.itertuples()) + "."

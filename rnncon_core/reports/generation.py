@@ -12,6 +12,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InputError
+from ..generate import generator_class
 from .writer import write_files
 
 MNIST_MODELS = ("stacked-mnist-lstm", "mnist-lstm", "stacked-mnist-gru", "mnist-gru")
@@ -94,9 +95,9 @@ def build_generation(n_seeds: int = 500, models=None, out_dir="reports/generatio
         t0 = time.time()
         seeds = n_seeds if label in FULL_ROWS else other_seeds
         p = dict(params)
-        if method not in ("fgsm", "noise") and "iterations" not in p:
+        if "iterations" in generator_class(method).params and "iterations" not in p:
             p.update(extra)
-        if method == "differential":
+        if generator_class(method).needs_others:
             p["others"] = [o for o in models if o != model] or \
                 [o for o in shipped if o in ARCHITECTURES and o != model
                  and ARCHITECTURES[o].dataset == "mnist"]

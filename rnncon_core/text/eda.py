@@ -55,7 +55,7 @@ class Lexicon:
     (:class:`~rnncon_core.text.lexical.Substitutes`, built on first use)."""
 
     def __init__(self, vocab: Vocabulary, table: dict[str, list[str]] | None = None,
-                 names=frozenset()):
+                 names=frozenset(), common=None, name_pairs=frozenset()):
         if table is None:
             from .wordnet import synonym_table
             table = synonym_table(vocab.words)
@@ -63,6 +63,8 @@ class Lexicon:
         self.table = table
         self.stop = stop_words()
         self.names = frozenset(names)
+        self.common = None if common is None else frozenset(common)   # see lexical.Substitutes
+        self.name_pairs = frozenset(name_pairs)
         self._substitutes = None
         self.min_similarity = None         # None: lexical.MIN_SIMILARITY
         self.min_cosine = None             # None: no cosine floor (text.vectors)
@@ -86,7 +88,9 @@ class Lexicon:
             from .lexical import MIN_SIMILARITY
             sim = MIN_SIMILARITY if self.min_similarity is None else float(self.min_similarity)
             key = (_vocab_key(self.vocab.words), _vocab_key(sorted(self.names)), sim,
-                   self.min_cosine)
+                   self.min_cosine, None if self.common is None else
+                   _vocab_key(sorted(self.common)), _vocab_key(sorted(map(" ".join,
+                                                                          self.name_pairs))))
             if key not in _SUBSTITUTES:
                 vectors = None
                 if self.min_cosine is not None:
@@ -94,7 +98,8 @@ class Lexicon:
                     vectors = imdb_vectors(self.vocab)
                 _SUBSTITUTES[key] = Substitutes(set(self.vocab.words), self.stop, self.names,
                                                 min_similarity=sim, vectors=vectors,
-                                                min_cosine=self.min_cosine)
+                                                min_cosine=self.min_cosine, common=self.common,
+                                                name_pairs=self.name_pairs)
             self._substitutes = _SUBSTITUTES[key]
         return self._substitutes
 
@@ -148,7 +153,8 @@ def synonym_replacement(words: list[str], n: int, rng: np.random.Generator, lex:
     out = list(words)
     if reader:
         tags = lex.tags(out)
-        subs = {i: lex.substitutes.words(w, t) for i, (w, t) in enumerate(zip(out, tags))}
+        subs = {i: lex.substitutes.words(w, t) for i, (w, t) in enumerate(zip(out, tags))
+                if not lex.substitutes.in_name(out, i)}
         positions = [i for i, s in subs.items() if s]
     else:
         positions = [i for i, w in enumerate(out) if lex.replaceable(w)]

@@ -106,9 +106,12 @@ class TextGenerator(Generator):
                                         f"with an Embedding of word ids; this one reads vectors")
         self.constraints = constraints
         if lexicon is None:
-            from .lexical import imdb_names
+            from .lexical import MIN_COUNT, imdb_names, imdb_word_facts
             v = load_vocabulary(vocab)
-            lexicon = Lexicon(v, names=imdb_names(v.words))
+            facts = imdb_word_facts(v.words)
+            common = {w for w, n in facts["counts"].items() if n >= MIN_COUNT} or None
+            lexicon = Lexicon(v, names=imdb_names(v.words), common=common,
+                              name_pairs=facts["name_pairs"])
         self.lexicon = lexicon
         self.lexicon.set_similarity(min_similarity, min_cosine)
         from .lexical import MIN_SIMILARITY
@@ -420,6 +423,8 @@ class SynonymGradient(TextGenerator):
         pos, syn = [], []
         subs = lex.substitutes
         for k, (w, t) in enumerate(zip(words, lex.tags(words))):
+            if subs.in_name(words, k):            # "family guy": a name, not two words
+                continue
             for s in subs.words(w, t, subs.context(words, k)):
                 pos.append(first + k)
                 syn.append(lex.vocab.index[s])

@@ -304,6 +304,64 @@ def imdb_names(vocab_words: Sequence[str]) -> frozenset[str]:
     return frozenset(names)
 
 
+MIN_COUNT = 5          # a substitute is a word seen at least this often in the training reviews
+
+
+def name_pairs_from_texts(texts, min_count: int = 3, share: float = 0.5
+                          ) -> frozenset[tuple[str, str]]:
+    """Lower-cased word pairs written as two capitalised words inside sentences ("Family
+    Guy", "Star Wars") in at least ``share`` of their ``min_count`` or more such occurrences:
+    multi-word names whose words, alone, are common words."""
+    from collections import Counter
+    pair = re.compile(r"(?=\b([A-Za-z]+) ([A-Za-z]+)\b)")
+    caps, seen = Counter(), Counter()
+    for t in texts:
+        t = t.replace("<br />", " . ")
+        for m in pair.finditer(t):
+            a, b = m.group(1), m.group(2)
+            start = m.start(1)
+            key = (a.lower(), b.lower())
+            seen[key] += 1
+            if start and not _SENTENCE_END.search(t[max(0, start - 3):start]) \
+                    and a[0].isupper() and b[0].isupper():
+                caps[key] += 1
+    return frozenset(k for k, n in seen.items() if n >= min_count and caps[k] >= share * n)
+
+
+def imdb_word_facts(vocab_words: Sequence[str]) -> dict:
+    """From the IMDB training reviews (cached in .cache/): ``counts`` (word -> occurrences, for
+    the vocabulary's words) and ``name_pairs`` (multi-word names, see
+    :func:`name_pairs_from_texts`); empty when the reviews are not installed."""
+    from collections import Counter
+
+    from ..data import tokenize
+    from ..paths import CACHE_DIR, ensure_dir
+    from .wordnet import _vocab_key
+    path = CACHE_DIR / f"imdb-word-facts-{_vocab_key(list(vocab_words))}.json"
+    stop = stop_words()
+
+    def names(pairs) -> frozenset:        # "A Bronx Tale": the article is no part of it
+        return frozenset(tuple(p) for p in pairs if p[0] not in stop and p[1] not in stop)
+    if path.exists():
+        raw = json.loads(path.read_text())
+        return {"counts": raw["counts"], "name_pairs": names(raw["name_pairs"])}
+    try:
+        from ..data import imdb_texts
+        texts, _ = imdb_texts("train")
+    except Exception:                    # the data package is missing: nothing known
+        return {"counts": {}, "name_pairs": frozenset()}
+    known = set(vocab_words)
+    counts = Counter()
+    for t in texts:
+        counts.update(tokenize(t))
+    pairs = sorted(p for p in name_pairs_from_texts(texts) if p[0] in known and p[1] in known)
+    ensure_dir(CACHE_DIR)
+    atomic_write_text(path, json.dumps({"counts": {w: n for w, n in counts.items() if w in known},
+                                        "name_pairs": pairs}))
+    return {"counts": {w: n for w, n in counts.items() if w in known},
+            "name_pairs": names(pairs)}
+
+
 # ---------------------------------------------------------------- candidates
 
 def _related(synset, pos: str) -> list:
@@ -319,13 +377,20 @@ class Substitutes:
 
     ``vocab``: the words a substitute may be (the model's vocabulary); ``stop``: stop words
     (never replaced, never substitutes, except ``REPLACEABLE_STOP_WORDS``); ``names``: names
-    (never replaced, never substitutes).
+    (never replaced, never substitutes); ``common``: if given, the only words a substitute may
+    be (those seen at least ``MIN_COUNT`` times in the training reviews: a rare word such as
+    "bakshis" for "tip" reads wrong even when WordNet lists it); ``name_pairs``: multi-word
+    names (lower-cased word pairs) whose words are never replaced where they stand together
+    (:meth:`in_name`).
     """
 
     def __init__(self, vocab, stop=frozenset(), names=frozenset(),
                  min_similarity: float = MIN_SIMILARITY,
-                 max_candidates: int = 8, vectors=None, min_cosine: float | None = None):
+                 max_candidates: int = 8, vectors=None, min_cosine: float | None = None,
+                 common=None, name_pairs=frozenset()):
         self.vocab = vocab
+        self.common = None if common is None else frozenset(common)
+        self.name_pairs = frozenset(name_pairs)
         self.stop = frozenset(stop) - REPLACEABLE_STOP_WORDS
         self.names = frozenset(names)
         self.min_similarity = float(min_similarity)
@@ -354,6 +419,12 @@ class Substitutes:
         if key not in self._cache:
             self._cache[key] = self._compute(word, tag, overlaps)
         return self._cache[key]
+
+    def in_name(self, words: Sequence[str], k: int) -> bool:
+        """Whether word k of a review is part of a multi-word name there ("family guy")."""
+        w = words[k]
+        return (k > 0 and (words[k - 1], w) in self.name_pairs) or \
+            (k + 1 < len(words) and (w, words[k + 1]) in self.name_pairs)
 
     def words(self, word: str, tag: str, context: frozenset[str] = frozenset()) -> list[str]:
         return [w for w, _ in self(word, tag, context)]
@@ -394,6 +465,7 @@ class Substitutes:
         for lemma, score in sorted(ranking.items(), key=lambda kv: (-kv[1], kv[0])):
             form = forms[lemma]
             if (form is None or form == word or form not in self.vocab or lemma in bad
+                    or (self.common is not None and form not in self.common)
                     or form in bad or are_antonyms(word, form)   # both ways, as check_edits
                     or form in self.stop or form in self.names
                     or is_number(form) or polarity(form) != pol
