@@ -47,9 +47,10 @@ class Dataset:
     x_test: np.ndarray
     y_test: np.ndarray
     source: str
-    kind: str                     # "image" or "text"
+    kind: str                     # "image", "text" or "sequence" (any real values)
     num_classes: int
     vocab: "Vocabulary | None" = field(default=None, repr=False)
+    class_names: list | None = None
 
     def split(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         if name not in ("train", "test"):
@@ -109,6 +110,105 @@ def user_dataset(x, y, name: str, source: str = "") -> Dataset:
     return ds
 
 
+def class_labels(y, n_inputs: int | None = None, what: str = "labels"):
+    """(int64 class indices, note or None): one label per input, or one-hot rows (N, C) read
+    as their argmax (the note says so); anything else is an InputError naming what is wrong."""
+    y = np.asarray(y)
+    note = None
+    if y.ndim == 2 and y.shape[1] > 1 and (n_inputs is None or len(y) == n_inputs):
+        if not (np.issubdtype(y.dtype, np.number) or y.dtype == bool) \
+                or not np.isin(y, (0, 1)).all() or not (y.sum(axis=1) == 1).all():
+            raise InputError(f"{what} of shape {y.shape} are neither one label per input nor "
+                             f"one-hot rows (a single 1 per row): give class indices, e.g. "
+                             f"y.argmax(axis=1)")
+        note = f"{what} are one-hot rows ({y.shape[0]} x {y.shape[1]}): read as class " \
+               f"indices (their argmax)"
+        y = y.argmax(axis=1)
+    elif y.ndim > 1 and y.size == len(y):
+        y = y.reshape(-1)
+    elif y.ndim != 1:
+        raise InputError(f"{what} of shape {y.shape}: give one class index per input "
+                         f"(shape (N,)) or one-hot rows (N, classes)")
+    if n_inputs is not None and len(y) != n_inputs:
+        raise InputError(f"{n_inputs} inputs but {len(y)} labels: give one label per input")
+    if not np.issubdtype(y.dtype, np.integer):
+        if not np.issubdtype(y.dtype, np.number) or not np.all(np.isfinite(y)) \
+                or not np.all(np.mod(y, 1) == 0):
+            raise InputError(f"{what} must be class indices (integers), got dtype {y.dtype}")
+    return y.astype(np.int64), note
+
+
+NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
+
+
+def read_dataset(path, kind: str | None = None) -> Dataset:
+    """A user's data set: one .npz with ``x_train, y_train, x_test, y_test`` and optionally
+    ``kind`` ("image" | "sequence" | "text"; default: int ids (N, T) are text, float
+    (N, T, F) images if in [0, 1], else sequences), ``class_names`` and ``vocabulary`` (the
+    words of ids 3, 4, ... as Vocabulary keeps them). Read without pickles; every part
+    checked. ``kind`` overrides the file's."""
+    import zipfile
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise InputError(f"no data set file {path}" if not path.exists() else
+                         f"{path} is not a file: give a .npz data set")
+    try:
+        f = np.load(path, allow_pickle=False)
+        if not hasattr(f, "files"):
+            raise InputError(f"{path} holds one array: a data set is an .npz with "
+                             f"{', '.join(NPZ_KEYS)} (numpy.savez)")
+        with f:
+            missing = [k for k in NPZ_KEYS if k not in f.files]
+            if missing:
+                raise InputError(f"{path} lacks {', '.join(missing)}: a data set is an .npz "
+                                 f"with {', '.join(NPZ_KEYS)} (numpy.savez('{path.name}', "
+                                 f"x_train=..., y_train=..., x_test=..., y_test=...))")
+            a = {k: f[k] for k in f.files}
+    except InputError:
+        raise
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as e:
+        why = "it holds Python objects, which are not read" if "pickle" in str(e) else \
+            f"{type(e).__name__}; truncated or not an .npz?"
+        raise InputError(f"{path} is not a readable .npz data set ({why}): save it with "
+                         f"numpy.savez") from None
+    kind = kind or (str(a["kind"]) if "kind" in a else None)
+    ys = {}
+    for split in ("train", "test"):
+        x = a[f"x_{split}"]
+        if x.ndim < 2 or len(x) == 0:
+            raise InputError(f"{path}: x_{split} of shape {x.shape} is not a batch of inputs")
+        ys[split], note = class_labels(a[f"y_{split}"], len(x), f"{path.name} y_{split}")
+    if a["x_train"].shape[1:] != a["x_test"].shape[1:]:
+        raise InputError(f"{path}: x_train {a['x_train'].shape[1:]} and x_test "
+                         f"{a['x_test'].shape[1:]} inputs differ in shape")
+    x_test = a["x_test"]
+    if kind is None:
+        kind = "text" if np.issubdtype(x_test.dtype, np.integer) and x_test.ndim == 2 else \
+            "image" if np.issubdtype(x_test.dtype, np.floating) and x_test.ndim == 3 \
+            and float(x_test.min()) >= 0 and float(x_test.max()) <= 1 else "sequence"
+    if kind not in ("image", "sequence", "text"):
+        raise InputError(f"{path}: kind must be image, sequence or text, got {kind!r}")
+    xs = {s: a[f"x_{s}"].astype(np.int32 if kind == "text" else np.float32)
+          for s in ("train", "test")}
+    vocab = Vocabulary([str(w) for w in a["vocabulary"].tolist()]) if "vocabulary" in a \
+        else None
+    names = [str(c) for c in a["class_names"].tolist()] if "class_names" in a else None
+    n_classes = int(max(ys["train"].max(), ys["test"].max())) + 1
+    if names is not None and len(names) < n_classes:
+        raise InputError(f"{path}: {len(names)} class_names for labels up to {n_classes - 1}")
+    name = str(path.resolve())
+    return Dataset(name, xs["train"], ys["train"], xs["test"], ys["test"],
+                   f"the user's data set {name}: {len(ys['train']):,} train / "
+                   f"{len(ys['test']):,} test, {kind}", kind,
+                   len(names) if names else n_classes, vocab=vocab, class_names=names)
+
+
+def is_dataset_file(name) -> bool:
+    """Whether a --dataset value names a file (a path) rather than a built-in data set."""
+    text = str(name)
+    return text not in DATASETS and (text.endswith(".npz") or "/" in text or Path(text).is_file())
+
+
 def datasets_fitting(input_shape) -> list[str]:
     """The data sets whose inputs fit a model with this input shape (without the batch axis):
     any word-id sequence (steps,) reads IMDB, images must have the data set's size."""
@@ -118,15 +218,21 @@ def datasets_fitting(input_shape) -> list[str]:
     return [name for name, s in INPUT_SHAPES.items() if len(s) == 2 and s == shape]
 
 
-def load_dataset(name: str) -> Dataset:
-    """Load one of :data:`DATASETS` by name (cached on disk after the first load), or a test
-    set registered with :func:`user_dataset`."""
+def load_dataset(name: str | Path, kind: str | None = None) -> Dataset:
+    """One of :data:`DATASETS` by name (cached on disk after the first load), a test set
+    registered with :func:`user_dataset`, or the path of a user's .npz data set
+    (:func:`read_dataset`: x_train, y_train, x_test, y_test; its name is its absolute path,
+    so a run records it and retraining finds it again)."""
+    name = str(name)
     if name in _USER:
         return _USER[name]
     loaders = {"mnist": _load_mnist, "fashion-mnist": _load_fashion,
                "imdb": _load_imdb, "digits": _load_digits}
     if name not in loaders:
-        raise InputError(f"unknown data set {name!r}; choose one of {', '.join(DATASETS)}")
+        if is_dataset_file(name):
+            return read_dataset(name, kind)
+        raise InputError(f"unknown data set {name!r}; choose one of {', '.join(DATASETS)}, or "
+                         f"give the path of your own .npz (x_train, y_train, x_test, y_test)")
     return loaders[name]()
 
 

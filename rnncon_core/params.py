@@ -320,3 +320,34 @@ class Params:
 
     def describe(self) -> list[dict]:
         return [p.describe() for p in self]
+
+
+# ---------------------------------------------------------------- the commands' own arguments
+# Declared once for the CLI, the API and the dashboard's forms (``check_args`` reads them);
+# a method's or criterion's parameters are declared on its class, retraining's in
+# rnncon_core.retrain.PARAMS.
+
+ARGS = Params(
+    Param("seed", 0, IntRange(0), "Random seed (same seed, same run)."),
+    Param("seeds", 100, IntRange(1), "Number of seeds."),
+    Param("n", None, IntRange(1), "Use the first N inputs (default: all)."),
+    Param("workers", None, IntRange(1), "Ray workers."),
+    Param("batch_size", None, IntRange(1), "Inputs per batch."),
+    Param("limit", None, IntRange(1), "At most this many."),
+    Param("kind", None, OneOf(("image", "sequence", "text")),
+          "What the inputs are (default: guessed from the model's input shape)."),
+    Param("split", "test", OneOf(("train", "test")), "The data set's split."),
+)
+
+
+def check_args(declared: Params = ARGS, prefix: str = "--", **values) -> dict:
+    """``values`` checked against their declarations (None: not given, the default): an
+    InputError names the option (``--seed must be an integer of at least 0, got -1``)."""
+    out = {}
+    for name, value in values.items():
+        p = declared[name]
+        if value is None:
+            out[name] = p.default
+            continue
+        out[name] = p.check.check(prefix + name.replace("_", "-") if prefix else name, value)
+    return out

@@ -22,6 +22,7 @@ models too; the shipped models are only ever read.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -29,6 +30,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import InputError
+from .params import Interval, IntRange, Param, Params
 
 DEFAULT_EPOCHS = 10
 DEFAULT_REPEATS = 10
@@ -129,10 +131,23 @@ def resolve_dataset(model: str, dataset=None, run_config: dict | None = None):
         return dataset
     name = dataset or (ARCHITECTURES[model].dataset if model in ARCHITECTURES else None) \
         or (run_config or {}).get("dataset")
+    if name == "inputs" and not dataset:         # the run's seeds were the user's own arrays
+        raise InputError(own_inputs_hint(run_config or {}))
     if not name:
         raise InputError(f"cannot tell which data set {model!r} was trained on: pass "
-                         f"dataset='mnist' (CLI: --dataset mnist)")
+                         f"dataset='mnist' or the path of your own .npz (CLI: --dataset "
+                         f"DATA.npz)")
     return load_dataset(name)
+
+
+def own_inputs_hint(run_config: dict) -> str:
+    """What to pass to retrain a model whose generation run read the user's own arrays."""
+    src = run_config.get("inputs_source") or {}
+    files = f" ({', '.join(f'{k} {v}' for k, v in src.items())})" if src else ""
+    return (f"the generation run read your own inputs{files}, which are only its seeds: "
+            f"retraining also needs training data. Save one .npz with numpy.savez('data.npz', "
+            f"x_train=..., y_train=..., x_test=<those inputs>, y_test=<their labels>) and pass "
+            f"--dataset data.npz (Python: dataset='data.npz'); docs/data.md shows how")
 
 
 def fit_split(ds, validation_split: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
@@ -273,6 +288,26 @@ def retrain_once(base, x_fit, y_fit, x_extra, y_extra, epochs: int, seed: int,
 # reports/retraining/report.md lists every recipe tried)
 FINE_TUNE_RATE = 3e-4
 
+# retraining's arguments, declared once: run_retraining checks them, `rnncon retrain` and the
+# dashboard's form read them (an InputError names the argument, what it allows, the value)
+PARAMS = Params(
+    Param("epochs", DEFAULT_EPOCHS, IntRange(1), "More epochs per retraining (the paper: 10)."),
+    Param("repeats", DEFAULT_REPEATS, IntRange(1), "Retrainings with different seeds."),
+    Param("max_inputs", None, IntRange(1), "Use at most this many adversarial inputs "
+                                           "(default: all)."),
+    Param("learning_rate", None, Interval(0, math.inf, lo_open=True),
+          f"Adam's rate (default: the fine-tuning one, {FINE_TUNE_RATE:g})."),
+    Param("mix", DEFAULT_MIX, Interval(0, 1), "Share of each batch drawn from the generated "
+                                              "inputs (0: each once per epoch)."),
+    Param("seed", 0, IntRange(0), "Random seed (repeat r trains with seed + r)."),
+    Param("transfer_seeds", TRANSFER_SEEDS, IntRange(0), "Evaluation seeds per held-out "
+                                                         "transfer method (0: skip)."),
+    Param("robustness_seeds", 0, IntRange(0), "Seeds of the fresh white-box runs (0: skip)."),
+    Param("batch_size", 128, IntRange(1), "Inputs per training batch."),
+    Param("coverage_inputs", 500, IntRange(1), "Evaluation inputs whose RConC is measured."),
+    Param("threshold", None, Interval(0, 1), "RConC's threshold (default: the data set's)."),
+)
+
 
 def training_defaults(model: str, ds) -> dict:
     """How to continue training the way the shipped model was trained: a fine-tuning rate
@@ -385,7 +420,7 @@ def fresh_adversarial_rate(models: dict[str, str], source, ds, n_seeds: int, sto
 # ---------------------------------------------------------------- the entry point
 
 def default_transfer_methods(ds) -> tuple[str, ...]:
-    return TRANSFER_METHODS if ds.kind == "image" else ("synonym-gradient",)
+    return TRANSFER_METHODS if ds.kind != "text" else ("synonym-gradient",)
 
 
 def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
@@ -427,8 +462,12 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
     from .generate.base import model_head
     from .runs import RunStore, check_source_run
     from .zoo import load_model
-    if epochs < 1 or repeats < 1:
-        raise InputError(f"epochs and repeats must be >= 1 (got {epochs} and {repeats})")
+    PARAMS.check("retraining", {"epochs": epochs, "repeats": repeats,
+                                "max_inputs": max_inputs, "learning_rate": learning_rate,
+                                "mix": mix, "seed": seed, "transfer_seeds": transfer_seeds,
+                                "robustness_seeds": robustness_seeds,
+                                "batch_size": batch_size, "coverage_inputs": coverage_inputs,
+                                "threshold": threshold})
     store = store or RunStore()
     source = store.get(from_run)
     note = check_source_run(source, model, force)   # another model's run: refused unless force

@@ -45,7 +45,7 @@ import numpy as np
 
 from .errors import InputError, JobCancelled, RunStoreError
 from .paths import RUNS_DIR
-from .io import (atomic_write_bytes, atomic_write_json, atomic_write_npz, file_sha256,  # noqa: F401
+from .io import (atomic_write_bytes, atomic_write_json, atomic_write_npz, file_sha256,
                  model_file, model_sha256, to_json, versions)
 
 STATUSES = ("running", "finished", "failed", "cancelled")
@@ -186,10 +186,18 @@ class Run:
         self._closed = False
 
     # ---- files
+    def _folder(self) -> Path:
+        """The run's folder, or a RunStoreError (one line) if it was removed while the job ran."""
+        if not self.path.is_dir():
+            self._closed = True
+            raise RunStoreError(f"run {self.run_id} was removed while it ran (its folder "
+                                f"{self.path} is gone); the job stopped")
+        return self.path
+
     def save_json(self, name: str, obj) -> Path:
         """``<name>.json``; a "summary" is also put in the index (so listings show a running
         run's partial summary)."""
-        p = self.path / f"{name}.json"
+        p = self._folder() / f"{name}.json"
         atomic_write_json(p, obj)
         if name == "summary":
             self.store._set_summary(self.run_id, obj)
@@ -197,7 +205,7 @@ class Run:
 
     def save_npz(self, name: str, **arrays) -> Path:
         """``<name>.npz``, written whole; parts left by append_npz are then removed."""
-        p = self.path / f"{name}.npz"
+        p = self._folder() / f"{name}.npz"
         atomic_write_npz(p, {k: np.asarray(v) for k, v in arrays.items()})
         for part in self.path.glob(f"{name}.part*.npz"):
             part.unlink(missing_ok=True)
@@ -207,7 +215,7 @@ class Run:
         """Append rows (the same keys each time) as ``<name>.partNNNNN.npz``: a job that saves
         its outputs batch by batch writes each row once (RunRecord.load_npz reads the parts
         as one array until save_npz writes the whole)."""
-        n = len(list(self.path.glob(f"{name}.part*.npz")))
+        n = len(list(self._folder().glob(f"{name}.part*.npz")))
         p = self.path / f"{name}.part{n:05d}.npz"
         atomic_write_npz(p, {k: np.asarray(v) for k, v in arrays.items()})
         return p
@@ -229,18 +237,21 @@ class Run:
     # ---- end states
     def finish(self, summary: dict | None = None) -> None:
         if summary is not None:
-            atomic_write_json(self.path / "summary.json", summary)
-        self.store._set_status(self.run_id, "finished", summary=summary)
+            atomic_write_json(self._folder() / "summary.json", summary)
+        self.store._set_status(self.run_id, "finished", summary=summary, only_running=True)
         self._closed = True
 
     def fail(self, error: str, status: str = "failed") -> None:
+        self._closed = True
+        if not self.path.is_dir():          # removed while it ran: nothing left to mark
+            return
         atomic_write_bytes(self.path / "error.txt", error.encode())
         summary = None
         if (self.path / "summary.json").exists():
             summary = json.loads((self.path / "summary.json").read_text())
         self.store._set_status(self.run_id, status, error=error.strip().splitlines()[-1]
-                               if error.strip() else status, summary=summary)
-        self._closed = True
+                               if error.strip() else status, summary=summary,
+                               only_running=True)
 
     def info(self) -> RunInfo:
         return self.store.get(self.run_id)
@@ -256,6 +267,9 @@ class Run:
             self.finish(json.loads(p.read_text()) if p.exists() else None)
         elif isinstance(exc, JobCancelled):
             self.fail(f"JobCancelled: {exc}", status="cancelled")
+        elif isinstance(exc, KeyboardInterrupt):        # Ctrl-C: the user cancelled it
+            self.fail(f"JobCancelled: interrupted (Ctrl-C); the finished outputs are kept in "
+                      f"{self.path}", status="cancelled")
         else:
             self.fail("".join(traceback.format_exception(exc_type, exc, tb)))
         return False
@@ -375,22 +389,41 @@ class RunStore:
         self._execute("UPDATE runs SET cancel_requested = 1, updated = ? WHERE run_id = ?",
                       (_now(), run_id))
 
-    def delete(self, run_id: str) -> None:
-        """Remove a run and its folder; a running run must be cancelled or marked failed
-        first."""
+    def _refuse_live(self, run_id: str, action: str, force: bool) -> None:
+        """A running run is never marked failed or deleted while its process lives (its pid
+        and start time are checked); one whose process cannot be checked here (another host,
+        no pid) only with ``force``. One whose process is gone is already reported failed."""
+        row = self._execute("SELECT pid, host, proc_start FROM runs WHERE run_id = ?",
+                            (run_id,))[0]
+        here = row["host"] == socket.gethostname() and row["pid"]
+        if here and _pid_alive(row["pid"], row["proc_start"]):
+            raise InputError(f"run {run_id} is running (process {row['pid']} is alive): it is "
+                             f"not {action}; stop it with `rnncon runs --cancel {run_id}` (it "
+                             f"ends as cancelled and keeps its finished outputs)")
+        if not here and not force:
+            raise InputError(f"run {run_id} is running on {row['host'] or 'an unknown host'}, "
+                             f"whose processes cannot be checked from here: if its process is "
+                             f"gone, pass --force (force=True) to have it {action}")
+
+    def delete(self, run_id: str, force: bool = False) -> None:
+        """Remove a run and its folder; a running run must be cancelled first (see
+        :meth:`_refuse_live` for ``force``)."""
         import shutil
         info = self.get(run_id)
         if info.status == "running":
-            raise InputError(f"run {run_id} is running: cancel it first (`rnncon runs --cancel "
-                             f"{run_id}`), or mark it failed if it is stuck (`--mark-failed`)")
+            self._refuse_live(run_id, "deleted", force)
         self._execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
         shutil.rmtree(self.root / run_id, ignore_errors=True)
 
-    def mark_failed(self, run_id: str, reason: str = "marked failed by hand") -> RunInfo:
-        """End a run that is stuck as "running" (its job will never finish it)."""
+    def mark_failed(self, run_id: str, reason: str = "marked failed by hand",
+                    force: bool = False) -> RunInfo:
+        """End a run that is stuck as "running" (its job will never finish it); a live run is
+        refused (see :meth:`_refuse_live`)."""
         info = self.get(run_id)
         if info.status != "running":
-            raise InputError(f"run {run_id} is {info.status}, not running: nothing to mark")
+            raise InputError(f"run {run_id} is {info.status}, not running: nothing to mark "
+                             f"(a run whose process ended is reported failed by itself)")
+        self._refuse_live(run_id, "marked failed", force)
         err = self.root / run_id / "error.txt"
         if not err.exists():
             atomic_write_bytes(err, reason.encode())
@@ -398,8 +431,13 @@ class RunStore:
         return self.get(run_id)
 
     def _set_status(self, run_id: str, status: str, summary: dict | None = None,
-                    error: str | None = None) -> None:
+                    error: str | None = None, only_running: bool = False) -> None:
+        """Set a run's end state; ``only_running``: not over one already ended (a job does
+        not turn a run marked failed by hand back into finished)."""
         assert status in STATUSES
+        if only_running and self._execute("SELECT 1 FROM runs WHERE run_id = ? AND status "
+                                          "!= 'running'", (run_id,)):
+            return
         if status != "running":
             atomic_write_json(self.root / run_id / "status.json",
                               {"status": status, "error": error, "updated": _now()})

@@ -42,6 +42,7 @@ NOT_NEURONS = ("Flatten", "Reshape", "Dropout", "SpatialDropout1D", "GaussianDro
 SUPPORTED_LAYERS = ("InputLayer", "Embedding", "SimpleRNN", "LSTM", "GRU", "Bidirectional",
                     "Dense", "TimeDistributed") + PASS_THROUGH
 IMAGE_SHAPES = ((28, 28), (8, 8))     # (steps, features) of the image data sets
+KINDS = {"image": "image", "sequence": "real", "text": "ids"}   # a data kind -> input domain
 _SUPPORTED_TEXT = ("supported: a Sequential or single-chain functional model (one input, one "
                    "output) of Embedding (mask_zero too), SimpleRNN / LSTM / GRU (also "
                    "go_backwards, inside Bidirectional, with masks), Dense (also on a sequence "
@@ -153,11 +154,29 @@ def _chain_layers(model) -> list:
 
 def input_domain(model) -> str:
     """What a model reads: "ids" (word ids into its Embedding), "image" (float pixels in
-    [0, 1]: inputs shaped like an image data set's) or "real" (any float values)."""
+    [0, 1]: inputs shaped like an image data set's, unless :func:`set_kind` said otherwise)
+    or "real" (any float values)."""
     first = next((l for l in model.layers if type(l).__name__ != "InputLayer"), None)
     if type(first).__name__ == "Embedding":
         return "ids"
+    told = getattr(model, "__dict__", {}).get("_rnncon_kind")
+    if told is not None:
+        return KINDS[told]
     return "image" if tuple(model.input_shape[1:]) in IMAGE_SHAPES else "real"
+
+
+def set_kind(model, kind: str | None) -> None:
+    """Say what a model reads ("image", "sequence" or "text"; CLI ``--kind``), overriding the
+    guess from its input shape for every check and trace of this model object: e.g. z-scored
+    sensor data on a 28 x 28 model is "sequence" (any real values), not images in [0, 1]."""
+    if kind is None:
+        return
+    if kind not in KINDS:
+        raise InputError(f"--kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if (KINDS[kind] == "ids") != (_embedding_layer(model) is not None):
+        raise InputError(f"--kind {kind} does not fit this model: it reads "
+                         f"{'word ids (text)' if kind != 'text' else 'float vectors'}")
+    object.__setattr__(model, "_rnncon_kind", kind)      # not a tracked Keras attribute
 
 
 def _embedding_layer(model):
@@ -165,17 +184,62 @@ def _embedding_layer(model):
     return first if type(first).__name__ == "Embedding" else None
 
 
-def check_model_inputs(model, x, what: str = "inputs") -> np.ndarray:
+def check_model(model) -> None:
+    """Refuse, before any input runs, what no command can use: a stateful recurrent layer
+    (its state would carry from one batch to the next) and a model that does not compute in
+    float32 (the trace and the generators run float32; convert it with :func:`to_float32`)."""
+    for layer in getattr(model, "layers", []):
+        inner = [layer, getattr(layer, "forward_layer", None), getattr(layer, "layer", None)]
+        if any(getattr(l, "stateful", False) for l in inner if l is not None):
+            raise _unsupported(layer, "stateful=True (its state would carry over from one "
+                                      "batch to the next; save a copy with stateful=False)")
+    dtypes = sorted({str(getattr(w, "dtype", "float32")) for w in model.weights}
+                    - {"float32", "int32", "int64", "bool"})
+    if dtypes:
+        raise UnsupportedModelError(
+            f"model {model.name!r} computes in {', '.join(dtypes)}; the trace and the "
+            f"generators run float32: convert it first with "
+            f"rnncon_core.trace.to_float32(model).save('model32.keras')")
+
+
+def to_float32(model):
+    """A float32 copy of a float64 (or float16) model: the same layers and weights, cast."""
+    import keras
+
+    def cast(node, key=None):
+        if isinstance(node, dict):
+            if node.get("class_name") == "DTypePolicy":
+                return {**node, "config": {**node["config"], "name": "float32"}}
+            return {k: cast(v, k) for k, v in node.items()}
+        if isinstance(node, list):
+            return [cast(v) for v in node]
+        if key == "dtype" and node in ("float64", "float16", "bfloat16"):
+            return "float32"
+        return node
+
+    copy = type(model).from_config(cast(model.get_config()))
+    if not copy.built:
+        copy.build(model.input_shape)
+    copy.set_weights([np.asarray(w, np.float32) if np.issubdtype(np.asarray(w).dtype,
+                      np.floating) else w for w in model.get_weights()])
+    return copy if isinstance(copy, keras.Model) else model
+
+
+def check_model_inputs(model, x, what: str = "inputs", kind: str | None = None) -> np.ndarray:
     """Inputs checked against the model before it runs: an array (int32 ids or float32) or
     an InputError saying what is wrong and what to do. The same checks and messages for the
-    CLI, the API and the dashboard (the Tracer runs them too)."""
+    CLI, the API and the dashboard (the Tracer runs them too). ``kind`` ("image", "sequence",
+    "text"; CLI ``--kind``) overrides the guess from the input shape (:func:`input_domain`):
+    "sequence" inputs may hold any real values, also on a 28 x 28 model."""
     inputs = getattr(model, "inputs", None) or [None]
     if len(inputs) != 1:
         raise UnsupportedModelError(f"model {model.name!r} has {len(inputs)} inputs; only one "
                                     f"is supported. {_SUPPORTED_TEXT}.")
+    check_model(model)
     emb = _embedding_layer(model)
     want = tuple(model.input_shape[1:])
     vocab = int(emb.input_dim) if emb is not None else None
+    set_kind(model, kind)
     return _check_array(x, want, "ids" if emb is not None else input_domain(model), vocab, what)
 
 
@@ -214,7 +278,8 @@ def _check_array(x, want: tuple, domain: str, vocab: int | None, what: str) -> n
         lo, hi = float(arr.min()), float(arr.max())
         if lo < 0 or hi > 1:
             hint = "divide 8-bit pixels by 255" if hi > 1 and lo >= 0 else \
-                "scale them into [0, 1] (e.g. (x - x.min()) / (x.max() - x.min()))"
+                "scale them into [0, 1] (e.g. (x - x.min()) / (x.max() - x.min())), or, if "\
+                "they are not images, say so (CLI: --kind sequence)"
             raise InputError(f"{what} are images for this model: their values must lie in "
                              f"[0, 1]; got values from {lo:.4g} to {hi:.4g}: {hint}")
     return arr
@@ -242,6 +307,7 @@ class Tracer:
         if not getattr(model, "built", False) or not model.weights:
             raise UnsupportedModelError("the model is not built (it has no weights yet): call "
                                         "it once or give keras.Input a shape")
+        check_model(model)               # stateful layers, float64 weights
         self.model = model
         shape = tuple(model.input_shape)
         self.embedding = None          # (name, matrix) for an Embedding model
@@ -262,8 +328,6 @@ class Tracer:
         self.input_shape = tuple(shape[1:])          # (T, F) or (T,) for ids
         self.embedded_shape = (shape[1], int(self.embedding[1].shape[1])) \
             if self.embedding is not None else self.input_shape
-        self.domain = "ids" if self.embedding is not None else \
-            ("image" if self.input_shape in IMAGE_SHAPES else "real")
         self.spec = {s.name: s for s in self.specs}
         # NC's neurons in model order: (name, kind, output shape) of every traced layer
         # (each direction of a Bidirectional) and of the pass-through layers that compute
@@ -397,6 +461,11 @@ class Tracer:
         self._activation[name] = (cell.activation, getattr(cell, "recurrent_activation", None))
         self.specs.append(spec)
         return spec
+
+    @property
+    def domain(self) -> str:
+        """"ids" | "image" | "real": what the model reads (see :func:`set_kind`)."""
+        return input_domain(self.model)
 
     # ------------------------------------------------------------------ public
     def __call__(self, x, embedded: bool = False) -> Trace:

@@ -235,6 +235,22 @@ def _check_config(node, where: str = "model") -> None:
             _check_config(item, where)
 
 
+MAX_CONFIG_DEPTH = 200     # a saved Keras config nests a few dozen levels; deeper is not one
+
+
+def _depth(node) -> int:
+    """How deeply a loaded JSON value nests (without recursion: any depth is measured)."""
+    deepest, todo = 0, [(node, 1)]
+    while todo:
+        item, d = todo.pop()
+        deepest = max(deepest, d)
+        if isinstance(item, dict):
+            todo.extend((v, d + 1) for v in item.values())
+        elif isinstance(item, list):
+            todo.extend((v, d + 1) for v in item)
+    return deepest
+
+
 def load_model(name_or_path: str | os.PathLike, compile: bool = False):
     """A shipped model by name (``mnist-lstm``) or any ``.keras`` file, loaded safely.
 
@@ -261,6 +277,13 @@ def load_model(name_or_path: str | os.PathLike, compile: bool = False):
         raise ModelLoadError(f"{path.name} is not a valid .keras file (corrupt or not a Keras "
                              f"model: {type(e).__name__}: {e}). Save the model again with "
                              f"model.save('model.keras').") from None
+    except RecursionError:
+        config = None
+    if config is None or _depth(config) > MAX_CONFIG_DEPTH:
+        raise ModelLoadError(f"{path.name} is not a valid .keras file: its config.json is "
+                             f"nested more than {MAX_CONFIG_DEPTH} levels deep (a Keras model's "
+                             f"is a few dozen). Save the model again with "
+                             f"model.save('model.keras').")
     _check_config(config)
     try:
         model = keras.saving.load_model(path, compile=compile, safe_mode=True)

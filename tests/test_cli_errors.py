@@ -44,6 +44,15 @@ def files(tmp_path_factory):
     i1, i2 = keras.Input((5, 3)), keras.Input((5, 3))
     save("two_inputs", keras.Model([i1, i2], L.Dense(1)(L.LSTM(2)(L.Concatenate()([i1, i2])))))
     save("attention", keras.Model(inp, L.Dense(1)(L.Flatten()(L.MultiHeadAttention(1, 2)(inp, inp)))))
+    save("float64", keras.Sequential([keras.Input((8, 8), dtype="float64"),
+                                      L.LSTM(3, dtype="float64"),
+                                      L.Dense(10, activation="softmax", dtype="float64")]))
+    save("stateful", keras.Sequential([keras.Input((8, 8), batch_size=4), L.LSTM(3, stateful=True),
+                                       L.Dense(10, activation="softmax")]))
+    with zipfile.ZipFile(d / "image.keras") as src, zipfile.ZipFile(d / "deep.keras", "w") as dst:
+        for item in src.infolist():     # a config.json nested 200,000 levels deep
+            dst.writestr(item, b"[" * 200_000 + b"]" * 200_000 if item.filename == "config.json"
+                         else src.read(item.filename))
     (d / "corrupt.keras").write_bytes(b"not a zip at all")
     (d / "model.h5").write_bytes(b"\x89HDF")
     with zipfile.ZipFile(d / "image.keras") as src, zipfile.ZipFile(d / "truncated.keras", "w") as dst:
@@ -70,6 +79,15 @@ def files(tmp_path_factory):
     np.save(d / "y_text.npy", np.array([0, 1, 1, 0]))
     np.save(d / "objects.npy", np.array([{"a": 1}, None], dtype=object), allow_pickle=True)
     (d / "table.csv").write_text("1,2,3\n4,5,6\n")
+    np.save(d / "y_soft.npy", np.full((4, 10), 0.1))
+    (d / "garbage.state").write_bytes(b"garbage" * 100)
+    np.savez(d / "whole.npz", meta=np.array('{"criterion": "rconc"}'), big=rng.random(5000))
+    (d / "truncated.state").write_bytes((d / "whole.npz").read_bytes()[:3000])
+    np.savez(d / "no_meta.npz", a=np.zeros(3))
+    np.savez(d / "meta_not_json.npz", meta=np.array("{not json"))
+    np.savez(d / "meta_incomplete.npz", meta=np.array('{"criterion": "rconc"}'))
+    np.savez(d / "ds_missing.npz", x_train=img, y_train=np.array([0, 1, 2, 1]))
+    (d / "ds_garbage.npz").write_bytes(b"PK garbage")
     np.savez(d / "arrays.npz", x=img)
     (d / "blocker").write_text("a file where a folder should be")
     corrupt_store = d / "corrupt_store"
@@ -145,6 +163,70 @@ CASES = [
     ("run-unknown", "runs --cancel nope --runs-dir {d}/runs", "no run 'nope'"),
     ("retrain-run-unknown", "retrain --model {d}/image.keras --from-run nope --runs-dir {d}/runs",
      "no run 'nope'"),
+    # models the trace cannot run (were tracebacks)
+    ("model-float64-coverage", "coverage --model {d}/float64.keras --inputs {d}/img.npy",
+     "computes in float64"),
+    ("model-float64-edge", "coverage --model {d}/float64.keras --inputs {d}/img.npy "
+     "--granularity edge", "to_float32(model)"),
+    ("model-float64-nc", "coverage --model {d}/float64.keras --inputs {d}/img.npy --criterion nc",
+     "computes in float64"),
+    ("model-float64-generate", "generate --model {d}/float64.keras --inputs {d}/img.npy --labels "
+     "{d}/y.npy --method rconc --runs-dir {d}/runs", "computes in float64"),
+    ("model-stateful-generate", "generate --model {d}/stateful.keras --inputs {d}/img.npy "
+     "--labels {d}/y.npy --method fgsm --runs-dir {d}/runs", "stateful=True"),
+    ("model-stateful-coverage", "coverage --model {d}/stateful.keras --inputs {d}/img.npy",
+     "stateful=True"),
+    ("model-config-too-deep", "coverage --model {d}/deep.keras --inputs {d}/img.npy",
+     "nested more than"),
+    # coverage states (were tracebacks)
+    ("state-garbage", "coverage --model {d}/image.keras --inputs {d}/img.npy --state "
+     "{d}/garbage.state", "not a coverage state"),
+    ("state-truncated", "coverage --model {d}/image.keras --inputs {d}/img.npy --state "
+     "{d}/truncated.state", "truncated or damaged"),
+    ("state-no-meta", "coverage --model {d}/image.keras --inputs {d}/img.npy --state "
+     "{d}/no_meta.npz", "no meta record"),
+    ("state-meta-not-json", "coverage --model {d}/image.keras --inputs {d}/img.npy --state "
+     "{d}/meta_not_json.npz", "JSONDecodeError"),
+    ("state-meta-incomplete", "coverage --model {d}/image.keras --inputs {d}/img.npy --state "
+     "{d}/meta_incomplete.npz", "lacks the criterion, config or fingerprint"),
+    ("state-missing", "coverage --model {d}/image.keras --inputs {d}/img.npy --state "
+     "{d}/none.state", "no coverage state file"),
+    ("save-state-unwritable", "coverage --model {d}/image.keras --inputs {d}/img.npy "
+     "--save-state {d}/blocker/s.state", "cannot create the folder"),
+    ("save-state-folder", "coverage --model {d}/image.keras --inputs {d}/img.npy "
+     "--save-state {d}", "is a folder"),
+    # files and labels
+    ("inputs-folder", "coverage --model {d}/image.keras --inputs {d}", "is a folder"),
+    ("inputs-device", "coverage --model {d}/image.keras --inputs /dev/zero",
+     "not a regular file"),
+    ("labels-not-one-hot", "generate --model {d}/image.keras --inputs {d}/img.npy --labels "
+     "{d}/y_soft.npy --method fgsm --runs-dir {d}/runs", "one-hot"),
+    ("dataset-npz-lacks-keys", "coverage --model {d}/image.keras --dataset {d}/ds_missing.npz",
+     "lacks x_test, y_test"),
+    ("dataset-npz-damaged", "coverage --model {d}/image.keras --dataset {d}/ds_garbage.npz",
+     "not a readable .npz data set"),
+    ("kind-unknown", "coverage --model {d}/image.keras --inputs {d}/img.npy --kind audio",
+     "--kind must be one of"),
+    ("kind-text-on-float-model", "coverage --model {d}/image.keras --inputs {d}/img.npy "
+     "--kind text", "does not fit this model"),
+    # arguments, each checked from its declaration
+    ("seed-negative", "generate --model {d}/image.keras --inputs {d}/img.npy --labels {d}/y.npy "
+     "--method fgsm --seed -1 --runs-dir {d}/runs", "--seed must be an integer of at least 0"),
+    ("seeds-zero", "generate --model {d}/image.keras --inputs {d}/img.npy --labels {d}/y.npy "
+     "--method fgsm --seeds 0 --runs-dir {d}/runs", "--seeds must be an integer of at least 1"),
+    ("n-zero", "coverage --model {d}/image.keras --inputs {d}/img.npy --n 0",
+     "--n must be an integer of at least 1"),
+    ("param-given-twice", "coverage --model {d}/image.keras --inputs {d}/img.npy --threshold 0.1 "
+     "--param threshold=0.9", "--threshold 0.1 and --param threshold=0.9"),
+    ("retrain-learning-rate-negative", "retrain --model {d}/image.keras --from-run nope "
+     "--learning-rate -1 --runs-dir {d}/runs", "--learning-rate must be a number in (0, inf)"),
+    ("retrain-learning-rate-zero", "retrain --model {d}/image.keras --from-run nope "
+     "--learning-rate 0 --runs-dir {d}/runs", "--learning-rate must be a number in (0, inf)"),
+    ("retrain-max-inputs-zero", "retrain --model {d}/image.keras --from-run nope --max-inputs 0 "
+     "--runs-dir {d}/runs", "--max-inputs must be an integer of at least 1"),
+    ("retrain-epochs-zero", "retrain --model {d}/image.keras --from-run nope --epochs 0 "
+     "--runs-dir {d}/runs", "--epochs must be an integer of at least 1"),
+    ("runs-force-alone", "runs --force --runs-dir {d}/runs", "--force goes with"),
     # usage
     ("option-unknown", "coverage --model {d}/image.keras --wobble 3", "No such option"),
     ("option-missing", "generate --method fgsm", "Missing option"),
@@ -175,11 +257,18 @@ def test_the_table_is_documented():
 
 
 def test_a_real_process_prints_one_line(files):
-    """The installed entry point, in its own process: the same one line and exit code 2."""
+    """The installed entry point, in its own process: exactly one line on stderr and exit
+    code 2 (TensorFlow's start-up lines are silenced before it loads, without
+    TF_CPP_MIN_LOG_LEVEL set by the caller)."""
+    import os
     import subprocess
     import sys
-    out = subprocess.run([sys.executable, "-m", "rnncon_core", "coverage", "--model",
-                          str(files / "image.keras"), "--inputs", str(files / "img255.npy")],
-                         capture_output=True, text=True)
-    assert out.returncode == 2 and out.stderr.strip().splitlines()[-1].startswith("error: ")
-    assert "Traceback" not in out.stderr
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    for args in (["coverage", "--model", str(files / "image.keras"), "--inputs",
+                  str(files / "img255.npy")],
+                 ["coverage", "--model", str(files / "float64.keras"), "--inputs",
+                  str(files / "img.npy")]):
+        out = subprocess.run([sys.executable, "-m", "rnncon_core", *args], capture_output=True,
+                             text=True, env=env)
+        assert out.returncode == 2 and out.stderr.startswith("error: "), out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1, out.stderr

@@ -48,6 +48,11 @@ def test_declared_parameters_are_options(captured, capsys, monkeypatch):
     code, _, err = _generate(capsys, monkeypatch, "rconc", "--k", "3", "--threshold=0.4",
                              "--stop-on-target", "--granularity", "edge", "--param",
                              "pool=seed", "--no-stop-on-target")
+    assert code == 2 and "stop_on_target is given twice (--stop-on-target true and " \
+        "--stop-on-target false)" in err
+    code, _, err = _generate(capsys, monkeypatch, "rconc", "--k", "3", "--threshold=0.4",
+                             "--granularity", "edge", "--param", "pool=seed",
+                             "--no-stop-on-target")
     assert code == 0, err
     params = captured["generate"][1]
     assert {k: params[k] for k in ("k", "threshold", "granularity", "pool", "stop_on_target")} \

@@ -1,4 +1,7 @@
-"""Loaders: shapes, dtypes, split sizes, class balance, fixed split, provenance, missing data."""
+"""Loaders: shapes, dtypes, split sizes, class balance, fixed split, provenance, missing data;
+a user's own .npz data set."""
+import re
+
 import numpy as np
 import pytest
 
@@ -94,3 +97,69 @@ def test_imdb_split():
     assert d.x_train.shape == (25000, 500) and d.x_test.shape == (25000, 500)
     assert d.y_train.mean() == 0.5 and d.y_test.mean() == 0.5
     assert d.x_train.max() < 50000 and len(d.vocab) == 50000
+
+
+# ---------------------------------------------------------------- a user's own data set (.npz)
+
+def _npz(path, **arrays):
+    np.savez(path, **arrays)
+    return path
+
+
+def test_a_users_npz_is_a_data_set_by_its_path(tmp_path):
+    from rnncon_core.data import load_dataset
+    rng = np.random.default_rng(0)
+    p = _npz(tmp_path / "mine.npz", x_train=rng.random((6, 5, 3)), y_train=np.arange(6) % 3,
+             x_test=rng.normal(size=(4, 5, 3)), y_test=np.eye(3)[[0, 1, 2, 0]],
+             class_names=np.array(["a", "b", "c"]))
+    ds = load_dataset(p)
+    assert ds.name == str(p.resolve()) and ds.kind == "sequence"    # real values, not [0, 1]
+    assert ds.x_train.dtype == np.float32 and ds.y_test.tolist() == [0, 1, 2, 0]  # one-hot
+    assert ds.num_classes == 3 and ds.class_names == ["a", "b", "c"]
+    assert load_dataset(str(p), kind="image").kind == "image"         # kind overrides
+    ids = _npz(tmp_path / "ids.npz", x_train=rng.integers(0, 9, (5, 7)), y_train=np.ones(5),
+               x_test=rng.integers(0, 9, (3, 7)), y_test=np.zeros(3),
+               vocabulary=np.array(["good", "bad"]))
+    text = load_dataset(ids)
+    assert text.kind == "text" and text.x_test.dtype == np.int32 and text.vocab.words == ["good", "bad"]
+
+
+@pytest.mark.parametrize("arrays, says", [
+    ({"x_train": np.zeros((2, 3))}, "lacks y_train, x_test, y_test"),
+    ({"x_train": np.zeros((2, 3)), "y_train": np.zeros(3), "x_test": np.zeros((2, 3)),
+      "y_test": np.zeros(2)}, "2 inputs but 3 labels"),
+    ({"x_train": np.zeros((2, 3)), "y_train": np.zeros(2), "x_test": np.zeros((2, 4)),
+      "y_test": np.zeros(2)}, "differ in shape"),
+    ({"x_train": np.zeros((2, 3)), "y_train": np.full((2, 2), 0.5), "x_test": np.zeros((2, 3)),
+      "y_test": np.zeros(2)}, "one-hot"),
+    ({"x_train": np.zeros((2, 3)), "y_train": np.zeros(2), "x_test": np.zeros((2, 3)),
+      "y_test": np.zeros(2), "kind": np.array("audio")}, "kind must be"),
+])
+def test_a_bad_npz_says_what_is_wrong(tmp_path, arrays, says):
+    from rnncon_core.data import load_dataset
+    with pytest.raises(InputError, match=re.escape(says)):
+        load_dataset(_npz(tmp_path / "bad.npz", **arrays))
+
+
+def test_files_that_are_no_data_set(tmp_path):
+    from rnncon_core.data import load_dataset
+    (tmp_path / "junk.npz").write_bytes(b"PK not really")
+    with pytest.raises(InputError, match="not a readable .npz"):
+        load_dataset(tmp_path / "junk.npz")
+    np.save(tmp_path / "one.npy", np.zeros(3))
+    with pytest.raises(InputError, match="holds one array"):
+        load_dataset(str(tmp_path / "one.npy"))
+    with pytest.raises(InputError, match="no data set file"):
+        load_dataset(str(tmp_path / "none.npz"))
+
+
+def test_class_labels_reads_one_hot_rows():
+    from rnncon_core.data import class_labels
+    y, note = class_labels(np.eye(4)[[3, 1]], 2)
+    assert y.tolist() == [3, 1] and "one-hot" in note
+    y, note = class_labels(np.array([[1], [0]]), 2)         # a column: one label per row
+    assert y.tolist() == [1, 0] and note is None
+    with pytest.raises(InputError, match="one-hot"):
+        class_labels(np.array([[0.7, 0.3], [0.2, 0.8]]), 2)
+    with pytest.raises(InputError, match="3 inputs but 2 labels"):
+        class_labels(np.array([0, 1]), 3)

@@ -70,6 +70,24 @@ def test_the_registries_find_the_plugin_by_its_entry_points(toys):
         get_constraint("border", width=0)
 
 
+def test_constraint_parameters_are_options_checked_by_their_declaration(toys, files, capsys,
+                                                                       monkeypatch):
+    """`--constraint NAME` brings that constraint's declared parameters as options (a plugin's
+    too), each checked before anything runs."""
+    base = ["generate", "--model", str(files / "tiny.keras"), "--method", "pgd", "--inputs",
+            str(files / "x.npy"), "--labels", str(files / "y.npy"), "--runs-dir",
+            str(files / "runs")]
+    code, _, err = _cli(capsys, monkeypatch, *base, "--constraint", "border", "--width", "0")
+    assert code == 2 and "width must be an integer in [1, 10], got 0" in err
+    code, _, err = _cli(capsys, monkeypatch, *base, "--constraint", "occlusion", "--size",
+                        "1,2,3")
+    assert code == 2 and "size must be two integers ROWS,COLUMNS of at least 1" in err
+    code, _, err = _cli(capsys, monkeypatch, *base, "--size", "3")      # no occlusion chosen
+    assert code == 2 and "--size" in err
+    code, out, _ = _cli(capsys, monkeypatch, "methods", "pgd")
+    assert "constraint border" in out and "--width" in out
+
+
 def test_the_plugin_passes_the_common_checks(toys):
     from rnncon_core.checks import check_criterion, check_generator
     shift, active, _ = toys

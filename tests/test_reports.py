@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rnncon_core.reports.writer import json_default, to_json, versions, write_files
+from rnncon_core.io import json_default, to_json, versions
+from rnncon_core.reports.writer import write_files
 
 
 def test_json_encoder_converts_numpy_and_paths_and_refuses_the_rest():

@@ -209,10 +209,23 @@ def test_mark_failed_delete_and_cancel_json(tmp_path, capsys):
                            str(tmp_path)], capsys)
     assert code == 0 and json.loads(out) == {"run_id": stuck.run_id, "action": "cancel",
                                              "status": "running", "cancel_requested": True}
-    code, out, err = _cli(["runs", "--mark-failed", stuck.run_id, "--json", "--runs-dir",
+    # a live run (this process) is never marked failed or deleted, not even with --force
+    for action in ("--mark-failed", "--delete"):
+        code, out, err = _cli(["runs", action, stuck.run_id, "--force", "--runs-dir",
+                               str(tmp_path)], capsys)
+        assert code == 2 and "is alive" in err and "--cancel" in err
+        assert store.get(stuck.run_id).status == "running" and stuck.path.is_dir()
+    # a run started on another host: its process cannot be checked here, so only --force
+    store._execute("UPDATE runs SET host = 'elsewhere' WHERE run_id = ?", (stuck.run_id,))
+    code, out, err = _cli(["runs", "--mark-failed", stuck.run_id, "--runs-dir",
                            str(tmp_path)], capsys)
+    assert code == 2 and "--force" in err and "elsewhere" in err
+    code, out, err = _cli(["runs", "--mark-failed", stuck.run_id, "--force", "--json",
+                           "--runs-dir", str(tmp_path)], capsys)
     assert code == 0 and json.loads(out)["status"] == "failed"
     assert store.get(stuck.run_id).error == "marked failed by hand"
+    stuck.finish({"n": 1})          # the job ending later does not turn it back to finished
+    assert store.get(stuck.run_id).status == "failed"
     code, out, err = _cli(["runs", "--mark-failed", stuck.run_id, "--runs-dir", str(tmp_path)],
                           capsys)
     assert code == 2 and "not running" in err
@@ -302,6 +315,31 @@ def test_threads_opening_a_fresh_store_at_once_all_start_their_runs(tmp_path):
         for t in threads:
             t.join()
     assert errors == []
+
+
+def test_a_removed_run_stops_its_job_with_one_line(tmp_path):
+    """A job whose run folder was removed stops at its next write with one RunStoreError."""
+    import shutil
+
+    from rnncon_core.errors import RunStoreError
+    store = RunStore(tmp_path)
+    with pytest.raises(RunStoreError, match="was removed while it ran"):
+        with store.start("generate") as run:
+            run.progress(1, 3)
+            shutil.rmtree(run.path)
+            run.progress(2, 3)
+    assert not run.path.exists()
+
+
+def test_ctrl_c_marks_the_run_cancelled_and_keeps_its_outputs(tmp_path):
+    store = RunStore(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        with store.start("generate") as run:
+            run.append_npz("outputs", x=np.zeros((2, 3)))
+            raise KeyboardInterrupt
+    info = store.get(run.run_id)
+    assert info.status == "cancelled" and "interrupted" in info.error
+    assert info.load_npz("outputs")["x"].shape == (2, 3)
 
 
 def test_parent_name_and_tags_are_kept_and_filtered(tmp_path):

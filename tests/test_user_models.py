@@ -312,3 +312,72 @@ def test_rconc_equals_the_oracle_on_new_layer_kinds(case, normalize, values):
         c = ContributionCoverage(model, threshold=t, normalize=normalize, values=values).update(x)
         near = np.abs(want.max(0) - t) < 1e-5
         np.testing.assert_array_equal(c._covered_mask(t)[~near], (want.max(0) > t)[~near])
+
+
+# ---------------------------------------------------------------- confidences on the dashboard
+
+def _dashboard_state():
+    import os
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    os.environ.setdefault("RNNCON_DASHBOARD_WARMUP", "0")
+    from dashboard import state
+    return state
+
+
+def test_dashboard_confidences_are_the_engines_for_a_logits_model(tmp_path):
+    """The Models page's predictions and confidences are predict_proba's (a softmax of the
+    logits), not the raw outputs' maximum (before: 62 % shown where the engine said 19 %)."""
+    from rnncon_core.generate import predict_proba
+    state = _dashboard_state()
+    model = _build("logits-head")
+    path = tmp_path / "logits.keras"
+    model.save(path)
+    x = np.random.default_rng(0).random((6, 28, 28)).astype(np.float32)
+    pred, conf = state.predictions(str(path), x)
+    p = predict_proba(model, x)
+    assert pred.tolist() == p.argmax(1).tolist() and np.allclose(conf, p.max(1), atol=1e-6)
+    raw = np.asarray(model.predict(x, verbose=0)).max(1)
+    assert not np.allclose(conf, raw, atol=1e-3)           # logits are not probabilities
+    assert ((conf > 0) & (conf <= 1)).all()
+
+
+def test_models_page_shows_the_engines_confidences_for_an_uploaded_logits_model(tmp_path,
+                                                                               monkeypatch):
+    """The Models page with an uploaded logits model and an uploaded .npz data set: the
+    sample's captions carry predict_proba's confidences."""
+    import io
+    import re
+    from pathlib import Path
+
+    from rnncon_core import zoo
+    from rnncon_core.generate import predict_proba
+    if not zoo.model_path("mnist-lstm").exists():
+        pytest.skip("needs the shipped mnist-lstm (the dashboard's default)")
+    _dashboard_state()
+    monkeypatch.setattr("rnncon_core.runs.RUNS_DIR", tmp_path / "runs")
+    from streamlit.testing.v1 import AppTest
+    model = _build("logits-head")
+    model.save(tmp_path / "logits.keras")
+    rng = np.random.default_rng(1)
+    x, y = rng.random((12, 28, 28)).astype(np.float32), rng.integers(0, 10, 12)
+    buf = io.BytesIO()
+    np.savez(buf, x_train=x, y_train=y, x_test=x, y_test=y)
+    root = Path(__file__).resolve().parents[1]
+    at = AppTest.from_file(str(root / "dashboard" / "app.py"), default_timeout=240)
+    at.run()
+    at.radio(key="models_source").set_value("Upload a .keras file").run()
+    at.file_uploader(key="models_upload").set_value(
+        ("logits.keras", (tmp_path / "logits.keras").read_bytes(), "application/zip")).run()
+    at.file_uploader(key="models_own_npz").set_value(
+        ("mine.npz", buf.getvalue(), "application/octet-stream")).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.session_state["selection"].dataset.endswith("dataset.npz")
+    block = next(h.proto.body for h in at.get("html") if "<figcaption" in h.proto.body)
+    captions = re.findall(r"<figcaption[^>]*>(.*?)</figcaption>", block)
+    shown = [int(re.search(r"\((\d+)%\)", c).group(1)) for c in captions]
+    p = predict_proba(model, x[:len(shown)])
+    assert shown and shown == [int(round(100 * c)) for c in p.max(1)]

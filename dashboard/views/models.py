@@ -11,10 +11,35 @@ st.caption("Pick the model under test and the data set it reads; every other pag
 
 
 
+def own_dataset(model_path: str) -> str | None:
+    """The user's own data set, uploaded as one .npz with x_train, y_train, x_test, y_test
+    (optional kind, class_names, vocabulary; as `--dataset DATA.npz`): saved beside the
+    uploads, read by data.load_dataset (its name is its path, so runs and retraining find it
+    again) and its test inputs checked against the model. None until one is given."""
+    import hashlib
+
+    from rnncon_core.trace import check_model_inputs
+    up = st.file_uploader("Or your own data set (.npz with x_train, y_train, x_test, y_test; "
+                          "retraining needs one)", type=["npz"], key="models_own_npz",
+                          max_upload_size=state.MAX_UPLOAD_MB)
+    if up is None:
+        return None
+    content = up.getvalue()
+    path = state.UPLOAD_DIR / hashlib.sha256(content).hexdigest()[:16] / "dataset.npz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        path.write_bytes(content)
+    ds = state.dataset(str(path.resolve()))
+    check_model_inputs(state.model(model_path), ds.x_test, f"the test inputs of {up.name}",
+                       "sequence" if ds.kind == "sequence" else None)
+    return ds.name
+
+
 def own_test_set(model_path: str) -> str | None:
     """The user's own test set, uploaded as .npy inputs and labels beside an uploaded model:
     checked against the model (the CLI's checks and messages) and registered as a data set
-    named "own: <file> <hash>"; None until both files are given."""
+    named "own: <file> <hash>"; None until both files are given. One-hot labels are read as
+    their argmax (said under the uploads)."""
     import hashlib
 
     from rnncon_core.trace import check_model_inputs
@@ -28,7 +53,10 @@ def own_test_set(model_path: str) -> str | None:
     model = state.model(model_path)
     x = check_model_inputs(model, data.read_npy(xs.getvalue(), xs.name, "inputs"),
                            f"the inputs ({xs.name})")
-    y = data.read_npy(ys.getvalue(), ys.name, "labels")
+    y, note = data.class_labels(data.read_npy(ys.getvalue(), ys.name, "labels"), len(x),
+                                f"the labels ({ys.name})")
+    if note:
+        st.caption(note)
     head = zoo.output_head(model)
     if head.classifier:
         y = head.check_labels(y)
@@ -71,7 +99,8 @@ with left:
             try:
                 path = state.save_upload(upload.name, upload.getvalue())
                 state.model(str(path))                 # loads and checks it (cached)
-                own = own_test_set(str(path))           # the user's .npy test set, if given
+                own = own_test_set(str(path)) \
+                    or own_dataset(str(path))             # the user's .npy or .npz, if given
                 fits = ([own] if own else []) + state.datasets_for(str(path))
                 if not fits:
                     raise RNNConError(
@@ -82,6 +111,8 @@ with left:
                 state.show_error(e)
             else:
                 if str(path) != current.model or (own and own != current.dataset):
+                    if own:     # the Inputs box below shows it (its key keeps the old choice)
+                        st.session_state["models_dataset"] = own
                     state.select(str(path), f"upload: {upload.name}", fits[0])
                 st.success(f"Loaded {upload.name}.")
         elif not current.shipped and current.model:
@@ -98,7 +129,8 @@ with right:
         except RNNConError as e:
             state.show_error(e)
             options = []
-        if current.dataset and current.dataset.startswith("own: "):
+        if current.dataset and current.dataset not in options and \
+                current.dataset not in data.DATASETS:         # the user's own (.npy or .npz)
             options = [current.dataset] + options
         if options:
             ds_name = st.selectbox("Inputs", options, key="models_dataset",
@@ -179,7 +211,7 @@ def sample_and_table1(current, polling: bool) -> None:
         if s is not None:
             ds = state.dataset(current.dataset)
             pred, conf = s["pred"], s["conf"]
-            if ds.kind == "image":
+            if ds.kind != "text":
                 caps = [f"{t} → …" for t in s["y"]] if pred is None else \
                     [f"{t} → {p} ({c:.0%})" for t, p, c in zip(s["y"], pred, conf)]
                 # plain HTML with the images inline, not a Plotly figure: the first page a

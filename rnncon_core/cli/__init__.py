@@ -8,10 +8,65 @@ and the declared parameters of a method or criterion read from ``--NAME VALUE``.
 """
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import os
 import sys
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+class _QuietLoader(importlib.abc.Loader):
+    """Runs TensorFlow's import with the process's stderr (fd 2) sent to a temporary file:
+    its C++ start-up lines (absl's "All log messages before absl::InitializeLog()", oneDNN's
+    notice) ignore TF_CPP_MIN_LOG_LEVEL. If the import fails, what it wrote is replayed."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def create_module(self, spec):
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module):
+        sys.stderr.flush()
+        saved = os.dup(2)
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                self.inner.exec_module(module)
+            except BaseException:
+                os.dup2(saved, 2)
+                sink.seek(0)
+                sys.stderr.write(sink.read().decode(errors="replace"))
+                raise
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+
+    def __getattr__(self, name):        # resources, is_package, ...: the real loader's
+        return getattr(self.inner, name)
+
+
+class _QuietTensorFlow(importlib.abc.MetaPathFinder):
+    """Wraps the loader of the first ``import tensorflow`` of the `rnncon` process."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "tensorflow":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _QuietLoader(spec.loader)
+        return spec
+
+
+def quiet_tensorflow() -> None:
+    """Silence TensorFlow's start-up lines before it loads (the CLI's errors stay one line)."""
+    if "tensorflow" not in sys.modules and not any(isinstance(f, _QuietTensorFlow)
+                                                   for f in sys.meta_path):
+        sys.meta_path.insert(0, _QuietTensorFlow())
+
 
 import typer
 
@@ -41,7 +96,7 @@ PARAM_OPT = typer.Option(None, "--param", help="NAME=VALUE: a parameter of the m
 
 def emit(obj: dict) -> None:
     """Print one JSON object on stdout."""
-    from ..reports.writer import to_json
+    from ..io import to_json
     print(to_json(obj))
 
 
@@ -57,9 +112,36 @@ def read_npy(path_text: str, option: str):
     from ..data import read_npy as read
     from ..errors import InputError
     path = Path(path_text)
+    if path.is_dir():
+        raise InputError(f"{option} {path} is a folder, not a .npy file: give the file, e.g. "
+                         f"{path / 'x.npy'}")
+    if path.exists() and not path.is_file():
+        raise InputError(f"{option} {path} is not a regular file (a device, pipe or socket): "
+                         f"save the array with numpy.save('x.npy', x) and give that file")
     if not path.is_file():
         raise InputError(f"{option}: no such file: {path}")
-    return read(path.read_bytes(), path.name, option)
+    try:
+        content = path.read_bytes()
+    except OSError as e:
+        raise InputError(f"{option} {path} cannot be read ({e.strerror or e})") from None
+    return read(content, path.name, option)
+
+
+def read_labels(path_text: str, n_inputs: int | None = None):
+    """Class labels from a .npy file (``--labels``): one int per input, or one-hot rows (read
+    as their argmax, with a note on stderr)."""
+    from ..data import class_labels
+    y, note = class_labels(read_npy(path_text, "--labels"), n_inputs, "--labels")
+    if note:
+        log(f"note: {note}")
+    return y
+
+
+def checked(**values) -> dict:
+    """The command's own arguments checked against their one declaration
+    (rnncon_core.params.ARGS): e.g. ``--seed`` >= 0, ``--n`` >= 1."""
+    from ..params import check_args
+    return check_args(**values)
 
 
 def renamed(value, old_value, new: str, old: str):
@@ -73,11 +155,14 @@ def renamed(value, old_value, new: str, old: str):
     return old_value
 
 
+_STARTED: list = []          # the runs this process started (Ctrl-C names them)
+
+
 def store(runs_dir: str | None, root: str | None = None):
     """The run store of ``--runs-dir`` (old name ``--root``); an unusable one fails here,
     before any work."""
     from ..runs import RunStore
-    return RunStore(renamed(runs_dir, root, "--runs-dir", "--root"))
+    return RunStore(renamed(runs_dir, root, "--runs-dir", "--root"), on_start=_STARTED.append)
 
 
 def names(text: str | None, option: str) -> list[str] | None:
@@ -129,6 +214,7 @@ def declared_values(params, args: list[str], pairs: list[str] | None, owner: str
             raise InputError(f"--{key} needs a value ({params[flag].check.describe()})")
         else:
             items.append((flag, value))
+    given = {}
     for pair in pairs or []:
         key, eq, value = pair.partition("=")
         flag = params.resolve(key.strip().replace("-", "_"))
@@ -136,6 +222,11 @@ def declared_values(params, args: list[str], pairs: list[str] | None, owner: str
             raise InputError(f"--param {pair!r}: {owner} takes NAME=VALUE with NAME one of "
                              f"{', '.join(params.names) or 'none'}")
         items.append((flag, value.strip()))
+    for n, (flag, value) in enumerate(items):
+        if flag in given:
+            raise InputError(f"{flag} is given twice ({given[flag]} and "
+                             f"{_spelling(flag, value, n, items, pairs)}): give it once")
+        given[flag] = _spelling(flag, value, n, items, pairs)
     if ignored:
         unknown = [k for k in ignored if k.replace("-", "_") not in elsewhere()]
         if unknown:
@@ -145,6 +236,14 @@ def declared_values(params, args: list[str], pairs: list[str] | None, owner: str
         log(f"note: {', '.join('--' + k for k in ignored)} does not apply to {owner} and is "
             f"ignored")
     return {flag: params[flag].validate(params[flag].parse(value)) for flag, value in items}
+
+
+def _spelling(flag, value, n, items, pairs) -> str:
+    """How the user wrote item ``n`` (``--threshold 0.1`` or ``--param threshold=0.9``)."""
+    n_pairs = len(pairs or [])
+    if n >= len(items) - n_pairs:
+        return f"--param {(pairs or [])[n - (len(items) - n_pairs)]}"
+    return f"--{flag.replace('_', '-')} {value}"
 
 
 def show_params(title: str, entries: dict, json_out: bool) -> None:
@@ -175,6 +274,7 @@ def main(argv: list[str] | None = None) -> None:
     """The `rnncon` entry point: a deliberate error (RNNConError) or a usage error prints one
     line ``error: ...`` on stderr and exits with code 2, never a traceback."""
     from typer.exceptions import Abort, TyperException
+    quiet_tensorflow()
     try:
         code = app(args=argv, standalone_mode=False)
     except RNNConError as e:
@@ -188,8 +288,19 @@ def main(argv: list[str] | None = None) -> None:
             else " (see `rnncon --help`)"
         _fail(e.format_message() + hint, e.exit_code if e.exit_code else 2)
     except (Abort, KeyboardInterrupt):
-        _fail("interrupted", 130)
+        _fail(_interrupted(), 130)
+    if code == 130:                 # typer turns Ctrl-C into a silent exit code 130
+        _fail(_interrupted(), 130)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _interrupted() -> str:
+    """The one line of a Ctrl-C: the runs it cancelled (their finished outputs are kept)."""
+    runs = [r for r in _STARTED if r._closed]
+    if not runs:
+        return "interrupted"
+    return "interrupted: " + "; ".join(f"run {r.run_id} marked cancelled, its finished "
+                                       f"outputs are kept in {r.path}" for r in runs)
 
 
 def _fail(message: str, code: int = 2) -> None:

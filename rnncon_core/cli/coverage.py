@@ -8,8 +8,8 @@ from typing import List, Optional
 
 import typer
 
-from . import (DECLARED, JSON_OPT, OUT_OPT, PARAM_OPT, RAY_OPT, app, declared_values, emit, log, names,
-               numbers, renamed, report_app, show_params)
+from . import (DECLARED, JSON_OPT, OUT_OPT, PARAM_OPT, RAY_OPT, app, checked, declared_values,
+               emit, log, names, numbers, renamed, report_app, show_params)
 from ..errors import InputError
 from ..registry import CRITERIA
 
@@ -19,24 +19,27 @@ CRITERION_HELP = (f"One of {', '.join(CRITERIA.names())} (profile-based ones bui
                   f"`rnncon criteria [NAME]` lists them.")
 
 
-def _load_inputs(dataset: str | None, split: str, n: int | None, inputs: str | None):
-    """(x, y or None, description) from a data set split or an .npy file."""
+def _load_inputs(dataset: str | None, split: str, n: int | None, inputs: str | None,
+                 kind: str | None = None):
+    """(x, y or None, description, data kind or None) from a data set split (a built-in name
+    or the path of the user's .npz) or an .npy file."""
     if (dataset is None) == (inputs is None):
-        raise InputError("give either --dataset NAME or --inputs FILE.npy (one of them)")
-    if n is not None and n < 0:
-        raise InputError(f"--n must be a positive count (default: all), got {n}")
+        raise InputError("give either --dataset NAME|DATA.npz or --inputs FILE.npy (one of "
+                         "them)")
+    checked(n=n, split=split, kind=kind)
     if inputs is not None:
         from . import read_npy
         x, y, what = read_npy(inputs, "--inputs"), None, str(Path(inputs))
     else:
         from ..data import load_dataset
-        ds = load_dataset(dataset)
+        ds = load_dataset(dataset, kind)
         x, y = ds.split(split)
         what = f"{dataset} {split} split"
+        kind = kind or (ds.kind if ds.kind == "sequence" else None)
     if n:
         x = x[:n]
         y = None if y is None else y[:n]
-    return x, y, what
+    return x, y, what, kind
 
 
 def _criterion_params(ctx: typer.Context, criterion: str, pairs: list[str] | None,
@@ -62,8 +65,10 @@ def _criterion(model, criterion: str, params: dict, dataset: str | None = None,
     one builds its training profile from the data set's training split (the first
     ``n_profile`` inputs; 0: all) when it is missing or was built from other data."""
     from ..coverage import CRITERIA, default_threshold, get_criterion, needs_profile
+    from ..data import DATASETS
     if CRITERIA[criterion].threshold_from_data and "threshold" not in params:
-        params = {**params, "threshold": default_threshold(dataset or model)}
+        params = {**params, "threshold": default_threshold(dataset if dataset in DATASETS
+                                                           else model)}
     if needs_profile(criterion) and params.get("profile_path") is None and dataset:
         params = {**params, **_training(dataset, n_profile)}
     return get_criterion(criterion, model, **params)
@@ -74,7 +79,7 @@ def _training(dataset: str, n_profile: int | None) -> dict:
     if n_profile is not None and n_profile < 0:
         raise InputError(f"--n-profile must be a count (0: the whole training split), got "
                          f"{n_profile}")
-    x, y, what = _load_inputs(dataset, "train", n_profile or None, None)
+    x, y, what, _ = _load_inputs(dataset, "train", n_profile or None, None)
     shown = set()
 
     def progress(done, total):
@@ -101,7 +106,12 @@ def _print_table(title: str, summary: dict) -> None:
 
 
 MODEL_OPT = typer.Option(..., "--model", help="Shipped model name or a .keras file.")
-DATASET_OPT = typer.Option(None, "--dataset", help="mnist, fashion-mnist, imdb or digits.")
+DATASET_OPT = typer.Option(None, "--dataset", help="mnist, fashion-mnist, imdb, digits, or "
+                                                   "your own .npz (x_train, y_train, x_test, "
+                                                   "y_test; docs/data.md).")
+KIND_OPT = typer.Option(None, "--kind", help="image | sequence | text: what the inputs are "
+                                             "(default: guessed from the model's input shape; "
+                                             "sequence: any real values, also on 28 x 28).")
 SPLIT_OPT = typer.Option("test", "--split", help="train or test.")
 N_OPT = typer.Option(None, "--n", help="Use the first N inputs (default: all).")
 INPUTS_OPT = typer.Option(None, "--inputs", help="An .npy file of inputs instead of a data set.")
@@ -117,13 +127,15 @@ CRITERION_EPILOG = ("The criterion's parameters follow as --NAME VALUE (or --par
                     "nc: --threshold, --include-input; kmnc: --k).")
 
 
-def _model_and_inputs(model: str, dataset, split, n, inputs):
-    from ..trace import check_model_inputs
+def _model_and_inputs(model: str, dataset, split, n, inputs, kind=None):
+    from ..trace import check_model_inputs, set_kind
     from ..zoo import load_model, with_steps
-    x, _, what = _load_inputs(dataset, split, n, inputs)
+    x, _, what, kind = _load_inputs(dataset, split, n, inputs, kind)
     m = load_model(model)
-    x = check_model_inputs(m, x, f"the inputs ({what})")     # before the model runs
-    return with_steps(m, x.shape[1]), x, what                # keras.Input((None, F)) models
+    x = check_model_inputs(m, x, f"the inputs ({what})", kind)   # before the model runs
+    m = with_steps(m, x.shape[1])                                # keras.Input((None, F))
+    set_kind(m, kind)
+    return m, x, what
 
 
 @app.command("coverage", context_settings=DECLARED, epilog=CRITERION_EPILOG)
@@ -142,11 +154,15 @@ def coverage_cmd(ctx: typer.Context, model: str = MODEL_OPT,
                                                        "inputs over N Ray workers (a local "
                                                        "runtime)."),
                  ray_address: Optional[str] = RAY_OPT,
-                 n_profile: int = N_PROFILE_OPT,
+                 n_profile: int = N_PROFILE_OPT, kind: Optional[str] = KIND_OPT,
                  json_out: bool = JSON_OPT):
     """Coverage of a set of inputs under one criterion, per layer and in all."""
     given = _criterion_params(ctx, criterion, param, params)
-    m, x, what = _model_and_inputs(model, dataset, split, n, inputs)
+    checked(workers=workers)
+    if save_state is not None:
+        from ..coverage.base import check_writable
+        check_writable(save_state)                  # before the work, not after it
+    m, x, what = _model_and_inputs(model, dataset, split, n, inputs, kind)
     cov = _criterion(m, criterion, given, dataset, n_profile)
     if state is not None:
         from ..coverage import Criterion
@@ -165,13 +181,13 @@ def coverage_cmd(ctx: typer.Context, model: str = MODEL_OPT,
     else:
         cov.update(x)
     log(f"{criterion} over {len(x):,} inputs ({what}) in {time.time() - started:.1f}s")
-    if save_state is not None:
-        log(f"coverage state saved to {cov.save(save_state)}")
     summary = cov.summary()
-    if json_out:
+    if json_out:                    # the result first: a failed save does not lose it
         emit(summary)
     else:
         _print_table(f"{criterion} of {model} on {what}", summary)
+    if save_state is not None:
+        log(f"coverage state saved to {cov.save(save_state)}")
 
 
 @app.command("sweep", context_settings=DECLARED, epilog=CRITERION_EPILOG)
@@ -181,7 +197,8 @@ def sweep_cmd(ctx: typer.Context, model: str = MODEL_OPT, dataset: Optional[str]
               thresholds: str = typer.Option("0,0.25,0.5,0.75", "--thresholds",
                                              help="Comma-separated thresholds."),
               param: Optional[List[str]] = PARAM_OPT, params: Optional[str] = PARAMS_OPT,
-              n_profile: int = N_PROFILE_OPT, json_out: bool = JSON_OPT):
+              n_profile: int = N_PROFILE_OPT, kind: Optional[str] = KIND_OPT,
+              json_out: bool = JSON_OPT):
     """The coverage at a grid of thresholds from one pass over the inputs."""
     grid = numbers(thresholds, "--thresholds")
     given = _criterion_params(ctx, criterion, param, params)
@@ -192,7 +209,7 @@ def sweep_cmd(ctx: typer.Context, model: str = MODEL_OPT, dataset: Optional[str]
         raise InputError("sweep takes --thresholds (a list), not --threshold")
     if not grid:
         raise InputError("give at least one threshold")
-    m, x, what = _model_and_inputs(model, dataset, split, n, inputs)
+    m, x, what = _model_and_inputs(model, dataset, split, n, inputs, kind)
     cov = _criterion(m, criterion, {**given, "threshold": grid[0]}, dataset, n_profile)
     cov.update(x)
     rows = [cov.summary(t) for t in grid]
@@ -245,7 +262,8 @@ def report_coverage_cmd(
 
 @app.command("profile")
 def profile_cmd(model: str = MODEL_OPT,
-                dataset: str = typer.Option(..., "--dataset", help="The model's data set; "
+                dataset: str = typer.Option(..., "--dataset", help="The model's data set "
+                                                                   "(a name or your own .npz); "
                                                                    "its training split is read."),
                 n: Optional[int] = typer.Option(None, "--n", help="Use the first N training "
                                                                   "inputs (default: all)."),
@@ -260,19 +278,21 @@ def profile_cmd(model: str = MODEL_OPT,
                                                         "profile), correct (the correctly "
                                                         "classified inputs: DeepStellar's) or "
                                                         "both."),
-                json_out: bool = JSON_OPT):
+                kind: Optional[str] = KIND_OPT, json_out: bool = JSON_OPT):
     """Build the training profiles the profile-based criteria read (testRNN's, DeepStellar's,
     DeepGauge's), saved under the cache by the model's fingerprint. The criteria also build
     them on demand when given --dataset."""
     from ..coverage.profile import build_profile, default_path, fingerprint
+    from ..trace import check_model_inputs
     from ..zoo import load_model
     if profile_inputs not in ("all", "correct", "both"):
         raise InputError(f"--profile-inputs must be all, correct or both, got {profile_inputs!r}")
     path = renamed(profile_path, out, "--profile-path", "--out")
     if path and profile_inputs == "both":
         profile_inputs = "all"                     # one file: the profile of all inputs
-    x, y, what = _load_inputs(dataset, "train", n, None)
+    x, y, what, data_kind = _load_inputs(dataset, "train", n, None, kind)
     m = load_model(model)
+    x = check_model_inputs(m, x, f"the inputs ({what})", data_kind)
     started = time.time()
     kinds = ["all", "correct"] if profile_inputs == "both" else [profile_inputs]
     if y is None and "correct" in kinds:

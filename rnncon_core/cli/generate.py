@@ -7,8 +7,8 @@ from typing import List, Optional
 import typer
 
 from . import (DECLARED, JSON_OPT, NAME_OPT, PARAM_OPT, RAY_OPT, ROOT_OPT, RUNS_DIR_OPT,
-               TAGS_OPT, app, declared_values, emit, log, names, report_app, show_params,
-               store)
+               TAGS_OPT, app, checked, declared_values, emit, log, names, report_app,
+               show_params, store)
 from ..errors import InputError
 from ..registry import GENERATORS
 
@@ -21,6 +21,27 @@ def _declared_elsewhere() -> set[str]:
     from ..generate import generator_class, list_generators
     return {n for m in list_generators() for p in generator_class(m).params
             for n in (p.name, *p.aliases)}
+
+
+def method_params(cls, args: list[str], pairs: list[str] | None):
+    """A method's declared parameters and, for one that takes an image constraint, the
+    parameters the chosen constraint declares (``--constraint occlusion --size 5,5``)."""
+    from ..registry import CONSTRAINTS
+    params = cls.params
+    if "constraint" not in params:
+        return params
+    chosen = params["constraint"].default
+    for i, token in enumerate(args):
+        if token == "--constraint" and i + 1 < len(args):
+            chosen = args[i + 1]
+        elif token.startswith("--constraint="):
+            chosen = token.partition("=")[2]
+    for pair in pairs or []:
+        if pair.startswith("constraint="):
+            chosen = pair.partition("=")[2]
+    if chosen not in CONSTRAINTS:
+        return params                     # the method's own check names the constraints
+    return params.add(*CONSTRAINTS.load(chosen).params)
 
 
 def _check_vocab(path: str) -> None:
@@ -47,12 +68,16 @@ def generate_cmd(
     seeds: int = typer.Option(100, "--seeds", help="Number of seeds: the first N test inputs "
                                                    "the model predicts right."),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Seeds from this data set's "
-                                                                  "test split (default: the "
+                                                                  "test split: a name or your "
+                                                                  "own .npz (default: the "
                                                                   "model's)."),
     inputs: Optional[str] = typer.Option(None, "--inputs", help="Your own seed inputs (.npy), "
                                                                 "with --labels."),
     labels: Optional[str] = typer.Option(None, "--labels", help="Their class labels (.npy, one "
-                                                                "int per input)."),
+                                                                "int per input, or one-hot "
+                                                                "rows)."),
+    kind: Optional[str] = typer.Option(None, "--kind", help="image | sequence | text "
+                                       "(default: guessed from the model's input shape)."),
     seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same run)."),
     param: Optional[List[str]] = PARAM_OPT,
     models: Optional[str] = typer.Option(None, "--models", help="Other models, comma separated "
@@ -70,17 +95,22 @@ def generate_cmd(
     tags: Optional[str] = TAGS_OPT,
 ):
     """Generate one test input per seed with one strategy; the run goes to the run store."""
+    from pathlib import Path
+
     from ..generate import generator_class
     from ..jobs import run_generation
-    from . import read_npy
-    params = declared_values(generator_class(method).params, ctx.args, param,
-                             f"method {method!r}", _declared_elsewhere)
+    from . import read_labels, read_npy
+    checked(seeds=seeds, seed=seed, kind=kind, workers=workers, batch_size=batch_size)
+    params = declared_values(method_params(generator_class(method), ctx.args, param),
+                             ctx.args, param, f"method {method!r}", _declared_elsewhere)
     if (inputs is None) != (labels is None):
         raise InputError("give --inputs X.npy and --labels Y.npy together (one label per input)")
     if inputs is not None and dataset is not None:
         raise InputError("give either --dataset NAME or --inputs X.npy --labels Y.npy, not both")
     x = read_npy(inputs, "--inputs") if inputs is not None else None
-    y = read_npy(labels, "--labels") if labels is not None else None
+    y = read_labels(labels, len(x)) if labels is not None else None
+    source = {"inputs": str(Path(inputs).resolve()), "labels": str(Path(labels).resolve())} \
+        if inputs is not None else None
     if params.get("vocab") is not None:
         _check_vocab(params["vocab"])
     runs = store(runs_dir, root).named(name, tags or ())   # an unusable store fails here
@@ -92,7 +122,8 @@ def generate_cmd(
                   and ARCHITECTURES[m].dataset == ds]
         log(f"{method}: comparing with {', '.join(others) or 'no other model'}")
     out = run_generation(model, method, seeds, seed=seed, others=others, batch_size=batch_size,
-                         dataset=dataset, inputs=x, labels=y, store=runs,
+                         dataset=dataset, inputs=x, labels=y, store=runs, kind=kind,
+                         inputs_source=source,
                          progress=lambda d, t: log(f"[{method}] {d}/{t} seeds"),
                          workers=workers or 0, ray_address=ray_address, **params)
     if json_out:
@@ -123,9 +154,14 @@ def methods_cmd(method: Optional[str] = typer.Argument(None, help="One method (d
 
     Give them to `rnncon generate` as --NAME VALUE (or --param NAME=VALUE)."""
     from ..generate import generator_class, list_generators
+    from ..registry import CONSTRAINTS
     chosen = [method] if method else list(list_generators())
     show_params("method", {m: (generator_class(m).input_kind, generator_class(m).params)
                            for m in chosen}, json_out)
+    if not json_out and any("constraint" in generator_class(m).params for m in chosen):
+        show_params("constraint", {n: ("image", c.params)
+                                   for n, c in CONSTRAINTS.classes().items() if len(c.params)},
+                    False)
 
 
 @report_app.command("generation")

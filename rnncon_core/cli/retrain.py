@@ -26,9 +26,10 @@ def retrain_cmd(
                                  "finished generation runs."),
     epochs: int = typer.Option(10, help="More epochs per retraining (the paper: 10)."),
     repeats: int = typer.Option(10, help="Retrainings with different seeds (the paper: 10)."),
-    dataset: Optional[str] = typer.Option(None, help="Data set of a model given by path "
-                                                     "(default: its architecture's or the "
-                                                     "run's)."),
+    dataset: Optional[str] = typer.Option(None, help="Data set of a model given by path: a "
+                                                     "name or your own .npz with x_train, "
+                                                     "y_train, x_test, y_test (default: its "
+                                                     "architecture's or the run's)."),
     control: bool = typer.Option(True, "--control/--no-control",
                                  help="Also retrain on as many clean training inputs."),
     max_inputs: Optional[int] = typer.Option(None, "--max-inputs", help="Use at most this "
@@ -64,7 +65,11 @@ def retrain_cmd(
 ):
     """Retrain a model with generated inputs; metrics before / after (mean and std over the
     repeats), the control arm, RConC and the path of the best retrained model."""
-    from ..retrain import DEFAULT_MIX, TRANSFER_SEEDS, choose_run, run_retraining
+    from ..params import check_args
+    from ..retrain import DEFAULT_MIX, PARAMS, TRANSFER_SEEDS, choose_run, run_retraining
+    check_args(PARAMS, epochs=epochs, repeats=repeats, max_inputs=max_inputs,
+               learning_rate=learning_rate, mix=mix, transfer_seeds=transfer_seeds,
+               robustness_seeds=robustness_seeds, seed=seed)
     runs = store(runs_dir, root).named(name, tags or ())
     if from_run == "best":
         choice = choose_run(model, runs)
@@ -73,7 +78,7 @@ def retrain_cmd(
             f"L1 {choice['l1']:.2f}, FID {choice['fid']:.2f}, IS {choice['is']:.3f})")
     summary = run_retraining(model, from_run, epochs=epochs, repeats=repeats,
                              dataset=dataset, control=control,
-                             max_inputs=max_inputs or None, learning_rate=learning_rate or None,
+                             max_inputs=max_inputs, learning_rate=learning_rate,
                              augment=augment, mix=DEFAULT_MIX if mix is None else mix,
                              transfer_seeds=TRANSFER_SEEDS if transfer_seeds is None
                              else transfer_seeds,

@@ -24,6 +24,10 @@ def runs_cmd(
                                                                 "(and its folder)."),
     repair: bool = typer.Option(False, "--repair", help="Rebuild a lost or corrupt index from "
                                                         "the run folders."),
+    force: bool = typer.Option(False, "--force", help="With --mark-failed / --delete: a run "
+                                                      "shown running whose process cannot be "
+                                                      "checked from here (another host) and is "
+                                                      "gone. A live run is never touched."),
     runs_dir: Optional[str] = RUNS_DIR_OPT,
     root: Optional[str] = ROOT_OPT,
 ):
@@ -32,6 +36,10 @@ def runs_cmd(
     actions = [a for a in (cancel, mark_failed, delete, repair or None) if a is not None]
     if len(actions) > 1:
         raise InputError("give one of --cancel, --mark-failed, --delete, --repair at a time")
+    if force and mark_failed is None and delete is None:
+        raise InputError("--force goes with --mark-failed or --delete")
+    from . import checked
+    checked(limit=limit)
     runs_dir = renamed(runs_dir, root, "--runs-dir", "--root")
     if repair:      # before opening the store: its index may be what is broken
         out = repair_store(runs_dir)
@@ -48,9 +56,9 @@ def runs_cmd(
             store.request_cancel(cancel)
             info, what = store.get(cancel), "cancel requested"
         elif mark_failed is not None:
-            info, what = store.mark_failed(mark_failed), "marked failed"
+            info, what = store.mark_failed(mark_failed, force=force), "marked failed"
         else:
-            store.delete(delete)
+            store.delete(delete, force=force)
             info, what = None, "deleted"
         run_id = cancel or mark_failed or delete
         if json_out:
@@ -60,7 +68,7 @@ def runs_cmd(
         else:
             log(f"run {run_id}: {what}")
         return
-    runs = [r.to_dict() for r in store.list(kind=kind, limit=limit or None)]
+    runs = [r.to_dict() for r in store.list(kind=kind, limit=limit)]
     if json_out:
         emit({"runs": runs})
         return

@@ -4,6 +4,8 @@ from __future__ import annotations
 import copy
 import json
 import threading
+import zipfile
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -120,6 +122,57 @@ def tracer_for(model) -> Tracer:
         if "tracer" not in cache:
             cache["tracer"] = Tracer(model)
         return cache["tracer"]
+
+
+def check_writable(path) -> "Path":
+    """``path`` as a Path whose folder exists (made here) and can be written, or an
+    InputError naming it: call it before long work whose result goes there."""
+    import os
+    from pathlib import Path
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path} is a folder: give a file name for the coverage state")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"cannot create the folder {path.parent} ({e.strerror or e}): give "
+                         f"a path in a writable folder") from None
+    if not os.access(path.parent, os.W_OK | os.X_OK) or (path.exists()
+                                                          and not os.access(path, os.W_OK)):
+        raise InputError(f"cannot write {path} (permission denied): give a path in a "
+                         f"writable folder")
+    return path
+
+
+def _read_state(path) -> tuple[dict, dict]:
+    """(meta, state arrays) of a saved coverage state, or an InputError saying what is wrong
+    with the file (missing, not an archive, truncated, no or broken meta)."""
+    if not path.is_file():
+        raise InputError(f"no coverage state file {path}" if not path.exists() else
+                         f"{path} is not a file: give a coverage state saved by --save-state")
+    bad = f"{path} is not a coverage state saved by rnncon (--save-state / Criterion.save)"
+    try:
+        f = np.load(path, allow_pickle=False)
+        if not hasattr(f, "files"):
+            raise InputError(f"{bad}: it holds one array, not an archive")
+        with f:
+            if "meta" not in f.files:
+                raise InputError(f"{bad}: it has no meta record")
+            meta = json.loads(str(f["meta"]))
+            arrays = {k[len("state/"):]: f[k] for k in f.files if k.startswith("state/")}
+    except InputError:
+        raise
+    except (zipfile.BadZipFile, EOFError, zlib.error) as e:
+        raise InputError(f"{bad}: the archive is truncated or damaged "
+                         f"({type(e).__name__})") from None
+    except (OSError, ValueError, KeyError, RecursionError) as e:
+        why = "not an .npz archive" if "pickle" in str(e) else \
+            f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+        raise InputError(f"{bad} ({why})") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("config"), dict) \
+            or not isinstance(meta.get("criterion"), str) or "fingerprint" not in meta:
+        raise InputError(f"{bad}: its meta record lacks the criterion, config or fingerprint")
+    return meta, arrays
 
 
 # ---------------------------------------------------------------- base class
@@ -247,31 +300,31 @@ class Criterion:
         self._state.load(arrays)
 
     def save(self, path) -> "Path":
-        """One .npz: the state's arrays, the configuration and the model's fingerprint."""
-        from pathlib import Path
-        path = Path(path)
-        if path.suffix != ".npz":
-            path = path.with_suffix(".npz")
+        """One .npz archive at exactly ``path`` (whatever its suffix: ``x.state`` writes
+        ``x.state``): the state's arrays, the configuration and the model's fingerprint.
+        An unwritable path is an InputError (:func:`check_writable` tells before the work)."""
+        path = check_writable(path)
         meta = {"criterion": self.name, "config": self.get_config(),
                 "fingerprint": fingerprint(self.tracer), "n_inputs": self.n_inputs,
                 "format": 1}
         arrays = {f"state/{k}": v for k, v in self._state_arrays().items()}
-        return atomic_write_npz(path, {"meta": np.array(json.dumps(meta)), **arrays})
+        try:            # written through a file object: numpy adds no suffix
+            return atomic_write_npz(path, {"meta": np.array(json.dumps(meta)), **arrays})
+        except OSError as e:
+            raise InputError(f"cannot write the coverage state {path} "
+                             f"({e.strerror or e})") from None
 
     @classmethod
     def load(cls, model, path) -> "Criterion":
         """A criterion with the state saved by ``save`` (on the same model: its weights'
-        fingerprint must match). ``Criterion.load`` picks the class from the file."""
+        fingerprint must match). ``Criterion.load`` picks the class from the file. A file
+        that is not such a state (truncated, not an archive, its meta missing or broken) is
+        an InputError."""
         from pathlib import Path
         path = Path(path)
-        try:
-            with np.load(path, allow_pickle=False) as f:
-                meta = json.loads(str(f["meta"]))
-                arrays = {k[len("state/"):]: f[k] for k in f.files if k.startswith("state/")}
-        except FileNotFoundError:
-            raise InputError(f"no coverage state file {path}") from None
-        except (OSError, ValueError, KeyError) as e:
-            raise InputError(f"{path} is not a coverage state saved by rnncon ({e})") from None
+        if not path.exists() and path.with_suffix(".npz").is_file():
+            path = path.with_suffix(".npz")      # saved by an older version (it added .npz)
+        meta, arrays = _read_state(path)
         from . import CRITERIA
         klass = CRITERIA.get(meta.get("criterion")) if cls is Criterion else cls
         if klass is None or klass.name != meta.get("criterion"):
@@ -280,7 +333,11 @@ class Criterion:
         if fingerprint(crit.tracer) != meta["fingerprint"]:
             raise InputError(f"{path} was saved on another model (fingerprint "
                              f"{meta['fingerprint']}); load it with the model it was made on")
-        crit._load_state(arrays)
+        try:
+            crit._load_state(arrays)
+        except (KeyError, ValueError, TypeError, IndexError) as e:
+            raise InputError(f"{path} is a damaged coverage state (its arrays do not fit the "
+                             f"{klass.name} state: {type(e).__name__}); save it again") from None
         return crit
 
     def _elements_per_input(self) -> int:

@@ -29,6 +29,8 @@ def default_threshold(data=None) -> float:
     kind = getattr(data, "kind", None)
     if kind in DEFAULT_THRESHOLDS:
         return DEFAULT_THRESHOLDS[kind]
+    if kind == "sequence":              # a user's real-valued data set: as for float inputs
+        return DEFAULT_THRESHOLDS["image"]
     tracer = tracer_for(data)
     return DEFAULT_THRESHOLDS["text" if tracer.embedding is not None else "image"]
 

@@ -96,7 +96,8 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
                    correct_only: bool = True, others=(), batch_size: int | None = None, store=None,
                    progress: Callable[[int, int], None] | None = None,
                    should_stop: Callable[[], bool] | None = None, workers: int = 0,
-                   ray_address: str | None = None, **params) -> dict:
+                   ray_address: str | None = None, kind: str | None = None,
+                   inputs_source: dict | None = None, **params) -> dict:
     """Generate one input per seed with ``method`` and store the run.
 
     ``model``: a shipped name or a .keras path. Seeds come from ``inputs`` and ``labels``
@@ -104,14 +105,18 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
     model's). ``others``: names/paths of the other models (``differential``). ``params``: the
     strategy's own (target, k, constraint, step, ...). Inputs, labels and the model's head are
     checked before the model runs. ``workers``/``ray_address``: split the seeds over Ray actors
-    (rnncon_core.jobs.distributed; the same inputs as one process). Returns the summary plus
-    ``run_id`` and ``outputs``."""
-    from ..data import load_dataset
+    (rnncon_core.jobs.distributed; the same inputs as one process). ``kind`` ("image",
+    "sequence", "text") overrides the guess from the input shape (trace.set_kind);
+    ``inputs_source`` (e.g. the files of ``inputs`` and ``labels``) is recorded in the run's
+    config, so that retraining can say what to pass. Returns the summary plus ``run_id`` and
+    ``outputs``."""
+    from ..data import class_labels, load_dataset
     from ..runs import RunStore
-    from ..trace import check_model_inputs, input_domain
-    from ..zoo import load_model, with_steps
     from ..generate.base import check_unit_range, model_head
-
+    from ..params import check_args
+    from ..trace import check_model_inputs, input_domain, set_kind
+    from ..zoo import load_model, with_steps
+    check_args(prefix="", seed=seed, n=int(n_seeds) if seed_indices is None else None)
     cls = generator_class(method)      # unknown method: fail before loading anything
     keras_model = load_model(model)
     head = model_head(keras_model).require_classifier(f"method {method!r}")
@@ -121,22 +126,21 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
     if inputs is not None:
         if dataset:
             raise InputError("give either a data set or your own inputs and labels, not both")
+        x_all = check_model_inputs(keras_model, inputs, "inputs", kind)
         ds_name, split, ds_kind = "inputs", "inputs", \
             "text" if input_domain(keras_model) == "ids" else "image"
-        x_all = check_model_inputs(keras_model, inputs, "inputs")
-        y_all = np.asarray(labels).reshape(-1) if np.ndim(labels) else np.asarray(labels)
-        if len(y_all) != len(x_all):
-            raise InputError(f"{len(x_all)} inputs but {len(y_all)} labels: give one label "
-                             f"per input")
+        y_all, _ = class_labels(labels, len(x_all))
     else:
-        ds_name = dataset or model_dataset(keras_model, model)
-        ds = load_dataset(ds_name)
-        ds_kind = ds.kind
+        ds = load_dataset(dataset or model_dataset(keras_model, model), kind)
+        ds_name, ds_kind = ds.name, kind or ds.kind
         x_all, y_all = ds.split(split)
-        x_all = check_model_inputs(keras_model, x_all, f"the {ds_name} {split} inputs")
+        x_all = check_model_inputs(keras_model, x_all, f"the {ds_name} {split} inputs",
+                                   kind or (ds.kind if ds.kind == "sequence" else None))
     y_all = head.check_labels(y_all)
+    told = getattr(keras_model, "__dict__", {}).get("_rnncon_kind")
     keras_model = with_steps(keras_model, x_all.shape[1])   # keras.Input((None, F)) models
-    if cls.input_kind == "image" and ds_kind != "image":
+    set_kind(keras_model, told)                             # a copy keeps what --kind said
+    if cls.input_kind == "image" and ds_kind == "text":
         raise InputError(f"method {method!r} perturbs images, but {model} reads {ds_kind}; use "
                          f"a text method ({', '.join(m for m in ('eda', 'synonym-gradient'))})")
     if cls.input_kind == "text" and ds_kind != "text":
@@ -163,7 +167,9 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
     store = store if store is not None else RunStore()
     config = generation_config(model, gen, dataset=ds_name, split=split, n_seeds=len(idx),
                                seed=seed, correct_only=correct_only,
-                               seed_indices_given=seed_indices is not None, others=others)
+                               seed_indices_given=seed_indices is not None, others=others) \
+        | ({"kind": kind} if kind else {}) \
+        | ({"inputs_source": inputs_source} if inputs_source else {})
     name = str(model)
     with store.start("generate", model=name, method=method, config=config) as run:
         run.save_npz("seeds", seed_index=idx, y_seed=y_all[idx])

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..io import atomic_write_bytes, json_default, to_json, versions  # noqa: F401
+from ..io import atomic_write_bytes, to_json, versions
 
 def _commit() -> str | None:
     """The git commit of this code (with ``+dirty`` when files differ from it), or None."""
