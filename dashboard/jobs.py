@@ -159,6 +159,7 @@ class Card:
     model: str | None = None       # the model it works on ("Show its results" switches to it)
     ident: str = ""                # the job's id (or the run's, for a run started elsewhere)
     rate: float | None = None      # items per second over the recent batches
+    busy: float | None = None      # seconds since its run started (elapsed counts the loading)
 
     @property
     def fraction(self) -> float:
@@ -166,9 +167,10 @@ class Card:
 
     @property
     def eta(self) -> float | None:
-        if self.rate is None:
-            return None                # "estimating…" until two batches have finished
-        return eta_seconds(self.elapsed, self.done, self.total, self.rate)
+        """From the recent batches' rate; before two batches, from the first batch's pace
+        (the run's time so far, its loading left out when known); None before any."""
+        return eta_seconds(self.elapsed if self.busy is None else self.busy, self.done,
+                           self.total, self.rate)
 
 
 def eta_seconds(elapsed: float, done: int, total: int,
@@ -236,7 +238,8 @@ def card_for_run(info, title: str, mine: bool, started: float | None = None,
     return Card(title=title, state=info.status, run_id=info.run_id, done=done,
                 total=int(progress.get("total", 0)), message=progress.get("message", ""),
                 elapsed=max(0.0, end - began), error=error, mine=mine, ident=info.run_id,
-                rate=rate, origin=origin, model=info.model)
+                rate=rate, origin=origin, model=info.model,
+                busy=max(0.0, end - _created_epoch(info.created)))
 
 
 def card_for_job(job: Job) -> Card:
@@ -252,7 +255,8 @@ def _card_for_job(job: Job) -> Card:
             info = store().get(job.run_id)
         except RNNConError as e:
             return Card(job.label, "failed", job.run_id, error=str(e))
-        card = card_for_run(info, job.label, True)
+        # elapsed from the job's start: the loading before its run began counts, once
+        card = card_for_run(info, job.label, True, started=job.started)
         if job.error and card.state == "failed":
             card.error = job.error
         if job.error and card.state == "running" and not job.alive:
@@ -261,7 +265,8 @@ def _card_for_job(job: Job) -> Card:
     if job.error:
         return Card(job.label, "failed", error=job.error, elapsed=time.time() - job.started)
     if job.alive:
-        return Card(job.label, "starting", message="loading the model and the data…",
+        return Card(job.label, "starting", message=f"loading the model and the data "
+                    f"({_fmt_seconds(time.time() - job.started)} so far)…",
                     elapsed=time.time() - job.started)
     return Card(job.label, "failed", error="the job ended without creating a run")
 
@@ -361,8 +366,9 @@ def render_card(card: Card, key: str, show_key: str | None = None) -> None:
             if card.state == "running" and card.total and card.done >= card.total:
                 text += " · the last stage (its time is not in the estimate)…"
             elif card.state == "running" and card.total:
-                text += (f" · about {_fmt_seconds(card.eta)} left" if card.eta is not None
-                         else " · estimating the time left…")
+                text += (f" · about {_fmt_seconds(card.eta)} left"
+                         + ("" if card.rate is not None else " (from the first batch)")
+                         if card.eta is not None else " · estimating the time left…")
             st.progress(card.fraction, text=text)
             if card.run_id and st.button("Cancel", key=f"cancel-{key}-{card.run_id}",
                                          icon=":material/cancel:"):

@@ -149,7 +149,10 @@ def test_eta_from_the_recent_batches_leaves_the_start_up_out():
     assert jobs.eta_seconds(14.0, 30, 100) == pytest.approx(14.0 * 70 / 30)
     card = jobs.Card("t", "running", done=30, total=100, elapsed=14.0, rate=rate)
     assert card.eta == pytest.approx(14.0)
-    assert jobs.Card("t", "running", done=10, total=100, elapsed=10.0).eta is None
+    # before two batches: from the first batch's pace over the run's own time (not the loading)
+    first = jobs.Card("t", "running", done=10, total=100, elapsed=40.0, busy=10.0)
+    assert first.eta == pytest.approx(90.0)
+    assert jobs.Card("t", "running", done=0, total=100, elapsed=10.0).eta is None
 
 
 def test_a_finished_run_keeps_its_card_in_a_new_session(runs_dir):
