@@ -35,12 +35,7 @@ LAYERS = [
 ]
 
 # (importer, imported) pairs allowed to point up, each with its reason. Keep it empty.
-ALLOWED_UP: dict[tuple[str, str], str] = {
-    ("rnncon_core.retrain", "rnncon_core.runs"):
-        "run_retraining is a job (it opens the run store); it moves to rnncon_core.jobs",
-    ("rnncon_core.retrain", "rnncon_core.jobs"):
-        "run_retraining starts generation runs; it moves to rnncon_core.jobs",
-}
+ALLOWED_UP: dict[tuple[str, str], str] = {}
 
 
 def modules(root: Path = ROOT) -> dict[str, Path]:

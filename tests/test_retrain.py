@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from rnncon_core import retrain
+from rnncon_core.jobs.retraining import run_retraining
 from rnncon_core.data import Dataset, load_dataset
 from rnncon_core.errors import InputError
 from rnncon_core.runs import RunStore
@@ -76,7 +77,7 @@ def test_metrics_against_sklearn_oracle():
 def test_retraining_improves_where_the_data_needs_it(tiny, tmp_path):
     store = RunStore(tmp_path / "runs")
     run_id = _generation_run(store, tiny)
-    s = retrain.run_retraining(tiny["path"], run_id, epochs=3, repeats=2, dataset=tiny["ds"],
+    s = run_retraining(tiny["path"], run_id, epochs=3, repeats=2, dataset=tiny["ds"],
                                learning_rate=1e-2, store=store, coverage=False,
                                transfer_seeds=0)
     ds = tiny["ds"]
@@ -164,7 +165,7 @@ def test_shipped_models_untouched(tiny, tmp_path, monkeypatch):
     digest = hashlib.sha256((shipped / "mnist-lstm.keras").read_bytes()).hexdigest()
     store = RunStore(tmp_path / "runs")
     run_id = _generation_run(store, tiny, n=40)
-    s = retrain.run_retraining("mnist-lstm", run_id, epochs=1, repeats=1, dataset=tiny["ds"],
+    s = run_retraining("mnist-lstm", run_id, epochs=1, repeats=1, dataset=tiny["ds"],
                                control=False, transfer_seeds=0, store=store)
     assert sorted(p.name for p in shipped.iterdir()) == ["mnist-lstm.keras"]
     assert hashlib.sha256((shipped / "mnist-lstm.keras").read_bytes()).hexdigest() == digest
@@ -184,7 +185,7 @@ def test_cancelled_halfway_is_marked_and_keeps_finished_repeats(tiny, tmp_path):
 
     from rnncon_core.errors import JobCancelled
     with pytest.raises(JobCancelled):
-        retrain.run_retraining(tiny["path"], run_id, epochs=2, repeats=3, dataset=tiny["ds"],
+        run_retraining(tiny["path"], run_id, epochs=2, repeats=3, dataset=tiny["ds"],
                                control=False, store=store, progress=progress, coverage=False,
                                transfer_seeds=0)
     info = store.get(asked[0])
@@ -201,13 +202,13 @@ def test_bad_arguments(tiny, tmp_path):
                      y_seed=np.zeros(3), x_gen=np.zeros((3, 8, 8)),
                      adversarial=np.zeros(3, dtype=bool))
     with pytest.raises(InputError, match="no adversarial"):
-        retrain.run_retraining(tiny["path"], run.run_id, dataset=tiny["ds"], store=store)
+        run_retraining(tiny["path"], run.run_id, dataset=tiny["ds"], store=store)
     with pytest.raises(InputError, match="no run"):
-        retrain.run_retraining(tiny["path"], "nope", dataset=tiny["ds"], store=store)
+        run_retraining(tiny["path"], "nope", dataset=tiny["ds"], store=store)
     with pytest.raises(InputError, match="epochs"):
-        retrain.run_retraining(tiny["path"], run.run_id, epochs=0, store=store)
+        run_retraining(tiny["path"], run.run_id, epochs=0, store=store)
     with pytest.raises(InputError, match="data set"):
-        retrain.run_retraining(tiny["path"], _generation_run(store, tiny, n=5), store=store)
+        run_retraining(tiny["path"], _generation_run(store, tiny, n=5), store=store)
 
 
 def test_cli_retrain_json(tiny, tmp_path):
@@ -307,7 +308,7 @@ def test_robustness_fresh_runs_on_new_seeds(tiny, tmp_path):
     src = run_generation(tiny["path"], "fgsm", n_seeds=30, dataset="digits", store=store)
     if src["n_adversarial"] == 0:
         pytest.skip("FGSM found nothing on the tiny model")
-    s = retrain.run_retraining(tiny["path"], src["run_id"], epochs=1, repeats=1,
+    s = run_retraining(tiny["path"], src["run_id"], epochs=1, repeats=1,
                                dataset="digits", coverage=False, transfer_seeds=0,
                                robustness_seeds=15, store=store)
     rob = s["robustness"]
@@ -324,7 +325,7 @@ def test_robustness_fresh_runs_on_new_seeds(tiny, tmp_path):
     assert src["run_id"] in {r.run_id for r in store.list(kind="generate", children=False)}
     assert not kids & {r.run_id for r in store.list(kind="generate", children=False)}
     with pytest.raises(InputError, match="held-out evaluation set of retraining"):
-        retrain.run_retraining(tiny["path"], rob["original"]["run_id"], epochs=1, repeats=1,
+        run_retraining(tiny["path"], rob["original"]["run_id"], epochs=1, repeats=1,
                                dataset="digits", store=store, force=True)
 
 
@@ -374,9 +375,9 @@ def test_continue_from_keeps_the_earlier_repeats_and_trains_the_rest(tiny, tmp_p
     run_id = _generation_run(store, tiny)
     kw = dict(epochs=2, dataset=tiny["ds"], control=False, store=store, coverage=False,
               transfer_seeds=0)
-    fresh = retrain.run_retraining(tiny["path"], run_id, repeats=2, **kw)
-    one = retrain.run_retraining(tiny["path"], run_id, repeats=1, **kw)
-    two = retrain.run_retraining(tiny["path"], run_id, repeats=2, continue_from=one["run_id"],
+    fresh = run_retraining(tiny["path"], run_id, repeats=2, **kw)
+    one = run_retraining(tiny["path"], run_id, repeats=1, **kw)
+    two = run_retraining(tiny["path"], run_id, repeats=2, continue_from=one["run_id"],
                                  **kw)
     assert two["repeats_done"] == 2
     assert store.get(two["run_id"]).config["continued_from"] == one["run_id"]
@@ -388,10 +389,10 @@ def test_continue_from_keeps_the_earlier_repeats_and_trains_the_rest(tiny, tmp_p
     assert new["accuracy"] == pytest.approx(fresh["per_repeat"]["generated"][1]["accuracy"],
                                             abs=0.02)
     with pytest.raises(InputError, match="epochs"):
-        retrain.run_retraining(tiny["path"], run_id, repeats=3, continue_from=one["run_id"],
+        run_retraining(tiny["path"], run_id, repeats=3, continue_from=one["run_id"],
                                **{**kw, "epochs": 3})
     with pytest.raises(InputError, match="not a retrain run"):
-        retrain.run_retraining(tiny["path"], run_id, repeats=3, continue_from=run_id, **kw)
+        run_retraining(tiny["path"], run_id, repeats=3, continue_from=run_id, **kw)
 
 
 def test_the_report_continues_a_run_with_fewer_repeats(tmp_path, monkeypatch):

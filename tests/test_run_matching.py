@@ -94,7 +94,8 @@ def test_other_seeds_method_or_model_file_are_other_requests(tmp_path, model_fil
 def test_every_caller_asks_the_same_rule(tmp_path, model_file, monkeypatch):
     """Retraining's held-out sets and the generation, text and retraining reports find a run
     through jobs.find_generation, and run a new one when the stored run is at other settings."""
-    from rnncon_core import jobs, retrain
+    from rnncon_core import jobs
+    from rnncon_core.jobs import retraining as retraining_job
     from rnncon_core.reports import generation, retraining, text
     path, keras_model = model_file
     store = RunStore(tmp_path / "runs")
@@ -114,9 +115,9 @@ def test_every_caller_asks_the_same_rule(tmp_path, model_file, monkeypatch):
 
     class Digits:
         name = "digits"
-    assert retrain.generation_on_seeds(path, keras_model, "pgd", np.arange(4), Digits(), store,
+    assert retraining_job.generation_on_seeds(path, keras_model, "pgd", np.arange(4), Digits(), store,
                                        step=0.05) == run_id
-    assert retrain.generation_on_seeds(path, keras_model, "pgd", np.arange(4), Digits(), store,
+    assert retraining_job.generation_on_seeds(path, keras_model, "pgd", np.arange(4), Digits(), store,
                                        step=0.06) == "new"
     first4 = _store_run(store, model_file, "pgd", step=0.05)           # the first 4 seeds
     assert retraining.find_or_run_generation(store, path, "pgd", 4, print, step=0.05) == first4

@@ -5,6 +5,7 @@ from dashboard import jobs, state
 from rnncon_core.reports import charts, results
 from rnncon_core.reports import html as report
 from rnncon_core import retrain
+from rnncon_core.jobs.retraining import run_retraining
 from rnncon_core.errors import RNNConError
 from rnncon_core.runs import display_name
 
@@ -57,7 +58,7 @@ if submitted and run_id is None:
     st.error("Pick the generation run whose adversarial inputs are added.")
 if submitted and run_id:
     jobs.launch("retrain", run_name or f"retraining of {sel.label} with "
-                f"{display_name(source)}", retrain.run_retraining,
+                f"{display_name(source)}", run_retraining,
                 model=sel.model, from_run=run_id, dataset=sel.dataset, epochs=int(epochs),
                 repeats=int(repeats), control=bool(control),
                 coverage_inputs=int(coverage_inputs), mix=float(mix),

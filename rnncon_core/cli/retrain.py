@@ -66,7 +66,8 @@ def retrain_cmd(
     """Retrain a model with generated inputs; metrics before / after (mean and std over the
     repeats), the control arm, RConC and the path of the best retrained model."""
     from ..params import check_args
-    from ..retrain import DEFAULT_MIX, PARAMS, TRANSFER_SEEDS, choose_run, run_retraining
+    from ..jobs.retraining import run_retraining
+    from ..retrain import DEFAULT_MIX, PARAMS, TRANSFER_SEEDS, choose_run
     check_args(PARAMS, epochs=epochs, repeats=repeats, max_inputs=max_inputs,
                learning_rate=learning_rate, mix=mix, transfer_seeds=transfer_seeds,
                robustness_seeds=robustness_seeds, seed=seed)

@@ -124,7 +124,8 @@ def _table5_rows(model: str, store, seeds: int, epochs: int, table5_repeats: int
                  log: Callable, recipe: dict, ds, rconc) -> list[dict]:
     """Table 5: one rconc generation run per candidate row, its quality, coverage and (with
     ``table5_repeats``) the accuracy after retraining on it."""
-    from ..retrain import candidate_quality, run_retraining
+    from ..jobs.retraining import run_retraining
+    from ..retrain import candidate_quality
     rows = []
     for label, params in _candidate_rows(model):
         try:
@@ -219,7 +220,8 @@ def model_section(model: str, store, seeds: int, epochs: int, repeats: int,
                   pgd_training: bool = True) -> dict:
     from ..coverage import ContributionCoverage
     from ..quality import select_retraining_set
-    from ..retrain import resolve_dataset, run_retraining
+    from ..jobs.retraining import run_retraining
+    from ..retrain import resolve_dataset
     from ..zoo import load_model
     ds = resolve_dataset(model)
     keras_model = load_model(model)
@@ -327,8 +329,8 @@ def recipe_search(model: str, store, seeds: int, epochs: int, repeats: int, log:
     clean validation accuracy is no worse than the control's by more than 0.1 point. Table 6
     retrains with the defaults (retrain.DEFAULT_MIX, FINE_TUNE_RATE); the report says whether
     the choice on validation agrees."""
-    from ..retrain import (accuracy, adversarial_inputs, resolve_dataset, run_retraining,
-                          split_test, transfer_sets)
+    from ..jobs.retraining import run_retraining, transfer_sets
+    from ..retrain import accuracy, adversarial_inputs, resolve_dataset, split_test
     from ..zoo import load_model
     ds = resolve_dataset(model)
     base = load_model(model)
