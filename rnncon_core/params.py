@@ -337,6 +337,10 @@ ARGS = Params(
     Param("kind", None, OneOf(("image", "sequence", "text")),
           "What the inputs are (default: guessed from the model's input shape)."),
     Param("split", "test", OneOf(("train", "test")), "The data set's split."),
+    Param("epochs", None, IntRange(1), "Most epochs."),
+    Param("patience", None, IntRange(1), "Early stopping patience (epochs)."),
+    Param("learning_rate", None, Interval(0, math.inf, lo_open=True), "Adam's learning rate."),
+    Param("validation_split", 0.1, Interval(0, 0.9), "Share of the training split held out."),
 )
 
 

@@ -226,6 +226,10 @@ CASES = [
      "--runs-dir {d}/runs", "--max-inputs must be an integer of at least 1"),
     ("retrain-epochs-zero", "retrain --model {d}/image.keras --from-run nope --epochs 0 "
      "--runs-dir {d}/runs", "--epochs must be an integer of at least 1"),
+    ("train-epochs-zero", "train mnist-lstm --epochs 0 --out-dir {d}/trained",
+     "--epochs must be an integer of at least 1"),
+    ("train-learning-rate-negative", "train mnist-lstm --learning-rate -0.1 --out-dir {d}/trained",
+     "--learning-rate must be a number in (0, inf)"),
     ("runs-force-alone", "runs --force --runs-dir {d}/runs", "--force goes with"),
     # usage
     ("option-unknown", "coverage --model {d}/image.keras --wobble 3", "No such option"),

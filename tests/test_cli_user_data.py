@@ -54,6 +54,9 @@ def test_own_model_and_data_set_end_to_end(own, tmp_path, capsys):
     m, ds, runs = own / "mine.keras", own / "mine.npz", tmp_path / "runs"
     cov = json.loads(_cli(["coverage", "--model", m, "--dataset", ds, "--json"], capsys).out)
     assert cov["n_inputs"] == 40 and 0 < cov["rate"] <= 1
+    _cli(["report", "html", "--model", m, "--dataset", ds, "--n", 10, "--out-dir", tmp_path],
+         capsys)
+    assert (tmp_path / "report-coverage-mine.html").stat().st_size > 10_000
     gen = json.loads(_cli(["generate", "--model", m, "--dataset", ds, "--method", "fgsm",
                            "--eps", "0.3", "--seeds", 12, "--runs-dir", runs, "--json"],
                           capsys).out)

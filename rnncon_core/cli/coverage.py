@@ -19,27 +19,36 @@ CRITERION_HELP = (f"One of {', '.join(CRITERIA.names())} (profile-based ones bui
                   f"`rnncon criteria [NAME]` lists them.")
 
 
-def _load_inputs(dataset: str | None, split: str, n: int | None, inputs: str | None,
-                 kind: str | None = None):
-    """(x, y or None, description, data kind or None) from a data set split (a built-in name
-    or the path of the user's .npz) or an .npy file."""
+def _load_inputs(dataset: str | None, split: str, n: int | None, inputs: str | None):
+    """(x, y or None, description) from a data set split (a built-in name or the path of the
+    user's .npz) or an .npy file."""
     if (dataset is None) == (inputs is None):
         raise InputError("give either --dataset NAME|DATA.npz or --inputs FILE.npy (one of "
                          "them)")
-    checked(n=n, split=split, kind=kind)
+    checked(n=n, split=split)
     if inputs is not None:
         from . import read_npy
         x, y, what = read_npy(inputs, "--inputs"), None, str(Path(inputs))
     else:
         from ..data import load_dataset
-        ds = load_dataset(dataset, kind)
+        ds = load_dataset(dataset)
         x, y = ds.split(split)
         what = f"{dataset} {split} split"
-        kind = kind or (ds.kind if ds.kind == "sequence" else None)
     if n:
         x = x[:n]
         y = None if y is None else y[:n]
-    return x, y, what, kind
+    return x, y, what
+
+
+def _data_kind(dataset: str | None, kind: str | None) -> str | None:
+    """What the inputs are: ``--kind``, else "sequence" for a user's .npz that says so (its
+    values need not lie in [0, 1]), else None (guessed from the model's input shape)."""
+    checked(kind=kind)
+    if kind is None and dataset is not None:
+        from ..data import is_dataset_file, load_dataset
+        if is_dataset_file(dataset) and load_dataset(dataset).kind == "sequence":
+            return "sequence"
+    return kind
 
 
 def _criterion_params(ctx: typer.Context, criterion: str, pairs: list[str] | None,
@@ -79,7 +88,7 @@ def _training(dataset: str, n_profile: int | None) -> dict:
     if n_profile is not None and n_profile < 0:
         raise InputError(f"--n-profile must be a count (0: the whole training split), got "
                          f"{n_profile}")
-    x, y, what, _ = _load_inputs(dataset, "train", n_profile or None, None)
+    x, y, what = _load_inputs(dataset, "train", n_profile or None, None)
     shown = set()
 
     def progress(done, total):
@@ -130,7 +139,8 @@ CRITERION_EPILOG = ("The criterion's parameters follow as --NAME VALUE (or --par
 def _model_and_inputs(model: str, dataset, split, n, inputs, kind=None):
     from ..trace import check_model_inputs, set_kind
     from ..zoo import load_model, with_steps
-    x, _, what, kind = _load_inputs(dataset, split, n, inputs, kind)
+    x, _, what = _load_inputs(dataset, split, n, inputs)
+    kind = _data_kind(dataset, kind)
     m = load_model(model)
     x = check_model_inputs(m, x, f"the inputs ({what})", kind)   # before the model runs
     m = with_steps(m, x.shape[1])                                # keras.Input((None, F))
@@ -290,7 +300,8 @@ def profile_cmd(model: str = MODEL_OPT,
     path = renamed(profile_path, out, "--profile-path", "--out")
     if path and profile_inputs == "both":
         profile_inputs = "all"                     # one file: the profile of all inputs
-    x, y, what, data_kind = _load_inputs(dataset, "train", n, None, kind)
+    x, y, what = _load_inputs(dataset, "train", n, None)
+    data_kind = _data_kind(dataset, kind)
     m = load_model(model)
     x = check_model_inputs(m, x, f"the inputs ({what})", data_kind)
     started = time.time()

@@ -50,9 +50,12 @@ def train_cmd(
     json_out: bool = JSON_OPT,
 ):
     """Train one architecture on our split and save it with its model card."""
+    from . import checked
     from ..zoo import train_model
-    card = train_model(name, epochs=epochs or None, batch_size=batch_size, seed=seed,
-                       validation_split=validation_split, patience=patience or None,
+    checked(epochs=epochs, batch_size=batch_size, seed=seed, validation_split=validation_split,
+            patience=patience, learning_rate=learning_rate)
+    card = train_model(name, epochs=epochs, batch_size=batch_size, seed=seed,
+                       validation_split=validation_split, patience=patience,
                        out_dir=out_dir or None, resume=resume,
                        learning_rate=learning_rate)
     if json_out:

@@ -24,6 +24,9 @@ def default_threshold(data=None) -> float:
         if data in DEFAULT_THRESHOLDS:
             return DEFAULT_THRESHOLDS[data]
         if data not in DATASETS:
+            from ..data import is_dataset_file, load_dataset
+            if is_dataset_file(data):               # a user's .npz: by its kind
+                return default_threshold(load_dataset(data))
             raise InputError(f"unknown data set {data!r}; choose one of {', '.join(DATASETS)}")
         return DEFAULT_THRESHOLDS["text" if data == "imdb" else "image"]
     kind = getattr(data, "kind", None)

@@ -477,7 +477,7 @@ class GradientGenerator(Generator):
         if self.graph_objective:
             first = self._step_fn is None
             if first:
-                self._step_fn = tf.function(step, reduce_retracing=True)
+                self._step_fn = _compiled(step, args)
             try:
                 grad, out = self._step_fn(*args)
             except (TypeError, ValueError, NotImplementedError,
@@ -568,7 +568,7 @@ class GradientGenerator(Generator):
                 {k: tf.convert_to_tensor(v) for k, v in ctx.items()})
         if self.graph_objective and self._keep_fn is not False:
             if self._keep_fn is None:
-                self._keep_fn = tf.function(grads, reduce_retracing=True)
+                self._keep_fn = _compiled(grads, args)
             try:
                 return [g.numpy() for g in self._keep_fn(*args)]
             except (TypeError, ValueError, NotImplementedError,
@@ -663,6 +663,20 @@ class GradientGenerator(Generator):
 
 def _subset(ctx: dict, idx: np.ndarray) -> dict:
     return {k: (v if k.startswith("_") else v[idx]) for k, v in ctx.items()}
+
+
+def _compiled(fn, args):
+    """tf.function of fn(x, y, ctx) traced once for every batch: the batch size (and every
+    size of the ctx arrays, e.g. a batch's union of targets) left open in its signature, where
+    ``reduce_retracing`` would trace again for the first new size."""
+    import tensorflow as tf
+
+    def spec(t, keep=0):
+        return tf.TensorSpec([d if i >= 1 and i < keep else None
+                              for i, d in enumerate(t.shape)], t.dtype)
+    x, y, ctx = args
+    return tf.function(fn, input_signature=[spec(x, keep=len(x.shape)), spec(y),
+                                            {k: spec(v) for k, v in ctx.items()}])
 
 
 def perturbation_norms(d: np.ndarray) -> dict[str, np.ndarray]:

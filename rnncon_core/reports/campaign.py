@@ -127,6 +127,7 @@ def markdown(table: pd.DataFrame, verdicts: pd.DataFrame, settings: dict) -> str
              f"measured on this machine ({settings.get('machine', '')}). Distinct faults: "
              "distinct (true, predicted, DeepStellar abstract state) triples; pairs: distinct "
              "(true, predicted). Intervals: 95 % t over the repeats.", "",
+             *([settings["note"], ""] if settings.get("note") else []),
              "| model | guide | n | distinct faults [95 % CI] | pairs [95 % CI] | per 1000 "
              "calls [95 % CI] | final coverage | model calls | loop / model time |",
              "|---|---|---|---|---|---|---|---|---|"]
