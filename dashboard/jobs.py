@@ -355,7 +355,9 @@ def render_card(card: Card, key: str, show_key: str | None = None) -> None:
     """One job's card. A finished (or cancelled) run's card has a button that shows its
     results (it sets the page's results selector, ``show_key``)."""
     with st.container(border=True, key=f"card-{key}"):
-        head = f"**{card.title}**" + (f" · `{card.run_id}`" if card.run_id else "")
+        short = card.run_id.rsplit("-", 1)[-1] if card.run_id else ""
+        head = f"**{card.title}**" + (f" · `{short}`" if short and short not in card.title
+                                      else "")
         if not card.mine and card.origin:
             head += f" · started in {card.origin}"
         st.markdown(head)

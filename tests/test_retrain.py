@@ -420,3 +420,19 @@ def test_the_report_continues_a_run_with_fewer_repeats(tmp_path, monkeypatch):
     assert find({**want, "mix": 0.5}, True) == {"new": True} and calls[-1] == {}
     assert find({**want, "repeats": 3}, True)["run_id"] == three        # an equal run is reused
     assert len(calls) == 3
+
+
+def test_evaluation_on_a_bounded_sample(tiny, tmp_path):
+    """evaluation_inputs: both parts sampled (with the split's seed) to at most that many; the
+    summary says the sizes used."""
+    store = RunStore(tmp_path / "runs")
+    run_id = _generation_run(store, tiny, n=20)
+    s = retrain.run_retraining(tiny["path"], run_id, epochs=1, repeats=1, dataset=tiny["ds"],
+                               control=False, coverage=False, transfer_seeds=0,
+                               evaluation_inputs=60, store=store)
+    assert (s["validation_split"], s["evaluation_split"]) == (60, 60)
+    assert "(60 inputs" in s["evaluated_on"]
+    assert store.get(s["run_id"]).config["evaluation_inputs"] == 60
+    with pytest.raises(InputError, match="evaluation_inputs"):
+        retrain.run_retraining(tiny["path"], run_id, dataset=tiny["ds"], evaluation_inputs=1,
+                               store=store)

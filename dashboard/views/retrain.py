@@ -43,6 +43,13 @@ with st.form("retrain_form"):
                                        key="retrain_transfer_seeds",
                                        help="Evaluation seeds for the held-out transfer sets "
                                             "(rconc, nc, rnntest, pgd for images); 0: skip.")
+    text = state.kind_of(sel.dataset) == "text"
+    eval_inputs = c[2].number_input("Evaluation inputs (0: all)", 0, 20000,
+                                    2000 if text else 0, step=500, key="retrain_eval_inputs",
+                                    help="Evaluate and validate on a sample of this many test "
+                                         "inputs per part (a text model's 12,000-review parts "
+                                         "take minutes per evaluation); the results say the "
+                                         "sizes used.")
     run_name, run_tags = jobs.name_fields("retrain")
     submitted = st.form_submit_button("Start retraining", type="primary",
                                       disabled=not sources, icon=":material/play_arrow:")
@@ -56,6 +63,7 @@ if submitted and run_id:
                 repeats=int(repeats), control=bool(control),
                 coverage_inputs=int(coverage_inputs), mix=float(mix),
                 transfer_seeds=int(transfer_seeds), run_name=run_name or None,
+                evaluation_inputs=int(eval_inputs) or None,
                 run_tags=run_tags)
 
 jobs.job_panel("retrain", show_key="retrain_show", model=sel.model)
