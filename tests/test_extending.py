@@ -198,3 +198,17 @@ def test_the_checks_name_an_undeclared_keyword_and_a_bad_default():
 
     with pytest.raises(InputError, match="k must be an integer of at least 1, got 0"):
         check_criterion(BadDefault)
+
+
+@pytest.mark.parametrize("kind,name,params", [
+    ("generator", "pgd", {"iterations": 2}), ("generator", "fgsm", {}),
+    ("generator", "noise", {}), ("criterion", "rconc", {}), ("criterion", "nc", {}),
+    ("criterion", "hsc", {}), ("criterion", "csc", {})])
+def test_shipped_ones_pass_the_public_checks(kind, name, params):
+    """The checks a plugin author runs are the ones the shipped strategies and criteria pass
+    (the profile-based criteria need a profile first: tests/test_criteria.py checks them)."""
+    from rnncon_core.checks import check_criterion, check_generator
+    if kind == "generator":
+        check_generator(name, **params)
+    else:
+        check_criterion(name)

@@ -110,16 +110,61 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
     ``inputs_source`` (e.g. the files of ``inputs`` and ``labels``) is recorded in the run's
     config, so that retraining can say what to pass. Returns the summary plus ``run_id`` and
     ``outputs``."""
-    from ..data import class_labels, load_dataset
-    from ..runs import RunStore
-    from ..generate.base import check_unit_range, model_head
+    from ..generate.base import model_head
     from ..params import check_args
-    from ..trace import check_model_inputs, input_domain, set_kind
-    from ..zoo import load_model, with_steps
+    from ..runs import RunStore
+    from ..zoo import load_model
     check_args(prefix="", seed=seed, n=int(n_seeds) if seed_indices is None else None)
     cls = generator_class(method)      # unknown method: fail before loading anything
     keras_model = load_model(model)
     head = model_head(keras_model).require_classifier(f"method {method!r}")
+    keras_model, x_all, y_all, ds_name, split = _seed_data(
+        model, keras_model, cls, head, inputs, labels, dataset, split, kind)
+    idx = _seed_indices(seed_indices, keras_model, x_all, y_all, n_seeds, correct_only, split)
+    if cls.needs_others:
+        if not others:
+            raise InputError(f"method {method!r} compares models: give the other models as "
+                             f"others= (CLI: --models a,b)")
+        params["others"] = [load_model(o) for o in others]
+    if batch_size is not None:
+        params["batch_size"] = batch_size
+    gen = get_generator(method, keras_model, seed=seed, **params)
+
+    store = store if store is not None else RunStore()
+    config = generation_config(model, gen, dataset=ds_name, split=split, n_seeds=len(idx),
+                               seed=seed, correct_only=correct_only,
+                               seed_indices_given=seed_indices is not None, others=others) \
+        | ({"kind": kind} if kind else {}) \
+        | ({"inputs_source": inputs_source} if inputs_source else {})
+    name = str(model)
+    with store.start("generate", model=name, method=method, config=config) as run:
+        run.save_npz("seeds", seed_index=idx, y_seed=y_all[idx])
+        run.progress(0, len(idx), "starting")
+
+        result = _generate(run, gen, x_all[idx], y_all[idx], idx, name, progress, should_stop,
+                           workers, ray_address, model, method, seed, params)
+        summary = result.summary(name)
+        if result.stopped:       # the finished seeds' outputs, whole, once (if there are any)
+            if result.n:
+                run.save_npz("outputs", **result.arrays(idx[:result.n]))
+            run.save_json("targets", result.target_info)
+            raise JobCancelled(f"run {run.run_id} was cancelled after {result.n} of {len(idx)} "
+                               f"seeds; they are kept in {run.path}")
+        outputs = run.save_npz("outputs", **result.arrays(idx))
+        run.save_json("targets", result.target_info)
+        run.finish(summary)
+    return {"run_id": run.run_id, **summary, "outputs": str(outputs)}
+
+
+def _seed_data(model, keras_model, cls, head, inputs, labels, dataset, split, kind):
+    """The inputs and labels the seeds are picked from (the user's own arrays, or a split of a
+    data set), checked against the model and the strategy; returns the model fixed to their
+    number of steps, the inputs, the labels, the data's name and the split."""
+    from ..data import class_labels, load_dataset
+    from ..generate.base import check_unit_range
+    from ..trace import check_model_inputs, input_domain, set_kind
+    from ..zoo import with_steps
+    method = cls.method
     if (inputs is None) != (labels is None):
         raise InputError("give inputs and labels together (CLI: --inputs X.npy --labels "
                          "Y.npy), one label per input")
@@ -147,6 +192,12 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
         raise InputError(f"method {method!r} edits text, but {model} reads {ds_kind}")
     if cls.input_kind == "image":
         check_unit_range(x_all, method)                    # before any seed is picked
+    return keras_model, x_all, y_all, ds_name, split
+
+
+def _seed_indices(seed_indices, keras_model, x_all, y_all, n_seeds, correct_only, split):
+    """The seeds: the given indices (checked), or the first ``n_seeds`` inputs the model
+    predicts right (``select_seeds``)."""
     if seed_indices is not None:
         idx = np.asarray(seed_indices, np.int64).reshape(-1)
         if len(idx) == 0:
@@ -155,60 +206,38 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
             raise InputError(f"seed indices must lie in [0, {len(x_all)}) for the {split} split")
     else:
         idx = select_seeds(keras_model, x_all, y_all, int(n_seeds), correct_only)
-    if cls.needs_others:
-        if not others:
-            raise InputError(f"method {method!r} compares models: give the other models as "
-                             f"others= (CLI: --models a,b)")
-        params["others"] = [load_model(o) for o in others]
-    if batch_size is not None:
-        params["batch_size"] = batch_size
-    gen = get_generator(method, keras_model, seed=seed, **params)
+    return idx
 
-    store = store if store is not None else RunStore()
-    config = generation_config(model, gen, dataset=ds_name, split=split, n_seeds=len(idx),
-                               seed=seed, correct_only=correct_only,
-                               seed_indices_given=seed_indices is not None, others=others) \
-        | ({"kind": kind} if kind else {}) \
-        | ({"inputs_source": inputs_source} if inputs_source else {})
-    name = str(model)
-    with store.start("generate", model=name, method=method, config=config) as run:
-        run.save_npz("seeds", seed_index=idx, y_seed=y_all[idx])
-        run.progress(0, len(idx), "starting")
 
-        written = [0]            # seeds whose outputs are on disk: each batch is appended once
+def _generate(run, gen, x, y, idx, name, progress, should_stop, workers, ray_address, model,
+              method, seed, params):
+    """Run the strategy on the seeds inside ``run`` (each finished batch appended to the run's
+    outputs, progress and cancel requests through the run), on Ray actors with ``workers`` or
+    ``ray_address``; returns the GenerationResult."""
+    written = [0]            # seeds whose outputs are on disk: each batch is appended once
 
-        def on_batch(partial: GenerationResult) -> None:
-            arrays = partial.arrays(idx[:partial.n])
-            run.append_npz("outputs", **{k: v[written[0]:] for k, v in arrays.items()})
-            written[0] = partial.n
-            run.save_json("summary", {**partial.summary(name), "partial": True})
+    def on_batch(partial: GenerationResult) -> None:
+        arrays = partial.arrays(idx[:partial.n])
+        run.append_npz("outputs", **{k: v[written[0]:] for k, v in arrays.items()})
+        written[0] = partial.n
+        run.save_json("summary", {**partial.summary(name), "partial": True})
 
-        def report(done: int, total: int) -> None:
-            run.progress(done, total, f"{done}/{total} seeds")
-            if progress is not None:
-                progress(done, total)
+    def report(done: int, total: int) -> None:
+        run.progress(done, total, f"{done}/{total} seeds")
+        if progress is not None:
+            progress(done, total)
 
-        stop = (lambda: run.cancel_requested() or bool(should_stop and should_stop()))
-        if workers or ray_address:
-            if cls.needs_others or not isinstance(model, str):
-                raise InputError("--workers needs a model every worker can load (a shipped "
-                                 "name or a .keras path) and is not for a method that "
-                                 "compares models")
-            from .distributed import generate as on_ray
-            result = on_ray(model, x_all[idx], y_all[idx], method, workers=workers or 2,
-                            address=ray_address, progress=report, should_stop=stop, seed=seed,
-                            **params)
-        else:
-            result = gen.generate(x_all[idx], y_all[idx], progress=report, should_stop=stop,
-                                  on_batch=on_batch)
-        summary = result.summary(name)
-        if result.stopped:       # the finished seeds' outputs, whole, once (if there are any)
-            if result.n:
-                run.save_npz("outputs", **result.arrays(idx[:result.n]))
-            run.save_json("targets", result.target_info)
-            raise JobCancelled(f"run {run.run_id} was cancelled after {result.n} of {len(idx)} "
-                               f"seeds; they are kept in {run.path}")
-        outputs = run.save_npz("outputs", **result.arrays(idx))
-        run.save_json("targets", result.target_info)
-        run.finish(summary)
-    return {"run_id": run.run_id, **summary, "outputs": str(outputs)}
+    stop = (lambda: run.cancel_requested() or bool(should_stop and should_stop()))
+    if workers or ray_address:
+        if gen.needs_others or not isinstance(model, str):
+            raise InputError("--workers needs a model every worker can load (a shipped "
+                             "name or a .keras path) and is not for a method that "
+                             "compares models")
+        from .distributed import generate as on_ray
+        result = on_ray(model, x, y, method, workers=workers or 2,
+                        address=ray_address, progress=report, should_stop=stop, seed=seed,
+                        **params)
+    else:
+        result = gen.generate(x, y, progress=report, should_stop=stop,
+                              on_batch=on_batch)
+    return result
