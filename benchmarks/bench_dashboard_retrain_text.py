@@ -29,7 +29,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=8)
     args = ap.parse_args()
     from rnncon_core.jobs import run_generation
-    from rnncon_core.retrain import run_retraining
+    from rnncon_core.jobs.retraining import run_retraining
     from rnncon_core.runs import RunStore
     store = RunStore(Path(tempfile.mkdtemp(prefix="rnncon-bench-")) / "runs")
     t = time.perf_counter()

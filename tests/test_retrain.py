@@ -427,12 +427,12 @@ def test_evaluation_on_a_bounded_sample(tiny, tmp_path):
     summary says the sizes used."""
     store = RunStore(tmp_path / "runs")
     run_id = _generation_run(store, tiny, n=20)
-    s = retrain.run_retraining(tiny["path"], run_id, epochs=1, repeats=1, dataset=tiny["ds"],
-                               control=False, coverage=False, transfer_seeds=0,
-                               evaluation_inputs=60, store=store)
+    s = run_retraining(tiny["path"], run_id, epochs=1, repeats=1, dataset=tiny["ds"],
+                       control=False, coverage=False, transfer_seeds=0, evaluation_inputs=60,
+                       store=store)
     assert (s["validation_split"], s["evaluation_split"]) == (60, 60)
     assert "(60 inputs" in s["evaluated_on"]
     assert store.get(s["run_id"]).config["evaluation_inputs"] == 60
     with pytest.raises(InputError, match="evaluation_inputs"):
-        retrain.run_retraining(tiny["path"], run_id, dataset=tiny["ds"], evaluation_inputs=1,
-                               store=store)
+        run_retraining(tiny["path"], run_id, dataset=tiny["ds"], evaluation_inputs=1,
+                       store=store)

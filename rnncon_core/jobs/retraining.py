@@ -88,7 +88,8 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
                    batch_size: int = 128, seed: int = 0, coverage: bool = True,
                    coverage_inputs: int = 500, threshold: float | None = None,
                    transfer_methods=None, transfer_seeds: int = TRANSFER_SEEDS,
-                   robustness_seeds: int = 0, store=None,
+                   robustness_seeds: int = 0, evaluation_inputs: int | None = None,
+                   store=None,
                    progress: ProgressFn | None = None, force: bool = False,
                    continue_from: str | None = None) -> dict:
     """Retrain ``model`` (a shipped name or a .keras path) with the adversarial inputs of the
@@ -106,6 +107,9 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
     (:func:`split_test`).
     ``transfer_methods`` / ``transfer_seeds``: held-out transfer sets generated against the
     original model from that many evaluation seeds per method (0 seeds: skip).
+    ``evaluation_inputs``: evaluate (and validate) on a sample of at most this many inputs of
+    each part (drawn with the split's seed; None: all): an IMDB model's 12,000-review parts
+    take minutes per evaluation on two cores; the summary's ``evaluated_on`` gives the sizes.
     ``robustness_seeds``: > 0 runs fresh white-box generation runs of that many evaluation
     seeds against the original, the best retrained and the best control model.
     ``progress`` gets dict events (stage, repeat, epoch, done, total); the run's progress.json
@@ -134,6 +138,14 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
                     else transfer_methods)
     x_fit, y_fit = fit_split(ds, defaults["validation_split"])
     parts = split_test(ds, adv)
+    if evaluation_inputs is not None:
+        if evaluation_inputs < 2:
+            raise InputError(f"evaluation_inputs must be >= 2 (got {evaluation_inputs})")
+        rng = np.random.default_rng(SPLIT_SEED)
+        for name in ("validation", "evaluation"):
+            if len(parts[name]) > evaluation_inputs:
+                parts[name] = np.sort(rng.choice(parts[name], evaluation_inputs,
+                                                 replace=False))
     val = (ds.x_test[parts["validation"]], ds.y_test[parts["validation"]])
     x_eval, y_eval = ds.x_test[parts["evaluation"]], ds.y_test[parts["evaluation"]]
     x_cov = x_eval[:coverage_inputs]
@@ -147,6 +159,7 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
               "threshold": theta,
               "coverage_inputs": len(x_cov), "transfer_methods": list(methods),
               "transfer_seeds": transfer_seeds, "robustness_seeds": robustness_seeds,
+              "evaluation_inputs": evaluation_inputs,
               "split_seed": SPLIT_SEED}
     earlier = (_earlier_repeats(store, continue_from, config, arms) if continue_from
                else {arm: [] for arm in arms})
