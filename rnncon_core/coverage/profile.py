@@ -187,16 +187,26 @@ def build_profile(model, x, embedded: bool = False, path=None, source: str = "",
 def _profile_arrays(tracer, x, embedded, progress) -> dict:
     """The profile's arrays over x (see the module docstring): two passes."""
     import tensorflow as tf
-    from .rconc import ContributionCoverage
-    cc = ContributionCoverage(tracer, values="signed")
     rec = [s for s in tracer.specs if s.kind != "dense"]
-    neuron_names = [name for name, _, _ in tracer.neuron_layers]
 
     def run(xb):
         return tracer.embed_tf(xb) if tracer.embedding is not None and not embedded else xb
 
     sig = tf.TensorSpec((None,) + tuple(x.shape[1:]), tf.int32 if x.dtype.kind == "i" else
                         tf.float32)
+    arrays, mom = _first_pass(tracer, x, run, sig, rec, progress)
+    axes = _pca_axes(rec, mom, arrays)
+    _second_pass(tracer, x, run, sig, rec, axes, progress, arrays)
+    return arrays
+
+
+def _pass1_graph(tracer, run, sig, rec):
+    """The first pass's graph: neuron outputs, signed contributions, the flow views and the
+    hidden states of one batch."""
+    import tensorflow as tf
+    from .rconc import ContributionCoverage
+    cc = ContributionCoverage(tracer, values="signed")
+    neuron_names = [name for name, _, _ in tracer.neuron_layers]
 
     @tf.function(input_signature=[sig])
     def pass1(xb):
@@ -211,44 +221,61 @@ def _profile_arrays(tracer, x, embedded, progress) -> dict:
                           if v is not None} for s in rec}
         hs = {s.name: tr.layers[s.name].h for s in rec}
         return neurons, contrib, flows, hs
+    return pass1
 
+
+def _lohi(acc: dict, key, v, layer=""):
+    """Widen acc's running [lo, hi] of key (per layer) to cover v's rows."""
+    k_lo, k_hi = (f"{key}_lo@{layer}", f"{key}_hi@{layer}") if layer else \
+        (f"{key}_lo", f"{key}_hi")
+    lo, hi = v.min(axis=0), v.max(axis=0)
+    if k_lo in acc:
+        lo, hi = np.minimum(acc[k_lo], lo), np.maximum(acc[k_hi], hi)
+    acc[k_lo], acc[k_hi] = lo, hi
+
+
+def _add(acc: dict, key, v):
+    acc[key] = acc.get(key, 0.0) + v
+
+
+def _first_pass(tracer, x, run, sig, rec, progress):
+    """Ranges and sums over x (the arrays so far) and each layer's hidden-state moments
+    [sum h, sum h h^T, count]."""
+    pass1 = _pass1_graph(tracer, run, sig, rec)
     acc: dict = {}
-
-    def lohi(key, v, layer=""):
-        k_lo, k_hi = (f"{key}_lo@{layer}", f"{key}_hi@{layer}") if layer else \
-            (f"{key}_lo", f"{key}_hi")
-        lo, hi = v.min(axis=0), v.max(axis=0)
-        if k_lo in acc:
-            lo, hi = np.minimum(acc[k_lo], lo), np.maximum(acc[k_hi], hi)
-        acc[k_lo], acc[k_hi] = lo, hi
-
-    def add(key, v):
-        acc[key] = acc.get(key, 0.0) + v
-
     mom = {s.name: [np.zeros(s.units), np.zeros((s.units, s.units)), 0.0] for s in rec}
     n_total = len(x)
     for b0 in range(0, n_total, _BATCH):
         neurons, contrib, flows, hs = pass1(x[b0:b0 + _BATCH])
-        lohi("neuron", neurons.numpy())
-        lohi("contrib", contrib.numpy())
+        _lohi(acc, "neuron", neurons.numpy())
+        _lohi(acc, "contrib", contrib.numpy())
         for s in rec:
-            views = {k: v.numpy().astype(np.float64) for k, v in flows[s.name].items()}
-            for k in FLOW_RANGES:
-                if k in views:
-                    lohi(k, views[k], s.name)
-            for k in FLOW_MOMENTS:
-                add(f"{k}_s1@{s.name}", views[k].sum(0))
-                add(f"{k}_s2@{s.name}", (views[k] ** 2).sum(0))
-            add(f"count@{s.name}", float(len(views["xih"])))
-            h = hs[s.name].numpy().reshape(-1, s.units).astype(np.float64)
-            m = mom[s.name]
-            m[0] += h.sum(0)
-            m[1] += h.T @ h
-            m[2] += len(h)
+            _add_layer(acc, mom[s.name], s, flows[s.name], hs[s.name])
         if progress:
             progress(min(b0 + _BATCH, n_total), 2 * n_total)
     arrays = {k: (np.asarray(v, np.float64) if "_s1@" in k or "_s2@" in k or "count@" in k
                   else np.asarray(v, np.float32)) for k, v in acc.items()}
+    return arrays, mom
+
+
+def _add_layer(acc: dict, m: list, s, flows: dict, h):
+    """One batch of one recurrent layer: its flow views' ranges and sums, its moments m."""
+    views = {k: v.numpy().astype(np.float64) for k, v in flows.items()}
+    for k in FLOW_RANGES:
+        if k in views:
+            _lohi(acc, k, views[k], s.name)
+    for k in FLOW_MOMENTS:
+        _add(acc, f"{k}_s1@{s.name}", views[k].sum(0))
+        _add(acc, f"{k}_s2@{s.name}", (views[k] ** 2).sum(0))
+    _add(acc, f"count@{s.name}", float(len(views["xih"])))
+    h = h.numpy().reshape(-1, s.units).astype(np.float64)
+    m[0] += h.sum(0)
+    m[1] += h.T @ h
+    m[2] += len(h)
+
+
+def _pca_axes(rec, mom, arrays) -> dict:
+    """Each layer's hidden-state mean and principal axes (signs fixed), also put in arrays."""
     axes = {}
     for s in rec:
         s1, s2, cnt = mom[s.name]
@@ -260,6 +287,12 @@ def _profile_arrays(tracer, x, embedded, progress) -> dict:
         ax *= np.where(ax[np.arange(k), np.abs(ax).argmax(1)] < 0, -1.0, 1.0)[:, None]
         axes[s.name] = (mean.astype(np.float32), ax.astype(np.float32))
         arrays[f"pca_mean@{s.name}"], arrays[f"pca_axes@{s.name}"] = axes[s.name]
+    return axes
+
+
+def _second_pass(tracer, x, run, sig, rec, axes, progress, arrays):
+    """Each input's hidden states projected on the layer's axes, put in arrays."""
+    import tensorflow as tf
 
     @tf.function(input_signature=[sig])
     def pass2(xb):
@@ -267,6 +300,7 @@ def _profile_arrays(tracer, x, embedded, progress) -> dict:
         return {s.name: tf.einsum("ntu,ku->ntk", tr.layers[s.name].h - axes[s.name][0],
                                   axes[s.name][1]) for s in rec}
     projs = {s.name: [] for s in rec}
+    n_total = len(x)
     for b0 in range(0, n_total, _BATCH):
         out = pass2(x[b0:b0 + _BATCH])
         for s in rec:
@@ -275,7 +309,6 @@ def _profile_arrays(tracer, x, embedded, progress) -> dict:
             progress(n_total + min(b0 + _BATCH, n_total), 2 * n_total)
     for s in rec:
         arrays[f"proj@{s.name}"] = np.concatenate(projs[s.name]).astype(np.float32)
-    return arrays
 
 
 def flow_views(lt) -> dict:

@@ -69,12 +69,28 @@ def build_generation(n_seeds: int = 500, models=None, out_dir="reports/generatio
     With ``reuse``, a finished run of the store with the same request (model, method, seeds,
     parameters) is read instead of being run again (so an interrupted report resumes)."""
     from ..runs import RunStore
-    from ..zoo import ARCHITECTURES, load_model, read_card, shipped_models
-    from ..trace import Tracer
+    from ..zoo import shipped_models
     from ..jobs import run_generation
 
     store = store if store is not None else RunStore()
     shipped = set(shipped_models())
+    models = _check_models(models, shipped)
+    extra = {} if iterations is None else {"iterations": int(iterations)}
+    other_seeds = n_seeds if other_seeds is None else min(int(other_seeds), n_seeds)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    build = _Build(n_seeds=n_seeds, other_seeds=other_seeds, models=models, shipped=shipped,
+                   iterations=iterations, extra=extra, store=store, reuse=reuse, log=log,
+                   out=out, run_generation=run_generation,
+                   tm=tsne_model if tsne_model in models else models[0])
+    for model in models:
+        report = build.model(model)
+    return report
+
+
+def _check_models(models, shipped: set) -> list[str]:
+    """The models asked (default: every shipped MNIST model), each a trained MNIST model."""
+    from ..zoo import ARCHITECTURES
     models = list(models) if models else [m for m in MNIST_MODELS if m in shipped]
     if not models:
         raise InputError("no MNIST model is shipped: train them first (`rnncon train "
@@ -84,97 +100,130 @@ def build_generation(n_seeds: int = 500, models=None, out_dir="reports/generatio
             raise InputError(f"{m!r} is not one of the MNIST models ({', '.join(MNIST_MODELS)})")
         if m not in shipped:
             raise InputError(f"model {m!r} is not trained yet: `rnncon train {m}`")
-    extra = {} if iterations is None else {"iterations": int(iterations)}
-    other_seeds = n_seeds if other_seeds is None else min(int(other_seeds), n_seeds)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    started = time.time()
-    table2, table4, runs, reused = [], [], {}, []
+    return models
 
-    def run(model, label, method, params):
+
+class _Build:
+    """One report in the making: its settings, the runs so far and the tables they fill."""
+
+    def __init__(self, *, n_seeds, other_seeds, models, shipped, iterations, extra, store,
+                 reuse, log, out, run_generation, tm):
+        self.n_seeds, self.other_seeds, self.models = n_seeds, other_seeds, models
+        self.shipped, self.iterations, self.extra = shipped, iterations, extra
+        self.store, self.reuse, self.log, self.out = store, reuse, log, out
+        self.run_generation, self.tm = run_generation, tm
+        self.started = time.time()
+        self.table2, self.table4, self.runs, self.reused = [], [], {}, []
+        self.done, self.tsne_rows = [], []
+
+    def run(self, model, label, method, params):
+        """One row's run (or the finished run of the same request), logged and kept."""
         t0 = time.time()
-        seeds = n_seeds if label in FULL_ROWS else other_seeds
-        p = dict(params)
-        if "iterations" in generator_class(method).params and "iterations" not in p:
-            p.update(extra)
-        if generator_class(method).needs_others:
-            p["others"] = [o for o in models if o != model] or \
-                [o for o in shipped if o in ARCHITECTURES and o != model
-                 and ARCHITECTURES[o].dataset == "mnist"]
-        s = _reusable(store, model, method, seeds, p) if reuse else None
+        seeds = self.n_seeds if label in FULL_ROWS else self.other_seeds
+        p = self._params(model, method, params)
+        s = _reusable(self.store, model, method, seeds, p) if self.reuse else None
         if s is None:
-            s = run_generation(model, method, seeds, store=store, **p)
+            s = self.run_generation(model, method, seeds, store=self.store, **p)
         else:
-            reused.append(s["run_id"])
-            log(f"[{model}] {label}: reusing finished run {s['run_id']}")
-        log(f"[{model}] {label}: {s['n_adversarial']}/{s['n_seeds']} adversarial, "
-            f"avg L2 {_f(s['avg_l2'])} (before the minimal stage "
-            f"{_f(s.get('avg_l2_unminimized'))}), {time.time() - t0:.0f} s")
-        runs[(model, label)] = s
+            self.reused.append(s["run_id"])
+            self.log(f"[{model}] {label}: reusing finished run {s['run_id']}")
+        self.log(f"[{model}] {label}: {s['n_adversarial']}/{s['n_seeds']} adversarial, "
+                 f"avg L2 {_f(s['avg_l2'])} (before the minimal stage "
+                 f"{_f(s.get('avg_l2_unminimized'))}), {time.time() - t0:.0f} s")
+        self.runs[(model, label)] = s
         return s
 
-    tm = tsne_model if tsne_model in models else models[0]
-    done, tsne_rows = [], []
+    def _params(self, model, method, params) -> dict:
+        """A row's generator params, with the report's iterations and a differential run's
+        other models."""
+        from ..zoo import ARCHITECTURES
+        p = dict(params)
+        if "iterations" in generator_class(method).params and "iterations" not in p:
+            p.update(self.extra)
+        if generator_class(method).needs_others:
+            p["others"] = [o for o in self.models if o != model] or \
+                [o for o in self.shipped if o in ARCHITECTURES and o != model
+                 and ARCHITECTURES[o].dataset == "mnist"]
+        return p
 
-    def write() -> dict:
-        """The report of the models done so far (rewritten after each model)."""
-        table3 = []
-        if tm in done:
-            table3 = [_row(tm, lab, lab, runs[(tm, "random" if lab == "rconc" else lab)])
-                      for lab in ("rnntest", "rconc")]
-            for r in table3:
-                p = PAPER_TABLE3[r["method"]]
-                r.update(paper_seeds=p[0], paper_adv=p[1], paper_avg_l2=p[2],
-                         paper_adv_rate=p[3])
-        report = {"n_seeds": n_seeds, "other_seeds": other_seeds, "models": list(done),
-                  "models_asked": models, "iterations": iterations,
-                  "deepxplore_settings": DEEPXPLORE,
-                  "seconds": round(time.time() - started, 1), "table2": table2,
-                  "table3": table3, "table4": table4, "paper_table4": PAPER_TABLE4,
-                  "targets": _targets(done, runs), "tsne_model": tm,
-                  "reused_runs": len(reused),
-                  "run_ids": {f"{m}/{lab}": s["run_id"] for (m, lab), s in runs.items()}}
-        report["files"] = write_files(out, {"table2.csv": table2, "table3.csv": table3,
-                                            "table4.csv": table4,
-                                            "figure10_tsne.csv": tsne_rows,
-                                            "generation.json": report,
-                                            "README.md": _markdown(report)},
-                                      report="generation")
-        return report
-
-    for model in models:
+    def model(self, model) -> dict:
+        """Every row of one model, then the report of the models done so far."""
+        from ..zoo import load_model
+        from ..trace import Tracer
         keras_model = load_model(model)
         layers = [s.name for s in Tracer(keras_model).specs if s.kind != "dense"]
         rows = _rows_for(model, layers)
         # the two rows the targets compare run first (an interrupted report still has them)
         for label, method, params in sorted(rows, key=lambda r: r[0] not in FULL_ROWS):
-            run(model, label, method, params)
-        table2.extend(_row(model, label, method, runs[(model, label)])
-                      for label, method, _ in rows)
-        # random noise with, per seed, the L2 norm of the RNNCon-Test (random) perturbation
-        z = np.load(runs[(model, "random")]["outputs"])
+            self.run(model, label, method, params)
+        self.table2.extend(_row(model, label, method, self.runs[(model, label)])
+                           for label, method, _ in rows)
+        self._noise(model)
+        self.table4.append(self._table4_row(model))
+        self.done.append(model)
+        if model == self.tm:
+            self._figure10()
+        return self.write()
+
+    def _noise(self, model):
+        """Random noise with, per seed, the L2 norm of the RNNCon-Test (random) perturbation."""
+        z = np.load(self.runs[(model, "random")]["outputs"])
         l2 = np.linalg.norm((z["x_gen"] - z["x_seed"]).reshape(len(z["x_seed"]), -1),
-                            axis=1)[:other_seeds]
-        s = run(model, "noise (same L2)", "noise", {"l2": l2})
-        table2.append(_row(model, "noise (same L2)", "noise", s))
+                            axis=1)[:self.other_seeds]
+        s = self.run(model, "noise (same L2)", "noise", {"l2": l2})
+        self.table2.append(_row(model, "noise (same L2)", "noise", s))
+
+    def _table4_row(self, model) -> dict:
+        from ..zoo import read_card
+        runs = self.runs
         card = read_card(model) or {}
-        table4.append({"model": model,
-                       "original_test_accuracy": card.get("test_accuracy"),
-                       **{f"accuracy_{lab}": runs[(model, lab)]["accuracy_gen"]
-                          for lab in ("random", "rnntest", "nc", "fgsm", "pgd")},
-                       "adv_rate_rconc": runs[(model, "random")]["adv_rate"],
-                       "adv_rate_rnntest": runs[(model, "rnntest")]["adv_rate"]})
-        done.append(model)
-        if model == tm:
-            # Figure 10: perturbations of activating 1, 2 and 3 contributions on the same seeds
-            tsne_runs = {1: runs[(tm, "random")]}
-            for k in (2, 3):
-                # a seed may leave fewer than k contributions inactive: the least activated
-                tsne_runs[k] = run(tm, f"k={k}", "rconc", {"target": "random", "k": k,
-                                                           "short": "lowest"})
-            tsne_rows = _tsne(tsne_runs)
-        report = write()
-    return report
+        return {"model": model,
+                "original_test_accuracy": card.get("test_accuracy"),
+                **{f"accuracy_{lab}": runs[(model, lab)]["accuracy_gen"]
+                   for lab in ("random", "rnntest", "nc", "fgsm", "pgd")},
+                "adv_rate_rconc": runs[(model, "random")]["adv_rate"],
+                "adv_rate_rnntest": runs[(model, "rnntest")]["adv_rate"]}
+
+    def _figure10(self):
+        """Figure 10: perturbations of activating 1, 2 and 3 contributions on the same seeds."""
+        tm = self.tm
+        tsne_runs = {1: self.runs[(tm, "random")]}
+        for k in (2, 3):
+            # a seed may leave fewer than k contributions inactive: the least activated
+            tsne_runs[k] = self.run(tm, f"k={k}", "rconc", {"target": "random", "k": k,
+                                                            "short": "lowest"})
+        self.tsne_rows = _tsne(tsne_runs)
+
+    def _table3(self) -> list[dict]:
+        tm, runs = self.tm, self.runs
+        if tm not in self.done:
+            return []
+        table3 = [_row(tm, lab, lab, runs[(tm, "random" if lab == "rconc" else lab)])
+                  for lab in ("rnntest", "rconc")]
+        for r in table3:
+            p = PAPER_TABLE3[r["method"]]
+            r.update(paper_seeds=p[0], paper_adv=p[1], paper_avg_l2=p[2],
+                     paper_adv_rate=p[3])
+        return table3
+
+    def write(self) -> dict:
+        """The report of the models done so far (rewritten after each model)."""
+        table3 = self._table3()
+        report = {"n_seeds": self.n_seeds, "other_seeds": self.other_seeds,
+                  "models": list(self.done), "models_asked": self.models,
+                  "iterations": self.iterations, "deepxplore_settings": DEEPXPLORE,
+                  "seconds": round(time.time() - self.started, 1), "table2": self.table2,
+                  "table3": table3, "table4": self.table4, "paper_table4": PAPER_TABLE4,
+                  "targets": _targets(self.done, self.runs), "tsne_model": self.tm,
+                  "reused_runs": len(self.reused),
+                  "run_ids": {f"{m}/{lab}": s["run_id"] for (m, lab), s in self.runs.items()}}
+        report["files"] = write_files(self.out, {"table2.csv": self.table2, "table3.csv": table3,
+                                                 "table4.csv": self.table4,
+                                                 "figure10_tsne.csv": self.tsne_rows,
+                                                 "generation.json": report,
+                                                 "README.md": _markdown(report)},
+                                      report="generation")
+        return report
 
 
 def _reusable(store, model: str, method: str, n_seeds: int, params: dict) -> dict | None:
@@ -258,24 +307,39 @@ def _f(v, nd=3, pct=False):
 
 
 def _markdown(r: dict) -> str:
-    L = ["# Test generation: Tables 2, 3, 4 and Figure 10 (measured)", "",
-         f"Generated by `rnncon report generation --seeds {r['n_seeds']} --other-seeds "
-         f"{r.get('other_seeds', r['n_seeds'])}` in {r['seconds']:.0f} s "
-         f"on this machine ({r.get('reused_runs', 0)} of the runs were finished runs of the same "
-         f"request, read back from the run store; each row's run_id is in table2.csv). Seeds: "
-         f"the first {r['n_seeds']} test inputs each model predicts right for the random and "
-         f"rnntest rows, the first {r.get('other_seeds', r['n_seeds'])} of them for every other "
-         f"row (the paper: 500). One generated input per seed. Avg. L2 is the mean L2 norm "
-         f"of the perturbation over the adversarial inputs, on [0, 1] pixels (784 per image). "
-         f"Targets activated: the mean share of each seed's targeted items (contributions, "
-         f"neurons, hidden units) above the threshold on its generated input. The "
-         f"`deepxplore:` rows use DeepXplore's own constraint settings "
-         f"({', '.join(f'{c}: {p}' for c, p in (r.get('deepxplore_settings') or {}).items())}). "
-         f"Paper values are in the `paper` columns (500 seeds; the paper does not say how its "
-         f"L2 is scaled, nor which constraint its Constraint row used).", "",
-         f"Models done: {', '.join(r['models']) or 'none yet'} (asked: "
-         f"{', '.join(r.get('models_asked', r['models']))}).", "",
-         "## Table 2: adversarial inputs per model and strategy", "",
+    """The report's README.md: the introduction, then each table's section."""
+    L = _md_intro(r) + _md_table2(r)
+    if not r["table3"]:
+        return "\n".join(L + ["", f"(Tables 3 and 4 and Figure 10 follow once "
+                                f"{r['tsne_model']} is done.)", ""])
+    L += _md_table3(r) + _md_table4(r) + _md_targets(r) + _md_figure10(r)
+    return "\n".join(L)
+
+
+def _md_intro(r: dict) -> list[str]:
+    """The title and how the report was made (seeds, measures, paper values)."""
+    return ["# Test generation: Tables 2, 3, 4 and Figure 10 (measured)", "",
+            f"Generated by `rnncon report generation --seeds {r['n_seeds']} --other-seeds "
+            f"{r.get('other_seeds', r['n_seeds'])}` in {r['seconds']:.0f} s "
+            f"on this machine ({r.get('reused_runs', 0)} of the runs were finished runs of the "
+            f"same request, read back from the run store; each row's run_id is in table2.csv). "
+            f"Seeds: the first {r['n_seeds']} test inputs each model predicts right for the "
+            f"random and rnntest rows, the first {r.get('other_seeds', r['n_seeds'])} of them "
+            f"for every other row (the paper: 500). One generated input per seed. Avg. L2 is "
+            f"the mean L2 norm of the perturbation over the adversarial inputs, on [0, 1] pixels "
+            f"(784 per image). Targets activated: the mean share of each seed's targeted items "
+            f"(contributions, neurons, hidden units) above the threshold on its generated input. "
+            f"The `deepxplore:` rows use DeepXplore's own constraint settings "
+            f"({', '.join(f'{c}: {p}' for c, p in (r.get('deepxplore_settings') or {}).items())}"
+            f"). Paper values are in the `paper` columns (500 seeds; the paper does not say how "
+            f"its L2 is scaled, nor which constraint its Constraint row used).", "",
+            f"Models done: {', '.join(r['models']) or 'none yet'} (asked: "
+            f"{', '.join(r.get('models_asked', r['models']))}).", ""]
+
+
+def _md_table2(r: dict) -> list[str]:
+    """Table 2's section: one line per (model, row)."""
+    L = ["## Table 2: adversarial inputs per model and strategy", "",
          "Every gradient method ran with the minimal-perturbation stage (`minimize=True`, "
          "`min_steps` 8; FGSM: the scale search alone). The `raw` columns are the same run "
          "before that stage, i.e. the run without it (the stage runs after the ascent and "
@@ -301,23 +365,30 @@ def _markdown(r: dict) -> str:
                  f"{'-' if x['short_pool_seeds'] is None else x['short_pool_seeds']} | "
                  f"{x['paper_adv'] or '-'} | "
                  f"{_f(x['paper_avg_l2'])} | {x['paper_adv_rate'] or '-'} |")
-    if not r["table3"]:
-        return "\n".join(L + ["", f"(Tables 3 and 4 and Figure 10 follow once "
-                                f"{r['tsne_model']} is done.)", ""])
-    L += ["", f"## Table 3: RNNCon-Test vs RNN-Test on {r['table3'][0]['model']}", "",
-          "| method | #seeds | #adv | avg L2 | avg L2 raw | adv rate % | paper #seeds | paper #adv "
-          "| paper L2 | paper rate % |", "|---|---|---|---|---|---|---|---|---|---|"]
+    return L
+
+
+def _md_table3(r: dict) -> list[str]:
+    """Table 3's section: RNNCon-Test vs RNN-Test on the t-SNE model."""
+    L = ["", f"## Table 3: RNNCon-Test vs RNN-Test on {r['table3'][0]['model']}", "",
+         "| method | #seeds | #adv | avg L2 | avg L2 raw | adv rate % | paper #seeds | paper #adv "
+         "| paper L2 | paper rate % |", "|---|---|---|---|---|---|---|---|---|---|"]
     for x in r["table3"]:
         L.append(f"| {x['method']} | {x['seeds']} | {x['n_adversarial']} | {_f(x['avg_l2'])} | "
                  f"{_f(x.get('avg_l2_unminimized'))} | "
                  f"{_f(x['adv_rate'], pct=True)} | {x['paper_seeds']} | {x['paper_adv']} | "
                  f"{x['paper_avg_l2']} | {x['paper_adv_rate']} |")
+    return L
+
+
+def _md_table4(r: dict) -> list[str]:
+    """Table 4's section: accuracy on the generated inputs, the paper's row last."""
     p4 = r["paper_table4"]
-    L += ["", "## Table 4: accuracy (%) on the generated inputs", "",
-          "Original = the model's test accuracy on our whole test split; the others = accuracy "
-          "on the generated inputs of the seeds (all predicted right before).", "",
-          "| model | original | RNNCon (random) | RNN-Test | NC | FGSM | PGD | adv rate RNNCon | "
-          "adv rate RNN-Test |", "|---|---|---|---|---|---|---|---|---|"]
+    L = ["", "## Table 4: accuracy (%) on the generated inputs", "",
+         "Original = the model's test accuracy on our whole test split; the others = accuracy "
+         "on the generated inputs of the seeds (all predicted right before).", "",
+         "| model | original | RNNCon (random) | RNN-Test | NC | FGSM | PGD | adv rate RNNCon | "
+         "adv rate RNN-Test |", "|---|---|---|---|---|---|---|---|---|"]
     for x in r["table4"]:
         L.append(f"| {x['model']} | {_f(x['original_test_accuracy'], pct=True)} | "
                  f"{_f(x['accuracy_random'], pct=True)} | {_f(x['accuracy_rnntest'], pct=True)} | "
@@ -326,9 +397,14 @@ def _markdown(r: dict) -> str:
                  f"{_f(x['adv_rate_rnntest'], pct=True)} |")
     L.append(f"| paper: {p4['model']} | {p4['original']} | {p4['rconc']} | {p4['rnntest']} | - "
              f"| - | - | {p4['adv_rate_rconc']} | {p4['adv_rate_rnntest']} |")
-    L += ["", "## Targets", "",
-          "| model | RNNCon rate % | ≥ 85 %? | RNNCon L2 | RNN-Test L2 | lower? | adv/s "
-          f"(RNNCon) | ≥ {TARGET_SPEED:g}/s? |", "|---|---|---|---|---|---|---|---|"]
+    return L
+
+
+def _md_targets(r: dict) -> list[str]:
+    """The targets' section: rate, L2 and speed, each met or not."""
+    L = ["", "## Targets", "",
+         "| model | RNNCon rate % | ≥ 85 %? | RNNCon L2 | RNN-Test L2 | lower? | adv/s "
+         f"(RNNCon) | ≥ {TARGET_SPEED:g}/s? |", "|---|---|---|---|---|---|---|---|"]
     yn = lambda b: "-" if b is None else ("yes" if b else "**no**")   # noqa: E731
     for t in r["targets"]:
         L.append(f"| {t['model']} | {_f(t['rconc_adv_rate'], pct=True)} "
@@ -336,10 +412,14 @@ def _markdown(r: dict) -> str:
                  f"{_f(t['rconc_avg_l2'])} | {_f(t['rnntest_avg_l2'])} | "
                  f"{yn(t['l2_target_met'])} | {_f(t['rconc_adv_per_second'], 1)} | "
                  f"{yn(t['speed_target_met'])} |")
-    L += ["", "Adv/s here is each stored run's own figure (model loading excluded, TensorFlow "
-          "tracing included, the machine shared with other jobs); "
-          "`benchmarks/bench_generate.py` measures the warm throughput.", "",
-          f"## Figure 10", "", f"`figure10_tsne.csv`: t-SNE (scikit-learn, perplexity ≤ 30, "
-          f"PCA init, random_state 0) of the perturbations of activating k = 1, 2, 3 random "
-          f"contributions on the same seeds of {r['tsne_model']}; one row per (seed, k).", ""]
-    return "\n".join(L)
+    return L
+
+
+def _md_figure10(r: dict) -> list[str]:
+    """A note on adv/s, then what figure10_tsne.csv holds."""
+    return ["", "Adv/s here is each stored run's own figure (model loading excluded, TensorFlow "
+            "tracing included, the machine shared with other jobs); "
+            "`benchmarks/bench_generate.py` measures the warm throughput.", "",
+            "## Figure 10", "", f"`figure10_tsne.csv`: t-SNE (scikit-learn, perplexity ≤ 30, "
+            f"PCA init, random_state 0) of the perturbations of activating k = 1, 2, 3 random "
+            f"contributions on the same seeds of {r['tsne_model']}; one row per (seed, k).", ""]
