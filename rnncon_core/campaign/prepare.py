@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
+from ..generate.base import select_seeds
 from .mutations import input_kind  # noqa: F401  (re-exported for the run and Ray paths)
 
 GUIDE_NONE = "none"
@@ -96,7 +97,7 @@ def load_seeds(model_ref, dataset=None, n_seeds=100, inputs=None, labels=None):
         y_all, x_train = ds.y_test, ds.x_train
     y_all = head.check_labels(y_all)
     keras_model = with_steps(keras_model, x_all.shape[1])
-    idx = _right_ones(keras_model, x_all, y_all, int(n_seeds))
+    idx = select_seeds(keras_model, x_all, y_all, int(n_seeds))
     return keras_model, x_all[idx], y_all[idx], x_train, ds_name
 
 
@@ -116,22 +117,4 @@ def _loaded(ref: str, load_model):
         _MODELS[key] = load_model(ref)
     return _MODELS[key]
 
-
-def _right_ones(model, x, y, n: int) -> np.ndarray:
-    """Indices of the first n inputs the model predicts right (the seeds of generation runs:
-    jobs.runner.select_seeds, a layer above, picks the same)."""
-    from ..generate.base import predict_proba
-    if n < 1:
-        raise InputError(f"the seed set is empty: ask for at least one seed (got {n})")
-    picked, count = [], 0
-    for i in range(0, len(x), 512):
-        ok = np.flatnonzero(predict_proba(model, x[i:i + 512]).argmax(1) == y[i:i + 512]) + i
-        picked.append(ok)
-        count += len(ok)
-        if count >= n:
-            break
-    idx = np.concatenate(picked)[:n] if picked else np.zeros(0, np.int64)
-    if len(idx) == 0:
-        raise InputError("the model predicts none of the inputs right: no seeds to start from")
-    return idx
 

@@ -95,14 +95,33 @@ def generate_cmd(
     tags: Optional[str] = TAGS_OPT,
 ):
     """Generate one test input per seed with one strategy; the run goes to the run store."""
-    from pathlib import Path
-
     from ..generate import generator_class
     from ..jobs import run_generation
-    from . import read_labels, read_npy
     checked(seeds=seeds, seed=seed, kind=kind, workers=workers, batch_size=batch_size)
     params = declared_values(method_params(generator_class(method), ctx.args, param),
                              ctx.args, param, f"method {method!r}", _declared_elsewhere)
+    x, y, source = _seed_inputs(inputs, labels, dataset)
+    if params.get("vocab") is not None:
+        _check_vocab(params["vocab"])
+    runs = store(runs_dir, root).named(name, tags or ())   # an unusable store fails here
+    others = _other_models(model, method, models)
+    out = run_generation(model, method, seeds, seed=seed, others=others, batch_size=batch_size,
+                         dataset=dataset, inputs=x, labels=y, store=runs, kind=kind,
+                         inputs_source=source,
+                         progress=lambda d, t: log(f"[{method}] {d}/{t} seeds"),
+                         workers=workers or 0, ray_address=ray_address, **params)
+    if json_out:
+        emit(_json_summary(out))
+    else:
+        _print_run(out)
+
+
+def _seed_inputs(inputs: str | None, labels: str | None, dataset: str | None):
+    """The user's own seeds (--inputs / --labels, given together, not with --dataset):
+    (x, y, their resolved paths), or (None, None, None)."""
+    from pathlib import Path
+
+    from . import read_labels, read_npy
     if (inputs is None) != (labels is None):
         raise InputError("give --inputs X.npy and --labels Y.npy together (one label per input)")
     if inputs is not None and dataset is not None:
@@ -111,9 +130,13 @@ def generate_cmd(
     y = read_labels(labels, len(x)) if labels is not None else None
     source = {"inputs": str(Path(inputs).resolve()), "labels": str(Path(labels).resolve())} \
         if inputs is not None else None
-    if params.get("vocab") is not None:
-        _check_vocab(params["vocab"])
-    runs = store(runs_dir, root).named(name, tags or ())   # an unusable store fails here
+    return x, y, source
+
+
+def _other_models(model: str, method: str, models: str | None) -> list[str]:
+    """--models; for a method that compares models (differential) and none given, the other
+    shipped models of the same data set."""
+    from ..generate import generator_class
     others = names(models, "--models") or []
     if generator_class(method).needs_others and not others:
         from ..zoo import ARCHITECTURES, shipped_models
@@ -121,16 +144,18 @@ def generate_cmd(
         others = [m for m in shipped_models() if m != model and m in ARCHITECTURES
                   and ARCHITECTURES[m].dataset == ds]
         log(f"{method}: comparing with {', '.join(others) or 'no other model'}")
-    out = run_generation(model, method, seeds, seed=seed, others=others, batch_size=batch_size,
-                         dataset=dataset, inputs=x, labels=y, store=runs, kind=kind,
-                         inputs_source=source,
-                         progress=lambda d, t: log(f"[{method}] {d}/{t} seeds"),
-                         workers=workers or 0, ray_address=ray_address, **params)
-    if json_out:
-        emit({key: out.get(key) for key in _JSON_KEYS} | {
-            k: v for k, v in out.items() if k in ("avg_words_changed", "adv_per_second",
-                                                  "valid_adv_rate", "checks")})
-        return
+    return others
+
+
+def _json_summary(out: dict) -> dict:
+    """What --json prints: the common keys, and a text run's validity when it has them."""
+    return {key: out.get(key) for key in _JSON_KEYS} | {
+        k: v for k, v in out.items() if k in ("avg_words_changed", "adv_per_second",
+                                              "valid_adv_rate", "checks")}
+
+
+def _print_run(out: dict) -> None:
+    """One summary line: adversarial rate, norms (images) or validity (text), speed, outputs."""
     fmt = lambda v: "-" if v is None else f"{v:.3f}"   # noqa: E731
     if "avg_words_changed" in out:          # a text run: its validity beside the flips
         checks = ", ".join(f"{name} {100 * share:.1f} %" if share is not None else f"{name} -"

@@ -65,31 +65,59 @@ def retrain_cmd(
 ):
     """Retrain a model with generated inputs; metrics before / after (mean and std over the
     repeats), the control arm, RConC and the path of the best retrained model."""
-    from ..params import check_args
-    from ..jobs.retraining import run_retraining
-    from ..retrain import DEFAULT_MIX, PARAMS, TRANSFER_SEEDS, choose_run
-    check_args(PARAMS, epochs=epochs, repeats=repeats, max_inputs=max_inputs,
-               learning_rate=learning_rate, mix=mix, transfer_seeds=transfer_seeds,
-               robustness_seeds=robustness_seeds, seed=seed)
+    settings = dict(epochs=epochs, repeats=repeats, max_inputs=max_inputs,
+                    learning_rate=learning_rate, mix=mix, transfer_seeds=transfer_seeds,
+                    robustness_seeds=robustness_seeds, seed=seed)
+    _check_settings(settings)
     runs = store(runs_dir, root).named(name, tags or ())
-    if from_run == "best":
-        choice = choose_run(model, runs)
-        from_run = choice["run_id"]
-        log(f"[retrain] Table 5's choice: run {from_run} (selected by {choice['selected_by']}; "
-            f"L1 {choice['l1']:.2f}, FID {choice['fid']:.2f}, IS {choice['is']:.3f})")
-    summary = run_retraining(model, from_run, epochs=epochs, repeats=repeats,
-                             dataset=dataset, control=control,
-                             max_inputs=max_inputs, learning_rate=learning_rate,
-                             augment=augment, mix=DEFAULT_MIX if mix is None else mix,
-                             transfer_seeds=TRANSFER_SEEDS if transfer_seeds is None
-                             else transfer_seeds,
-                             transfer_methods=names(transfer_methods, "--transfer-methods"),
-                             seed=seed, robustness_seeds=robustness_seeds, store=runs,
-                             progress=_stderr, force=force,
-                             continue_from=continue_from)
+    from_run = _source_run(model, from_run, runs)
+    summary = _retrain(model, from_run, runs, settings, dataset=dataset, control=control,
+                       augment=augment, transfer_methods=transfer_methods, force=force,
+                       continue_from=continue_from)
     if json_out:
         emit(summary)
-        return
+    else:
+        _print_summary(model, from_run, epochs, summary)
+
+
+def _check_settings(settings: dict) -> None:
+    """The numeric options, checked against retrain.PARAMS (one-line error if out of range)."""
+    from ..params import check_args
+    from ..retrain import PARAMS
+    check_args(PARAMS, **settings)
+
+
+def _source_run(model: str, from_run: str, runs) -> str:
+    """The generation run --from-run names; 'best' is Table 5's choice among the model's."""
+    if from_run != "best":
+        return from_run
+    from ..retrain import choose_run
+    choice = choose_run(model, runs)
+    from_run = choice["run_id"]
+    log(f"[retrain] Table 5's choice: run {from_run} (selected by {choice['selected_by']}; "
+        f"L1 {choice['l1']:.2f}, FID {choice['fid']:.2f}, IS {choice['is']:.3f})")
+    return from_run
+
+
+def _retrain(model: str, from_run: str, runs, settings: dict, *, dataset, control, augment,
+             transfer_methods, force, continue_from) -> dict:
+    """Run the retraining job, the unset mix / transfer seeds at their defaults; progress goes
+    to stderr."""
+    from ..jobs.retraining import run_retraining
+    from ..retrain import DEFAULT_MIX, TRANSFER_SEEDS
+    settings = dict(settings)
+    if settings["mix"] is None:
+        settings["mix"] = DEFAULT_MIX
+    if settings["transfer_seeds"] is None:
+        settings["transfer_seeds"] = TRANSFER_SEEDS
+    return run_retraining(model, from_run, dataset=dataset, control=control, augment=augment,
+                          transfer_methods=names(transfer_methods, "--transfer-methods"),
+                          store=runs, progress=_stderr, force=force,
+                          continue_from=continue_from, **settings)
+
+
+def _print_summary(model: str, from_run: str, epochs: int, summary: dict) -> None:
+    """The summary as a table (before, after, control, gain, p) and the best model's path."""
     from rich.console import Console
     from rich.table import Table
     table = Table(title=f"retraining {model} with run {from_run} ({summary['n_inputs']} inputs, "

@@ -721,3 +721,26 @@ def _orthogonal_part(d: np.ndarray, dirs: list[np.ndarray]) -> np.ndarray:
     for b in basis:
         v = v - np.sum(v * b, axis=1, keepdims=True) * b
     return v.reshape(d.shape).astype(np.float32)
+
+
+def select_seeds(model, x: np.ndarray, y: np.ndarray, n: int, correct_only: bool = True,
+                 batch_size: int = 512) -> np.ndarray:
+    """Indices of the first ``n`` inputs (predicted right by ``model`` when correct_only): the
+    seeds of generation runs and campaigns."""
+    if n < 1:
+        raise InputError(f"the seed set is empty: ask for at least one seed (got {n})")
+    if not correct_only:
+        return np.arange(min(n, len(x)))
+    picked: list[np.ndarray] = []
+    count = 0
+    for i in range(0, len(x), batch_size):
+        pred = predict_proba(model, x[i:i + batch_size]).argmax(1)
+        ok = np.flatnonzero(pred == y[i:i + batch_size]) + i
+        picked.append(ok)
+        count += len(ok)
+        if count >= n:
+            break
+    idx = np.concatenate(picked)[:n] if picked else np.zeros(0, np.int64)
+    if len(idx) == 0:
+        raise InputError("the model predicts none of the inputs right: no seeds to start from")
+    return idx

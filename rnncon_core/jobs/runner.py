@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import InputError, JobCancelled
 from ..generate import generator_class, get_generator
-from ..generate.base import GenerationResult, predict_proba
+from ..generate.base import GenerationResult, select_seeds
 
 
 def model_dataset(model, name_or_path: str | os.PathLike | None = None) -> str:
@@ -66,28 +66,6 @@ def find_generation(store, model: str, method: str, n_seeds: int | None = None, 
         n_seeds=n_seeds, seed=seed, correct_only=correct_only,
         seed_indices_given=seed_indices is not None, others=others)
     return store.find_finished(model, config, seeds=seed_indices, children=children)
-
-
-def select_seeds(model, x: np.ndarray, y: np.ndarray, n: int, correct_only: bool = True,
-                 batch_size: int = 512) -> np.ndarray:
-    """Indices of the first ``n`` inputs (predicted right by ``model`` when correct_only)."""
-    if n < 1:
-        raise InputError(f"the seed set is empty: ask for at least one seed (got {n})")
-    if not correct_only:
-        return np.arange(min(n, len(x)))
-    picked: list[np.ndarray] = []
-    count = 0
-    for i in range(0, len(x), batch_size):
-        pred = predict_proba(model, x[i:i + batch_size]).argmax(1)
-        ok = np.flatnonzero(pred == y[i:i + batch_size]) + i
-        picked.append(ok)
-        count += len(ok)
-        if count >= n:
-            break
-    idx = np.concatenate(picked)[:n] if picked else np.zeros(0, np.int64)
-    if len(idx) == 0:
-        raise InputError("the model predicts none of the inputs right: no seeds to start from")
-    return idx
 
 
 def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0,
