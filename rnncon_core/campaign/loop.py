@@ -189,19 +189,18 @@ class Campaign:
             pred = self.predict(new)
             bad = pred != label
             self._faults(new[bad], idx[bad], label[bad], pred[bad], np.array(ops)[bad])
-            ok = ~bad
-            if self.guide is not None and ok.any():
-                gain = guide_gains(self.guide, new[ok])
+            if self.guide is not None:           # every valid mutant, faults included
+                gain = guide_gains(self.guide, new)
                 if self.delta is not None:        # what this worker saw since the last merge
-                    self.delta.update(new[ok])
-                keep = gain > 0
+                    self.delta.update(new)
+                keep = ~bad & (gain > 0)
             else:
-                gain = np.zeros(int(ok.sum()))
-                keep = np.ones(len(gain), bool)
-            sel = np.flatnonzero(ok)[keep]
+                gain = np.zeros(len(new))
+                keep = ~bad
+            sel = np.flatnonzero(keep)
             parents = idx[sel]
             q.add(x=new[sel], ref=new_ref[sel], root=rows["root"][parents],
-                  label=label[sel], shifted=shifted[sel], gain=gain[keep],
+                  label=label[sel], shifted=shifted[sel], gain=gain[sel],
                   depth=rows["depth"][parents] + 1, parent=parents)
         self.batches += 1
         self._record()
