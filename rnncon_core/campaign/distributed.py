@@ -24,11 +24,24 @@ from .loop import Campaign
 SYNC_EVERY = 10
 
 
+def _one_cpu() -> None:
+    """TensorFlow in an actor uses the one CPU Ray gave it (``num_cpus=1``): one intra-op and
+    one inter-op thread, so N workers on N cores do not fight over them (set before the
+    actor's first TensorFlow op; an actor whose TensorFlow already runs keeps its threads)."""
+    import tensorflow as tf
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:
+        pass
+
+
 class _Worker:
     """One actor: the model, its campaign over a share of the seeds."""
 
     def __init__(self, model_ref, x, y, guide, guide_params, values, seed, kind, share):
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        _one_cpu()
         from ..zoo import load_model, with_steps
         from .prepare import _lexicon, make_abstraction, make_guide
         model = with_steps(load_model(model_ref), x.shape[1])
@@ -171,12 +184,12 @@ def _absorb(run, view: Campaign, deltas, actors, ray) -> None:
 
 
 def _save(run, view: Campaign, actors, ray) -> None:
-    """The driver's state and every worker's, in one atomic checkpoint."""
-    from ..io import atomic_write_npz
+    """The driver's state and every worker's, in one atomic checkpoint (once a round)."""
+    from .record import save_checkpoint
     states = ray.get([a.state.remote() for a in actors])
     arrays = {**view.state(), **{f"w{w}/{k}": v for w, st in enumerate(states)
                                  for k, v in st.items()}}
-    atomic_write_npz(run.path / "checkpoint.npz", arrays, compressed=False)
+    save_checkpoint(run, arrays)
 
 
 def _resume(run, view: Campaign, old, actors, ray, read_rows) -> None:
