@@ -194,9 +194,11 @@ class Campaign:
             for part in (x[:1], x):
                 twin.update_with_outputs(part)
 
-    def start(self) -> None:
-        """The dry run: the seeds' predictions and coverage; every seed enters the queue."""
-        self.warm_up()
+    def start(self, warm: bool = True) -> None:
+        """The dry run: the seeds' predictions and coverage; every seed enters the queue
+        (``warm=False``: ``warm_up`` was called already)."""
+        if warm:
+            self.warm_up()
         self.resume_clock()
         x, y = self.x_seeds, self.y_seeds
         pred = self.predict(x)

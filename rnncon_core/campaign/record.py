@@ -158,6 +158,14 @@ def save_checkpoint(run, arrays: dict, durable: bool = True) -> None:
     atomic_write_npz(run.path / "checkpoint.npz", arrays, compressed=False, durable=durable)
 
 
+def sync_rows(run) -> None:
+    """fsync the rows log (what ``write_rows(durable=False)`` appended)."""
+    import os
+    f = getattr(run, "_rows_log", None)
+    if f is not None and not f.closed:
+        os.fsync(f.fileno())
+
+
 def close_rows(run) -> None:
     f = getattr(run, "_rows_log", None)
     if f is not None and not f.closed:
