@@ -273,7 +273,9 @@ class Generator(metaclass=_Declared):
                  should_stop: StopFn | None = None,
                  on_batch: Callable[[GenerationResult], None] | None = None,
                  part: tuple[int, int] | None = None) -> GenerationResult:
-        """One generated input per seed. ``progress(done, total)`` after each batch;
+        """One generated input per seed. ``progress(done, total)`` as seeds finish: after each
+        batch, and inside a batch whenever the strategy reports more of its seeds finished
+        (:meth:`_finished`), so ``done`` grows monotonically to ``total``;
         ``should_stop()`` is asked before each batch (True: return what is done, ``stopped``);
         ``on_batch(result_so_far)`` lets a caller save partial outputs. ``part=(start, stop)``
         (start a multiple of batch_size) generates for seeds start..stop-1 only, exactly as the
@@ -297,7 +299,12 @@ class Generator(metaclass=_Declared):
             b1 = min(hi, b0 + self.batch_size)
             xb, yb = x[b0:b1], y[b0:b1]
             rng = np.random.default_rng([self.seed, b0])
-            out = self._generate_batch(xb, yb, rng)
+            self._tick = (None if progress is None else
+                          _ticker(progress, b0 - lo, b1 - b0, hi - lo))
+            try:
+                out = self._generate_batch(xb, yb, rng)
+            finally:
+                self._tick = None
             part = self._judge(xb, yb, out, time.perf_counter() - t0 + (prep_seconds if not parts
                                                                           else 0.0))
             parts.append(part)
@@ -311,6 +318,15 @@ class Generator(metaclass=_Declared):
             result = GenerationResult.concat(parts)
         result.stopped = stopped
         return result
+
+    def _finished(self, n: int) -> None:
+        """Engine hook for a strategy's batched loop: ``n`` seeds of the current batch have
+        finished their search (they may still be judged or minimized with their batch).
+        Reported through ``generate``'s progress at once; a count that does not grow is
+        ignored."""
+        tick = getattr(self, "_tick", None)
+        if tick is not None:
+            tick(int(n))
 
     def validate(self, x, y) -> tuple[np.ndarray, np.ndarray]:
         """Seeds checked against the model (trace.check_model_inputs: shape, dtype, NaN,
@@ -539,6 +555,7 @@ class GradientGenerator(Generator):
                 p[ids] = self._project(p[ids] + self.step * d, x0[ids])
                 iters[ids] += 1
                 live[ids[iters[ids] >= self.iterations]] = False   # budget spent: judged below
+            self._finished(B - int(live.sum()))
         x_gen = np.clip(x0 + p, 0.0, 1.0).astype(np.float32)
         extras = {}
         if self.minimize:
@@ -690,6 +707,18 @@ class GradientGenerator(Generator):
         """... plus the constraint's own parameters (e.g. an occlusion's size), if any."""
         return {**super().get_config(), **{k: v for k, v in self.constraint.get_config().items()
                                            if k != "name"}}
+
+
+def _ticker(progress: ProgressFn, base: int, size: int, total: int) -> Callable[[int], None]:
+    """progress(base + n, total) for a batch of ``size`` seeds, only when n grows."""
+    last = [0]
+
+    def tick(n: int) -> None:
+        n = min(n, size)
+        if n > last[0]:
+            last[0] = n
+            progress(base + n, total)
+    return tick
 
 
 def _subset(ctx: dict, idx: np.ndarray) -> dict:
