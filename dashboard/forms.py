@@ -39,9 +39,10 @@ def _increment(p: Param, value) -> float:
     return 10 ** math.floor(math.log10(abs(base))) / 2
 
 
-def widget(where, p: Param, key: str, default=None, layers: dict | None = None):
+def widget(where, p: Param, key: str, default=None, layers: dict | None = None,
+           label: str = ""):
     """One parameter's widget in ``where`` (a column or the page); returns its value."""
-    label = p.label or p.name.replace("_", " ").capitalize()
+    label = label or p.label or p.name.replace("_", " ").capitalize()
     value = p.default if default is None else default
     kw = {"key": key, "help": p.help or None}
     check, kind = p.check, p.type
@@ -69,7 +70,20 @@ def widget(where, p: Param, key: str, default=None, layers: dict | None = None):
             options = [None, *options]
         return where.selectbox(label, options, index=options.index(value), **kw,
                                format_func=lambda v: "all layers" if v is None else str(v))
+    if isinstance(value, (list, tuple)):            # e.g. a rectangle's rows, columns
+        value = ",".join(str(v) for v in value)
     return where.text_input(label, value=value or "", **kw) or None
+
+
+def constraint_fields(cls, kind: str) -> dict[str, list[Param]]:
+    """Per registered constraint, the parameters it declares, for a method that takes a
+    constraint on this kind of data (the form shows them all; only the chosen constraint's
+    are passed on)."""
+    if not any(p.name == "constraint" and kind in p.kinds for p in cls.params):
+        return {}
+    from rnncon_core.registry import CONSTRAINTS
+    return {name: [p for p in c.params if kind in p.kinds]
+            for name, c in CONSTRAINTS.classes().items() if len(c.params)}
 
 
 def draw(cls, kind: str, chosen: dict, defaults: dict, layers: dict, prefix: str = "gen_",
@@ -91,6 +105,14 @@ def draw(cls, kind: str, chosen: dict, defaults: dict, layers: dict, prefix: str
                 for col, p in zip(cols, group[start:start + columns]):
                     values[p.name] = widget(col, p, prefix + p.name, None if p.default
                                             is not None else defaults.get(p.name), layers)
+    constrained = constraint_fields(cls, kind)
+    if constrained:
+        with st.expander("Constraint settings (used by the chosen constraint only)"):
+            for name, ps in constrained.items():
+                for col, p in zip(st.columns(columns), ps):
+                    label = f"{name.capitalize()}: {p.name.replace('_', ' ')}"
+                    values[f"{name}.{p.name}"] = widget(col, p, f"{prefix}{name}_{p.name}",
+                                                        label=label)
     return values
 
 
@@ -101,11 +123,20 @@ def draw_controls(cls, kind: str, prefix: str = "gen_") -> dict:
 
 def generation_params(cls, values: dict) -> dict:
     """run_generation's keyword arguments from the form's values, each checked by its
-    declaration (an InputError naming the parameter, for the page to show)."""
+    declaration (an InputError naming the parameter, for the page to show). A value keyed
+    ``"constraint.name"`` is that constraint's parameter, passed only when it is chosen."""
+    from rnncon_core.registry import CONSTRAINTS
     params = {}
-    for name, v in values.items():
-        p = cls.params[name]
-        params[name] = p.validate(int(v) if p.type == "int" and v is not None else v)
+    for key, v in values.items():
+        owner, _, name = key.rpartition(".")
+        if owner and owner != values.get("constraint"):
+            continue
+        p = CONSTRAINTS.load(owner).params[name] if owner else cls.params[name]
+        if p.type == "int" and v is not None:
+            v = int(v)
+        elif isinstance(v, str) and p.type == "list":
+            v = p.parse(v)
+        params[name] = p.validate(v)
     return params
 
 

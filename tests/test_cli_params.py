@@ -102,11 +102,24 @@ def test_a_text_run_reports_its_validity_beside_the_flips(captured, capsys, monk
     (["--wobble", "3"], "No such option: --wobble; method 'rconc' takes --target, --k"),
     (["--param", "k"], "--param 'k': method 'rconc' takes NAME=VALUE"),
     (["stray"], "unexpected argument 'stray'"),
+    (["--constraint", "light", "--size", "4,4"], "--size is a parameter of the occlusion and "
+     "blackout constraints, but the constraint is 'light': add --constraint occlusion"),
+    (["--param", "patches=2"], "--patches is a parameter of the blackout constraint, but the "
+     "constraint is 'none'"),
+    (["--constraint", "occlusion", "--size", "0,4"], "size must be two integers ROWS,COLUMNS"),
 ])
 def test_bad_declared_values_are_one_clear_line(captured, capsys, monkeypatch, args, says):
     code, out, err = _generate(capsys, monkeypatch, "rconc", *args)
     assert code == 2 and err.strip().splitlines()[-1].startswith("error: "), err
     assert says in err and out == "" and "generate" not in captured
+
+
+def test_the_chosen_constraints_parameters_are_options(captured, capsys, monkeypatch):
+    code, _, err = _generate(capsys, monkeypatch, "rconc", "--constraint", "occlusion",
+                             "--size", "4,5", "--position", "1,2")
+    assert code == 0, err
+    kw = captured["generate"][1]
+    assert (kw["constraint"], kw["size"], kw["position"]) == ("occlusion", [4, 5], [1, 2])
 
 
 def test_another_methods_parameter_is_ignored_with_a_note(captured, capsys, monkeypatch):

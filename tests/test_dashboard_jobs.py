@@ -283,3 +283,23 @@ def test_stop_all_cancels_running_jobs_and_keeps_their_outputs(runs_dir):
 def test_the_exit_watcher_never_starts_outside_a_real_server():
     from dashboard import shutdown
     assert shutdown.start() is False         # no Streamlit server here: pytest's exit stands
+
+
+def test_a_generation_card_moves_seed_by_seed(runs_dir, tmp_path):
+    """A 6-seed batch of a real generation run: the card, read from the store while the run
+    works, counts the seeds as they finish (never 0 -> 6 at once, never back)."""
+    import keras
+    from rnncon_core.jobs import run_generation
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((8, 8)), keras.layers.LSTM(6),
+                              keras.layers.Dense(10, activation="softmax")])
+    path = tmp_path / "tiny.keras"
+    model.save(path)
+    store, seen = RunStore(runs_dir), []
+
+    def progress(done, total):
+        (info,) = store.list(status="running")
+        seen.append(jobs.card_for_run(info, "pgd", True).done)
+    run_generation(str(path), "pgd", 6, store=store, batch_size=6, eps=0.3, step=0.01,
+                   iterations=40, progress=progress)
+    assert seen == sorted(seen) and seen[-1] == 6 and any(0 < d < 6 for d in seen), seen

@@ -53,4 +53,24 @@ def test_widgets_ranges_and_prefilled_defaults():
     assert at.selectbox(key="rconc_target").options == ["random", "dense", "lstm_1", "output"]
     assert at.radio(key="rconc_granularity").options == ["unit", "edge"]
     assert at.checkbox(key="rconc_stop_on_target").value is False
-    assert [e.label for e in at.expander] == ["More settings", "More settings"]
+    settings = "Constraint settings (used by the chosen constraint only)"
+    assert [e.label for e in at.expander] == ["More settings", settings] * 2
+    assert at.text_input(key="rconc_occlusion_size").value == "10,10"
+    assert at.text_input(key="rconc_occlusion_position").value == ""
+    assert at.number_input(key="rconc_blackout_size").value == 6
+
+
+def test_constraint_settings_reach_only_the_chosen_constraint():
+    from rnncon_core.errors import InputError
+    rconc = generator_class("rconc")
+    values = {"constraint": "occlusion", "occlusion.size": "4,5", "occlusion.position": None,
+              "blackout.size": 3, "blackout.patches": 2, "blackout.scale": 10.0}
+    assert forms.generation_params(rconc, values) == {"constraint": "occlusion",
+                                                      "size": [4, 5], "position": None}
+    got = forms.generation_params(rconc, {**values, "constraint": "blackout"})
+    assert got == {"constraint": "blackout", "size": 3, "patches": 2, "scale": 10.0}
+    with pytest.raises(InputError, match="size"):
+        forms.generation_params(rconc, {**values, "occlusion.size": "0,3"})
+    with pytest.raises(InputError, match="size"):
+        forms.generation_params(rconc, {**values, "occlusion.size": "ten"})
+    assert forms.constraint_fields(generator_class("noise"), "image") == {}

@@ -430,3 +430,49 @@ def test_cli_generate_json(model_file, tmp_path):
                         "avg_l2", "avg_l1", "avg_linf", "seconds", "outputs"}
     assert obj["n_seeds"] == 4 and obj["method"] == "pgd"
     assert np.load(obj["outputs"])["x_gen"].shape == (4, 8, 8)
+
+
+# ---------------------------------------------------------------- progress per seed
+
+def test_progress_per_seed_inside_one_batch(tiny, seeds):
+    """One batch of 12 seeds: progress moves as seeds leave the ascent (not 0 -> 12 at the
+    batch's end), never goes back, and ends at n."""
+    x, y = seeds
+    calls = []
+    _gen("pgd", tiny, eps=0.3, step=0.01, iterations=40, minimize=False,
+         batch_size=N_SEEDS).generate(x, y, progress=lambda d, t: calls.append((d, t)))
+    done = [d for d, _ in calls]
+    assert {t for _, t in calls} == {N_SEEDS} and done[-1] == N_SEEDS
+    assert done == sorted(done), done
+    assert any(0 < d < N_SEEDS for d in done), done      # reported inside the batch
+
+
+def test_finished_hook_reports_only_growth(tiny, seeds):
+    """The engine hook: in-batch counts are offset by the batch's start, capped at its size,
+    and reported only when they grow; each batch's end is reported too."""
+    from rnncon_core.generate import BatchOutput, Generator
+
+    class Ticks(Generator):
+        method, input_kind = "ticks", "image"
+
+        def _generate_batch(self, x, y, rng):
+            for n in (1, 1, 0, 2, 9):
+                self._finished(n)
+            return BatchOutput(x_gen=x.astype(np.float32), iterations=np.ones(len(x), np.int64))
+
+    calls = []
+    x, y = seeds
+    Ticks(tiny, batch_size=4).generate(x[:6], y[:6], progress=lambda d, t: calls.append(d))
+    assert calls == [1, 2, 4, 4, 5, 6, 6]       # batch 1: 1, 2, 4 (capped), end 4; batch 2
+
+
+def test_run_generation_progress_per_seed(model_file, tmp_path):
+    """Through the job runner: the callback and the run's progress.json move seed by seed."""
+    store = RunStore(tmp_path)
+    calls = []
+    run_generation(str(model_file), "pgd", 6, store=store, batch_size=6, eps=0.3, step=0.01,
+                   iterations=40, progress=lambda d, t: calls.append((d, t)))
+    done = [d for d, _ in calls]
+    assert done == sorted(done) and done[-1] == 6 and any(0 < d < 6 for d in done), done
+    (info,) = store.list()
+    assert info.progress()["done"] == 6 and info.progress()["message"] == "6/6 seeds"

@@ -302,3 +302,15 @@ def test_text_report_end_to_end(tmp_path):
     md = (tmp_path / "rep" / "text_report.md").read_text()
     assert md.startswith("# Text generation") and "valid adversarial" in md
     assert all(len(v) == 3 for v in rep["examples"].values())
+
+
+@pytest.mark.parametrize("method", ["eda", "synonym-gradient"])
+def test_progress_per_seed_inside_one_batch(setup, method):
+    """One batch of 8 reviews: progress moves as reviews finish, never back, ends at 8."""
+    from rnncon_core.generate import get_generator
+    model, lex, x, y = setup
+    calls = []
+    get_generator(method, model, lexicon=lex, threshold=0.5, batch_size=len(x),
+                  max_fraction=0.25, seed=4).generate(x, y, progress=lambda d, t: calls.append(d))
+    assert calls == sorted(calls) and calls[-1] == len(x), calls
+    assert any(0 < d < len(x) for d in calls), calls

@@ -41,7 +41,16 @@ def method_params(cls, args: list[str], pairs: list[str] | None):
             chosen = pair.partition("=")[2]
     if chosen not in CONSTRAINTS:
         return params                     # the method's own check names the constraints
-    return params.add(*CONSTRAINTS.load(chosen).params)
+    own = CONSTRAINTS.load(chosen).params
+    given = {t[2:].partition("=")[0].replace("-", "_") for t in args if t.startswith("--")} \
+        | {pair.partition("=")[0].strip().replace("-", "_") for pair in pairs or []}
+    for name in sorted(given - set(params.names) - set(own.names)):
+        owners = [n for n, c in CONSTRAINTS.classes().items() if name in c.params.names]
+        if owners:
+            raise InputError(f"--{name.replace('_', '-')} is a parameter of the "
+                             f"{' and '.join(owners)} constraint{'s' * (len(owners) > 1)}, but the constraint is "
+                             f"{chosen!r}: add --constraint {owners[0]} or leave it out")
+    return params.add(*own)
 
 
 def _check_vocab(path: str) -> None:

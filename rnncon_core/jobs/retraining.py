@@ -6,6 +6,7 @@ of the test data, one retraining, the defaults) are :mod:`rnncon_core.retrain`'s
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -132,84 +133,122 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
                                              force, progress)
     extra_per_epoch(1, 1, mix)      # a bad mix fails before anything runs
     defaults = training_defaults(model, ds)
-    learning_rate = defaults["learning_rate"] if learning_rate is None else learning_rate
-    augment = defaults["augment"] if augment is None else augment
-    methods = tuple(default_transfer_methods(ds) if transfer_methods is None
-                    else transfer_methods)
-    x_fit, y_fit = fit_split(ds, defaults["validation_split"])
-    parts = split_test(ds, adv)
-    if evaluation_inputs is not None:
-        if evaluation_inputs < 2:
-            raise InputError(f"evaluation_inputs must be >= 2 (got {evaluation_inputs})")
-        rng = np.random.default_rng(SPLIT_SEED)
-        for name in ("validation", "evaluation"):
-            if len(parts[name]) > evaluation_inputs:
-                parts[name] = np.sort(rng.choice(parts[name], evaluation_inputs,
-                                                 replace=False))
-    val = (ds.x_test[parts["validation"]], ds.y_test[parts["validation"]])
-    x_eval, y_eval = ds.x_test[parts["evaluation"]], ds.y_test[parts["evaluation"]]
-    x_cov = x_eval[:coverage_inputs]
-    theta = threshold if threshold is not None else default_threshold(ds)
-    n_extra = len(adv["y"])
-    arms = ["generated", "control"] if control else ["generated"]
+    inputs = _Inputs(source, adv, ds, base, fit_split(ds, defaults["validation_split"]),
+                     _evaluation_parts(ds, adv, evaluation_inputs))
     config = {"model": model, "from_run": from_run, "dataset": ds.name, "epochs": epochs,
               "repeats": repeats, "control": control, "max_inputs": max_inputs,
-              "n_inputs": n_extra, "learning_rate": learning_rate, "augment": augment,
+              "n_inputs": len(adv["y"]),
+              "learning_rate": defaults["learning_rate"] if learning_rate is None
+              else learning_rate,
+              "augment": defaults["augment"] if augment is None else augment,
               "mix": mix, "batch_size": batch_size, "seed": seed, "coverage": coverage,
-              "threshold": theta,
-              "coverage_inputs": len(x_cov), "transfer_methods": list(methods),
+              "threshold": threshold if threshold is not None else default_threshold(ds),
+              "coverage_inputs": min(coverage_inputs, len(inputs.parts["evaluation"])),
+              "transfer_methods": list(default_transfer_methods(ds) if transfer_methods is None
+                                       else transfer_methods),
               "transfer_seeds": transfer_seeds, "robustness_seeds": robustness_seeds,
-              "evaluation_inputs": evaluation_inputs,
-              "split_seed": SPLIT_SEED}
-    earlier = (_earlier_repeats(store, continue_from, config, arms) if continue_from
-               else {arm: [] for arm in arms})
+              "evaluation_inputs": evaluation_inputs, "split_seed": SPLIT_SEED}
+    earlier = (_earlier_repeats(store, continue_from, config, _arms(config)) if continue_from
+               else {arm: [] for arm in _arms(config)})
     if continue_from:
         config["continued_from"] = continue_from
-    started = time.time()
-    total = repeats * len(arms) * epochs
-    emit = progress or (lambda event: None)
-
     with store.start("retrain", model=model, method=source.config.get("method"),
                      config=config) as run:
-        def tell(done: int, message: str, **event):
-            run.progress(done, total, message)
-            emit({"run_id": run.run_id, "done": done, "total": total, "message": message,
-                  **event})
+        return _retrain(run, store, inputs, config, earlier, progress)
 
-        children = store.children_of(run.run_id)    # its held-out sets belong to it
-        transfer = {}
-        if transfer_seeds > 0 and methods:
-            tell(0, "held-out transfer sets: generating against the original model",
-                 stage="transfer")
-            transfer = transfer_sets(model, base, ds, parts["evaluation"], methods,
-                                     transfer_seeds, children, seed, run.cancel_requested)
-            run.check_cancel()
 
-        def measure(m) -> dict:
-            out = classification_metrics(m, x_eval, y_eval)
-            if coverage:
-                out.update(rconc_rates(m, x_cov, theta))
-            out["transfer"] = {k: accuracy(m, t["x"], t["y"]) for k, t in transfer.items()}
-            return out
+@dataclass
+class _Inputs:
+    """A retraining's checked inputs: the source generation run, its adversarial inputs, the
+    data set, the original model, the training part ``fit`` (x, y) and the test split's
+    ``parts`` (indices of its validation and evaluation parts)."""
+    source: object
+    adv: dict
+    ds: object
+    base: object
+    fit: tuple
+    parts: dict
 
-        tell(0, "evaluating the original model", stage="before")
-        before = measure(base)
-        before["validation_accuracy"] = accuracy(base, *val)
-        results, saved = _train_repeats(run, tell, base, adv, (x_fit, y_fit), val, measure,
-                                        earlier, arms, config,
-                                        lambda res: _summarize(config, before, res, parts,
-                                                               transfer, source, started))
-        summary = _summarize(config, before, results, parts, transfer, source, started)
-        _best_repeats(summary, results, saved)
-        if robustness_seeds > 0:
-            tell(total, "robustness: fresh white-box generation runs", stage="robustness")
-            summary["robustness"] = _robustness(model, summary, source, ds, robustness_seeds,
-                                                children, run, parts["evaluation"])
-        summary["quality"] = _quality_or_reason(adv, ds)
-        summary["seconds"] = round(time.time() - started, 1)
-        summary["run_id"] = run.run_id
-        tell(total, "finished", stage="done")
-        run.finish(summary)
+    def part(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """The inputs and labels of the test split's part ``name``."""
+        index = self.parts[name]
+        return self.ds.x_test[index], self.ds.y_test[index]
+
+
+def _arms(config: dict) -> list[str]:
+    return ["generated", "control"] if config["control"] else ["generated"]
+
+
+def _evaluation_parts(ds, adv: dict, evaluation_inputs: int | None) -> dict:
+    """The test split's parts (:func:`split_test`), the validation and evaluation parts
+    sampled down to ``evaluation_inputs`` each (with the split's seed) when given."""
+    parts = split_test(ds, adv)
+    if evaluation_inputs is None:
+        return parts
+    if evaluation_inputs < 2:
+        raise InputError(f"evaluation_inputs must be >= 2 (got {evaluation_inputs})")
+    rng = np.random.default_rng(SPLIT_SEED)
+    for name in ("validation", "evaluation"):
+        if len(parts[name]) > evaluation_inputs:
+            parts[name] = np.sort(rng.choice(parts[name], evaluation_inputs, replace=False))
+    return parts
+
+
+def _retrain(run, store, inputs: _Inputs, config: dict, earlier: dict, progress) -> dict:
+    """The job inside its run: held-out transfer sets, the original model's figures, the
+    repeats of every arm, the best repeats, robustness and quality; returns the summary."""
+    started = time.time()
+    arms = _arms(config)
+    total = config["repeats"] * len(arms) * config["epochs"]
+    emit = progress or (lambda event: None)
+
+    def tell(done: int, message: str, **event):
+        run.progress(done, total, message)
+        emit({"run_id": run.run_id, "done": done, "total": total, "message": message,
+              **event})
+
+    children = store.children_of(run.run_id)    # its held-out sets belong to it
+    transfer = {}
+    if config["transfer_seeds"] > 0 and config["transfer_methods"]:
+        tell(0, "held-out transfer sets: generating against the original model",
+             stage="transfer")
+        transfer = transfer_sets(config["model"], inputs.base, inputs.ds,
+                                 inputs.parts["evaluation"], config["transfer_methods"],
+                                 config["transfer_seeds"], children, config["seed"],
+                                 run.cancel_requested)
+        run.check_cancel()
+    val = inputs.part("validation")
+    x_eval, y_eval = inputs.part("evaluation")
+    x_cov = x_eval[:config["coverage_inputs"]]
+
+    def measure(m) -> dict:
+        out = classification_metrics(m, x_eval, y_eval)
+        if config["coverage"]:
+            out.update(rconc_rates(m, x_cov, config["threshold"]))
+        out["transfer"] = {k: accuracy(m, t["x"], t["y"]) for k, t in transfer.items()}
+        return out
+
+    def summarize(results: dict) -> dict:
+        return _summarize(config, before, results, inputs.parts, transfer, inputs.source,
+                          started)
+
+    tell(0, "evaluating the original model", stage="before")
+    before = measure(inputs.base)
+    before["validation_accuracy"] = accuracy(inputs.base, *val)
+    results, saved = _train_repeats(run, tell, inputs.base, inputs.adv, inputs.fit, val,
+                                    measure, earlier, arms, config, summarize)
+    summary = summarize(results)
+    _best_repeats(summary, results, saved)
+    if config["robustness_seeds"] > 0:
+        tell(total, "robustness: fresh white-box generation runs", stage="robustness")
+        summary["robustness"] = _robustness(config["model"], summary, inputs.source,
+                                            inputs.ds, config["robustness_seeds"], children,
+                                            run, inputs.parts["evaluation"])
+    summary["quality"] = _quality_or_reason(inputs.adv, inputs.ds)
+    summary["seconds"] = round(time.time() - started, 1)
+    summary["run_id"] = run.run_id
+    tell(total, "finished", stage="done")
+    run.finish(summary)
     return summary
 
 

@@ -302,6 +302,7 @@ class CoverageEDA(TextGenerator):
                 rounds[i] += 1
                 if flips[m] or (self.stop_at_coverage and act[m] > 0):
                     active[i] = False
+            self._finished(len(x) - int(active.sum()))
             if not active.any():
                 break
         n_words = np.array([len(w) for w in seeds])
@@ -508,6 +509,7 @@ class SynonymGradient(TextGenerator):
                 score[i] = t_score[m]
                 if t_pred[m] != y[i]:          # flipped: this seed is done
                     active[i] = False
+            self._finished(len(x) - int(active.sum()))
         if self.objective == "loss":
             self._prune(x, ids, y, frozen)
         act = self._activated(ids, targets)
