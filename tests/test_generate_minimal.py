@@ -8,7 +8,7 @@ import pytest
 
 from rnncon_core.errors import InputError
 from rnncon_core.generate import get_generator
-from rnncon_core.generate.base import _bisect, _orthogonal_part
+from rnncon_core.generate.base import _along, _bisect, _inside, _nearest, margin_term
 from tests.test_generate import _image, _predict, _tiny
 
 # every gradient method, at settings that turn most tiny seeds adversarial in a few steps
@@ -147,12 +147,37 @@ def test_bisect_answers_only_scales_that_passed():
     assert abs(s[0] - 0.3) < 1e-3 and s[2] < 1e-3
 
 
-def test_orthogonal_part_drops_the_directions():
+def test_nearest_is_the_smallest_point_of_the_half_spaces():
+    from scipy.optimize import minimize
     rng = np.random.default_rng(0)
-    d = rng.normal(size=(3, 4, 5)).astype(np.float32)
-    g1, g2 = rng.normal(size=(2, 3, 4, 5)).astype(np.float32)
-    v = _orthogonal_part(d, [g1, g2, g1 + g2]).reshape(3, -1)   # a dependent third one
-    for g in (g1, g2):
-        np.testing.assert_allclose(np.sum(v * g.reshape(3, -1), axis=1), 0, atol=1e-4)
-    # what is left is d minus its projection: never longer than d
-    assert (np.linalg.norm(v, axis=1) <= np.linalg.norm(d.reshape(3, -1), axis=1)).all()
+    B, n = 6, 7
+    g1, g2 = rng.normal(size=(2, B, n))
+    b1, b2 = rng.normal(size=(2, B))
+    b1[0], b2[0] = -1.0, -0.5          # the origin already satisfies both: d = 0
+    g2[1] = 2 * g1[1]                  # parallel constraints (a singular pair)
+    d = _nearest([g1, g2], [b1, b2]).astype(np.float64)
+    assert np.abs(d[0]).max() == 0.0
+    for i in range(B):
+        G, b = np.stack([g1[i], g2[i]]), np.array([b1[i], b2[i]])
+        assert (G @ d[i] >= b - 1e-5 * (1 + np.abs(b))).all()      # satisfies both
+        best = minimize(lambda z: z @ z, np.zeros(n), jac=lambda z: 2 * z, method="SLSQP",
+                        constraints=[{"type": "ineq", "fun": lambda z: G @ z - b}])
+        assert np.linalg.norm(d[i]) <= np.linalg.norm(best.x) + 1e-4   # and nothing smaller
+
+
+def test_along_and_inside_shape_the_gradient():
+    g = np.array([[[1.0, -2.0], [3.0, -4.0]]], np.float32)
+    mask = np.array([[[1.0, 0.0], [1.0, 0.0]]], np.float32)
+    # along a masked, rescaled direction: g inside the mask, nothing outside
+    np.testing.assert_allclose(_along(g, mask * g * 5), mask * g, rtol=1e-6)
+    # inside: a pixel at 0 may not be pushed down, a pixel at 1 not up; the rest unchanged
+    x0 = np.array([[[0.0, 0.0], [1.0, 0.5]]], np.float32)
+    np.testing.assert_array_equal(_inside(g, x0), [[[1.0, 0.0], [0.0, -4.0]]])
+
+
+def test_margin_term_is_positive_exactly_when_predicted_wrong():
+    import tensorflow as tf
+    p = tf.constant([[0.7, 0.2, 0.1], [0.3, 0.6, 0.1], [0.5, 0.5, 0.0]], tf.float32)
+    y = tf.constant([0, 0, 1], tf.int64)
+    m = margin_term(p, y).numpy()
+    np.testing.assert_allclose(m, [np.log(0.2 / 0.7), np.log(0.6 / 0.3), 0.0], atol=1e-5)

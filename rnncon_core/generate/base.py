@@ -13,6 +13,7 @@ stopping per seed (finished seeds leave the batch).
 """
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import weakref
@@ -216,6 +217,18 @@ def prediction_term(out, y, top_k: int = TOP_K_OTHERS):
     others = logp - 1e9 * tf.one_hot(y, tf.shape(logp)[1], dtype=logp.dtype)
     k = min(int(top_k), int(out.shape[-1]) - 1)
     return tf.reduce_mean(tf.math.top_k(others, k).values, axis=1) - own
+
+
+def margin_term(out, y):
+    """tf (B,): the most likely other class's logit minus y's (C&W's margin, f6 of Carlini
+    and Wagner 2017, from log-probabilities as ``prediction_term``): positive exactly when the
+    input is predicted wrong."""
+    import tensorflow as tf
+    out = class_probabilities(out)
+    logp = tf.math.log(tf.clip_by_value(out, 1e-30, 1.0))
+    own = tf.gather(logp, y, axis=1, batch_dims=1)
+    others = logp - 1e9 * tf.one_hot(y, tf.shape(logp)[1], dtype=logp.dtype)
+    return tf.reduce_max(others, axis=1) - own
 
 
 class _Declared(ABCMeta):
@@ -568,32 +581,40 @@ class GradientGenerator(Generator):
         return None
 
     def _keep_values(self, x, y, ctx) -> list:
-        """tf (B,) values the stage's steps keep to first order (they drop the part of the
-        perturbation orthogonal to their gradients): the prediction margin."""
-        return [prediction_term(self.forward(x), y)]
+        """tf (B,) values the stage's steps keep (to first order): by default one, the
+        prediction margin (C&W's: the most likely other class's logit minus the seed class's),
+        which must stay above 0. ``_keep_floors`` says, per value, whether it must stay
+        above 0 ("floor") or at its current value ("hold")."""
+        return [margin_term(self.forward(x), y)]
 
-    def _keep_gradients(self, x: np.ndarray, y: np.ndarray, ctx: dict) -> list[np.ndarray]:
-        """The gradients of ``_keep_values`` at x, compiled like the ascent's step."""
+    def _keep_floors(self) -> tuple:
+        return ("floor",)
+
+    def _keep_gradients(self, x: np.ndarray, y: np.ndarray, ctx: dict):
+        """The values of ``_keep_values`` at x and their gradients, compiled like the
+        ascent's step: (list of (B,), list of arrays of x's shape)."""
         import tensorflow as tf
 
         def grads(xt, yt, ctx_t):
             with tf.GradientTape(persistent=True) as tape:
                 tape.watch(xt)
                 vals = self._keep_values(xt, yt, ctx_t)
-            return [tf.zeros_like(xt) if g is None else g
-                    for g in (tape.gradient(v, xt) for v in vals)]
+            return vals, [tf.zeros_like(xt) if g is None else g
+                          for g in (tape.gradient(v, xt) for v in vals)]
 
         args = (tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(y, tf.int64),
                 {k: tf.convert_to_tensor(v) for k, v in ctx.items()})
+        out = None
         if self.graph_objective and self._keep_fn is not False:
             if self._keep_fn is None:
                 self._keep_fn = _compiled(grads, args)
             try:
-                return [g.numpy() for g in self._keep_fn(*args)]
+                out = self._keep_fn(*args)
             except (TypeError, ValueError, NotImplementedError,
                     tf.errors.OperatorNotAllowedInGraphError):
                 self._keep_fn = False           # not traceable: eager from now on
-        return [g.numpy() for g in grads(*args)]
+        vals, gs = grads(*args) if out is None else out
+        return [np.asarray(v, np.float64) for v in vals], [g.numpy() for g in gs]
 
     def _minimal(self, x0, y, p, ctx, cstate, rng) -> tuple[np.ndarray, dict]:
         """The minimal-perturbation stage: each seed that ended adversarial gets the smallest
@@ -610,6 +631,8 @@ class GradientGenerator(Generator):
             extras["pre_activated"] = need.sum(axis=1).astype(np.int64)
         if len(idx):
             sub = _subset(ctx, idx)
+            if need is not None:         # which targets the steps must keep activated
+                sub["need"] = need[idx].astype(np.float32)
             x_gen[idx] = self._shrink(x0[idx], y[idx], self.constraint.effective(p[idx], x0[idx]),
                                       sub, None if need is None else need[idx],
                                       {k: v[idx] for k, v in cstate.items()}, rng)
@@ -644,23 +667,31 @@ class GradientGenerator(Generator):
         return np.clip(x0 + d, 0.0, 1.0).astype(np.float32)
 
     def _refine(self, x0, y, d, ctx, cstate, ok, rng) -> np.ndarray:
-        """Steps toward the nearest point of the locally linear boundary (DeepFool's step,
-        Moosavi-Dezfooli et al.): drop a share eta of the part of d orthogonal to the gradients
-        of ``_keep_values`` (shaped by the constraint), scale the candidate up to d's L2 norm,
-        keep it if it passes and search its scale down again; eta doubles after a success and
-        halves after a failure. The L2 norm never grows (the projection only shrinks)."""
+        """Steps toward the nearest point of the linearized constraints (DeepFool's step,
+        Moosavi-Dezfooli et al., for several constraints at once): the smallest perturbation
+        whose first-order values of ``_keep_values`` satisfy their floors (``_nearest``), each
+        gradient shaped by the constraint; move a share eta of the way there, scale the
+        candidate up to d's L2 norm, keep it if it passes and search its scale down again;
+        eta doubles after a success and halves after a failure. A step is kept only if it
+        lowers the L2 norm."""
         eta = np.ones(len(x0))
         live = _l2(d) > 0
+        floors = self._keep_floors()
         for _ in range(self.min_steps):
             rows = np.flatnonzero(live)
             if not len(rows):
                 break
             dr, x0r = d[rows], x0[rows]
-            grads = self._keep_gradients(np.clip(x0r + dr, 0.0, 1.0), y[rows],
-                                         _subset(ctx, rows))
+            vals, grads = self._keep_gradients(np.clip(x0r + dr, 0.0, 1.0), y[rows],
+                                               _subset(ctx, rows))
             state = {k: v[rows] for k, v in cstate.items()}
-            dirs = [self.constraint.direction(g, x0r, dr, state, rng) for g in grads]
-            cand = self._project(dr - _times(eta[rows], _orthogonal_part(dr, dirs)), x0r)
+            shaped = [_inside(_along(g, self.constraint.direction(g, x0r, dr, state, rng)),
+                              x0r) for g in grads]
+            # first order: v + g.(d' - d) >= 0 ("floor") or >= v ("hold")
+            bounds = [np.sum(_flat(g) * _flat(dr), axis=1) - (v if f == "floor" else 0.0)
+                      for g, v, f in zip(shaped, vals, floors)]
+            target = _nearest(shaped, bounds)
+            cand = self._project(dr + _times(eta[rows], target - dr), x0r)
             hi = _l2(dr) / np.maximum(_l2(cand), 1e-12)
             good = ok(self._project(_times(hi, cand), x0r), rows)
             if good.any():
@@ -738,20 +769,46 @@ def _bisect(make, ok, hi: np.ndarray, rounds: int, lo: float = 0.0) -> np.ndarra
     return hi
 
 
-def _orthogonal_part(d: np.ndarray, dirs: list[np.ndarray]) -> np.ndarray:
-    """The part of each row of d orthogonal to that row's directions (Gram-Schmidt)."""
-    B = len(d)
-    basis = []
-    for g in dirs:
-        u = g.reshape(B, -1).astype(np.float64)
-        for b in basis:
-            u -= np.sum(u * b, axis=1, keepdims=True) * b
-        n = np.linalg.norm(u, axis=1, keepdims=True)
-        basis.append(np.where(n > 1e-12, u / np.maximum(n, 1e-12), 0.0))
-    v = d.reshape(B, -1).astype(np.float64)
-    for b in basis:
-        v = v - np.sum(v * b, axis=1, keepdims=True) * b
-    return v.reshape(d.shape).astype(np.float32)
+def _flat(a: np.ndarray) -> np.ndarray:
+    return a.reshape(len(a), -1).astype(np.float64)
+
+
+def _along(g: np.ndarray, direction: np.ndarray) -> np.ndarray:
+    """The part of each row of g along that row's (constraint-shaped) direction: g itself
+    without a constraint, g inside the rectangle for an occlusion."""
+    gf, uf = _flat(g), _flat(direction)
+    coef = np.sum(gf * uf, axis=1) / np.maximum(np.sum(uf * uf, axis=1), 1e-30)
+    return (coef[:, None] * uf).reshape(g.shape)
+
+
+def _inside(g: np.ndarray, x0: np.ndarray) -> np.ndarray:
+    """g without the pixels it would push out of [0, 1] from the seed (a move along +g from
+    x0 there is clipped away): the box's active bounds, as FAB's projection (Croce and Hein
+    2020) keeps them."""
+    return np.where(((x0 <= 0) & (g < 0)) | ((x0 >= 1) & (g > 0)), 0.0, g).astype(g.dtype)
+
+
+def _nearest(grads: list[np.ndarray], bounds: list[np.ndarray]) -> np.ndarray:
+    """Per row the smallest vector d (L2) with g_i . d >= b_i for every i (a few half-spaces:
+    each subset of them tried as the active set, the smallest d that satisfies all kept);
+    rows where none is found keep d = 0 (the caller's line search then decides)."""
+    G = np.stack([_flat(g) for g in grads], axis=1)             # (B, m, n)
+    b = np.stack(bounds, axis=1).astype(np.float64)               # (B, m)
+    B, m, n = G.shape
+    best = np.zeros((B, n))
+    best_norm = np.where((b <= 0).all(axis=1), 0.0, np.inf)
+    for size in range(1, m + 1):
+        for S in itertools.combinations(range(m), size):
+            Gs = G[:, list(S)]                                      # (B, s, n)
+            gram = Gs @ Gs.transpose(0, 2, 1) + 1e-12 * np.eye(size)
+            lam = np.linalg.solve(gram, b[:, list(S), None])[..., 0]   # (B, s)
+            d = np.einsum("bs,bsn->bn", lam, Gs)
+            feasible = (lam >= 0).all(axis=1) & (
+                np.einsum("bmn,bn->bm", G, d) >= b - 1e-9 * (1 + np.abs(b))).all(axis=1)
+            norm = np.linalg.norm(d, axis=1)
+            take = feasible & (norm < best_norm)
+            best[take], best_norm[take] = d[take], norm[take]
+    return best.reshape(grads[0].shape).astype(np.float32)
 
 
 def select_seeds(model, x: np.ndarray, y: np.ndarray, n: int, correct_only: bool = True,

@@ -135,6 +135,9 @@ class Differential(GradientGenerator):
         """The minimal stage keeps DeepXplore's objective to first order."""
         return [self._objective(x, y, ctx)]
 
+    def _keep_floors(self):
+        return ("hold",)          # no floor known: hold its current value to first order
+
     def _oracle(self, y, pred_seed, pred_gen, x_gen):
         if not len(y):              # a run stopped before its first batch
             return np.zeros(0, bool)
