@@ -90,7 +90,8 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
         else:
             camp.start()
             _checkpoint(run, camp, {"queue": (0, len(camp.queue)), "faults": (0, 0)})
-        stop = (lambda: run.cancel_requested() or bool(should_stop and should_stop()))
+        cancelled = every(0.5, run.cancel_requested)
+        stop = (lambda: bool(should_stop and should_stop()) or cancelled())
         loop(camp, budget, lambda added: _checkpoint(run, camp, added),
              lambda: _progress(run, camp, budget, progress), stop)
         summary = finish(run, camp, config, budget, stopped=not budget.done(camp))
@@ -110,6 +111,19 @@ def loop(camp: Campaign, budget: Budget, on_batch, on_progress, stop) -> None:
             on_progress()
             last = time.monotonic()
     on_progress()
+
+
+def every(seconds: float, ask: Callable[[], bool]) -> Callable[[], bool]:
+    """``ask`` (a query of the run store) at most every ``seconds``; False in between."""
+    last = [float("-inf")]
+
+    def check() -> bool:
+        now = time.monotonic()
+        if now - last[0] < seconds:
+            return False
+        last[0] = now
+        return ask()
+    return check
 
 
 def _restore(camp: Campaign, old, run) -> None:
