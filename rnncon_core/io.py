@@ -28,9 +28,11 @@ _DISTRIBUTIONS = {"tensorflow": ("tensorflow-cpu", "tensorflow"), "keras": ("ker
 
 # ---------------------------------------------------------------- atomic writes
 
-def atomic_write(path: str | Path, write: Callable) -> Path:
+def atomic_write(path: str | Path, write: Callable, durable: bool = True) -> Path:
     """Write through ``write(file)`` (a binary file object) to a unique temporary file in
-    ``path``'s folder, then move it onto ``path``. The folder is made if missing."""
+    ``path``'s folder, then move it onto ``path``. The folder is made if missing.
+    ``durable=False`` skips the fsync: the file still survives the process being killed
+    (the page cache holds it), not a crash of the machine."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -38,7 +40,8 @@ def atomic_write(path: str | Path, write: Callable) -> Path:
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -59,9 +62,9 @@ def atomic_write_json(path: str | Path, obj: Any) -> Path:
 
 
 def atomic_write_npz(path: str | Path, arrays: dict[str, np.ndarray],
-                     compressed: bool = True) -> Path:
+                     compressed: bool = True, durable: bool = True) -> Path:
     save = np.savez_compressed if compressed else np.savez
-    return atomic_write(path, lambda f: save(f, **arrays))
+    return atomic_write(path, lambda f: save(f, **arrays), durable)
 
 
 def atomic_save_keras(model, path: str | Path) -> Path:

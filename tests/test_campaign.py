@@ -164,3 +164,42 @@ def test_stored_campaign_resumes_after_a_stop(tiny_lstm, seeds, tmp_path):
     np.testing.assert_array_equal(a["x"], b["x"])
     curve = store.get(resumed["run_id"]).load_npz("curve")
     assert np.all(np.diff(curve["calls"]) > 0)
+
+
+def test_a_killed_campaign_loses_at_most_its_last_batch(tiny_lstm, seeds, tmp_path):
+    """Killed while writing a batch: its rows record is cut short (or complete while the
+    checkpoint is the previous batch's); the resumed campaign still equals the whole one."""
+    import struct
+
+    from rnncon_core.campaign.record import read_rows
+    from rnncon_core.runs import RunStore
+    x, y = seeds
+    store = RunStore(tmp_path / "runs")
+    kw = dict(inputs=x, labels=y, seeds=len(x), guide="nc", store=store, seed=8,
+              parents=4, mutants=4, max_linf=0.5, noise=0.3)
+    whole = run_campaign(tiny_lstm, budget="300calls", **kw)
+    stops = iter([False] * 4 + [True] * 100)
+    with pytest.raises(JobCancelled):
+        run_campaign(tiny_lstm, budget="300calls", should_stop=lambda: next(stops), **kw)
+    cut = store.list(kind="campaign", status="cancelled")[0]
+    log = cut.path / "rows.log"
+    assert log.exists() and not list(cut.path.glob("rows.part*"))
+    n_queue = len(read_rows(cut, "queue")["x"])
+    good = log.read_bytes()
+    first = good[:12 + struct.unpack("<Q", good[4:12])[0]]
+    with open(log, "ab") as f:          # a whole record the checkpoint never counted, then
+        f.write(first)                  # one cut short
+        f.write(first[:40])
+    assert len(read_rows(cut, "queue")["x"]) > n_queue
+    with np.load(cut.path / "checkpoint.npz") as z:      # the curve is in curve.log
+        assert "curve" not in z.files
+        n_curve = int(z["n_curve"])
+    with open(cut.path / "curve.log", "ab") as f:          # one row too many, one cut short
+        f.write(b"\0" * 70)
+    from rnncon_core.campaign import load_campaign
+    assert len(load_campaign(cut)["curve"]["calls"]) == n_curve
+    resumed = run_campaign(tiny_lstm, budget="300calls", resume=cut.run_id, store=store)
+    for key in ("calls", "batches", "distinct_faults", "queue", "coverage"):
+        assert resumed[key] == whole[key], key
+    done = store.get(resumed["run_id"])
+    assert not (done.path / "rows.log").exists() and done.load_npz("queue") is not None

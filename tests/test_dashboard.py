@@ -409,7 +409,9 @@ def test_retrain_page_shows_held_out_transfer_beside_the_clean_metrics(runs_dir)
     from test_dashboard_charts import _retrain_summary, _with_transfer
     summary = {**_with_transfer(_retrain_summary()), "model": "mnist-lstm", "n_inputs": 12,
                "from_run": "g", "repeats": 2, "repeats_done": 2, "epochs": 1,
-               "evaluated_on": "the evaluation part"}
+               "evaluated_on": "the evaluation part",
+               "trained_on": {"clean": 4000, "extra": 1333, "batches": 42, "of": 22500},
+               "stage_seconds": {"loading": 1.2, "generated arm": 30.4}}
     store = RunStore(runs_dir)
     run = store.start("retrain", model="mnist-lstm", method="rconc", config={})
     run.finish(summary)
@@ -421,6 +423,9 @@ def test_retrain_page_shows_held_out_transfer_beside_the_clean_metrics(runs_dir)
         assert metrics["Held-out rconc inputs: retrained"] == "85.0 %"
         assert metrics["Same inputs: control arm"] == "25.0 %"
         assert metrics["Clean accuracy: after − control"] == "+2.00 points"
+        said = " ".join(c.value for c in at.caption)      # the sample sizes and stage times
+        assert "a fresh sample of 4,000 of the 22,500 clean training inputs" in said
+        assert "loading 1 s, generated arm 30 s" in said
         tables = [d.value for d in at.dataframe]
         assert any("metric" in t.columns for t in tables)                     # Table 6
         transfer = next(t for t in tables if "method" in t.columns)

@@ -436,3 +436,49 @@ def test_evaluation_on_a_bounded_sample(tiny, tmp_path):
     with pytest.raises(InputError, match="evaluation_inputs"):
         run_retraining(tiny["path"], run_id, dataset=tiny["ds"], evaluation_inputs=1,
                        store=store)
+
+
+def test_a_sample_of_training_inputs_per_epoch(tiny):
+    """fit_inputs: each epoch trains on that many clean inputs (plus the extra ones mixed in),
+    a fresh sample each epoch; None trains on all of them as before."""
+    import keras
+    x, y = tiny["ds"].x_train, tiny["ds"].y_train
+
+    class Count(keras.callbacks.Callback):
+        batches = 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            Count.batches += 1
+
+    sizes = retrain.epoch_sizes(len(y), 20, 0.25, 200, 32)
+    assert sizes == {"clean": 200, "extra": 67, "batches": 9}       # 0.25 / 0.75 * 200
+    retrain.retrain_once(tiny_model(tiny), x, y, tiny["x_gen"][:20], tiny["y_gen"][:20], 2,
+                         seed=0, batch_size=32, mix=0.25, fit_inputs=200, callbacks=[Count()])
+    assert Count.batches == 2 * 9
+    assert retrain.epoch_sizes(len(y), 20, 0.25, None, 32)["clean"] == len(y)
+
+
+def tiny_model(tiny):
+    from rnncon_core.zoo import load_model
+    return load_model(tiny["path"])
+
+
+def test_progress_counts_training_batches_and_stages_are_timed(tiny, tmp_path):
+    """Progress in training batches (an estimate exists from the first one), monotone, ending
+    at the total; the summary says what an epoch trained on and how long each stage took."""
+    store = RunStore(tmp_path / "runs")
+    run_id = _generation_run(store, tiny, n=20)
+    events = []
+    s = run_retraining(tiny["path"], run_id, epochs=2, repeats=1, dataset=tiny["ds"],
+                       coverage=False, transfer_seeds=0, evaluation_inputs=60, batch_size=32,
+                       fit_inputs=200, store=store, progress=events.append)
+    assert s["trained_on"] == {"clean": 200, "extra": 67, "batches": 9,
+                               "of": len(retrain.fit_split(tiny["ds"])[1])}
+    done = [e["done"] for e in events if "done" in e and e.get("total")]
+    assert done == sorted(done) and done[-1] == events[-1]["total"] == 2 * 2 * 9
+    assert any(e.get("stage") == "evaluate" for e in events)
+    assert set(s["stage_seconds"]) == {"loading", "evaluating the original", "generated arm",
+                                       "control arm"}
+    assert store.get(s["run_id"]).config["fit_inputs"] == 200
+    with pytest.raises(InputError, match="fit_inputs"):
+        run_retraining(tiny["path"], run_id, dataset=tiny["ds"], fit_inputs=0, store=store)

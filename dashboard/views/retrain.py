@@ -15,6 +15,10 @@ st.caption("From the trained weights, the adversarial inputs of a generation run
            "epochs, several times over; a control arm trains on as many clean inputs "
            "(Table 6, Figures 13 and 14).")
 
+# a text model's defaults: evaluation and training samples that keep the form's smallest
+# setting (1 epoch, 1 repeat) within about two minutes on two cores (docs/results.md)
+EVALUATION_INPUTS, FIT_INPUTS = 2000, 4000
+
 sel = state.require_model()
 store = jobs.store()
 
@@ -45,11 +49,19 @@ with st.form("retrain_form"):
                                             "(rconc, nc, rnntest, pgd for images); 0: skip.")
     text = state.kind_of(sel.dataset) == "text"
     eval_inputs = c[2].number_input("Evaluation inputs (0: all)", 0, 20000,
-                                    2000 if text else 0, step=500, key="retrain_eval_inputs",
+                                    EVALUATION_INPUTS if text else 0, step=500,
+                                    key="retrain_eval_inputs",
                                     help="Evaluate and validate on a sample of this many test "
                                          "inputs per part (a text model's 12,000-review parts "
                                          "take minutes per evaluation); the results say the "
                                          "sizes used.")
+    fit_inputs = c[3].number_input("Clean training inputs per epoch (0: all)", 0, 100000,
+                                   FIT_INPUTS if text else 0, step=1000,
+                                   key="retrain_fit_inputs",
+                                   help="Each epoch trains on a fresh random sample of this "
+                                        "many clean training inputs (an IMDB model's whole "
+                                        "epoch of 22,500 reviews takes minutes on two cores); "
+                                        "the results say the size used.")
     run_name, run_tags = jobs.name_fields("retrain")
     submitted = st.form_submit_button("Start retraining", type="primary",
                                       disabled=not sources, icon=":material/play_arrow:")
@@ -64,7 +76,7 @@ if submitted and run_id:
                 coverage_inputs=int(coverage_inputs), mix=float(mix),
                 transfer_seeds=int(transfer_seeds), run_name=run_name or None,
                 evaluation_inputs=int(eval_inputs) or None,
-                run_tags=run_tags)
+                fit_inputs=int(fit_inputs) or None, run_tags=run_tags)
 
 jobs.job_panel("retrain", show_key="retrain_show", model=sel.model)
 
@@ -91,7 +103,8 @@ except RNNConError:
     source_name = summary["from_run"]          # deleted since
 st.caption(f"{display_name(shown_info)}: {sel.label} retrained with the {summary['n_inputs']} "
            f"adversarial inputs of run {source_name}: {summary['repeats_done']} of {summary['repeats']} "
-           f"repeats of {summary['epochs']} epochs; evaluated on {summary['evaluated_on']}.")
+           f"repeats of {summary['epochs']} epochs; {results.trained_on(summary)}; "
+           f"evaluated on {summary['evaluated_on']}.")
 transfer = summary.get("transfer")
 if transfer and transfer.get("control") is not None:
     c = st.columns(3)

@@ -24,11 +24,24 @@ from .loop import Campaign
 SYNC_EVERY = 10
 
 
+def _one_cpu() -> None:
+    """TensorFlow in an actor uses the one CPU Ray gave it (``num_cpus=1``): one intra-op and
+    one inter-op thread, so N workers on N cores do not fight over them (set before the
+    actor's first TensorFlow op; an actor whose TensorFlow already runs keeps its threads)."""
+    import tensorflow as tf
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:
+        pass
+
+
 class _Worker:
     """One actor: the model, its campaign over a share of the seeds."""
 
     def __init__(self, model_ref, x, y, guide, guide_params, values, seed, kind, share):
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        _one_cpu()
         from ..zoo import load_model, with_steps
         from .prepare import _lexicon, make_abstraction, make_guide
         model = with_steps(load_model(model_ref), x.shape[1])
@@ -37,8 +50,12 @@ class _Worker:
         if share and self.camp.guide is not None:
             self.camp.delta = make_guide(guide, model, guide_params)
 
+    def warm(self) -> None:
+        """Trace every graph (before the driver's clock starts)."""
+        self.camp.warm_up()
+
     def start(self) -> dict:
-        self.camp.start()
+        self.camp.start(warm=False)
         if self.camp.delta is not None:
             self.camp.delta.update(self.camp.x_seeds)
         return self._delta(0, 0)
@@ -68,10 +85,11 @@ class _Worker:
         return self.camp.guide._state_arrays()
 
     def state(self) -> dict:
-        """This worker's whole state (its own fault rows too: a fault another worker found
-        first is not in the driver's rows but stays in this worker's keys)."""
-        return {**self.camp.state(),
-                **{f"faults/{k}": v for k, v in self.camp.faults.rows.arrays().items()}}
+        """This worker's state but its fault rows (the driver keeps those from the rounds)
+        and its curve (the driver's is the campaign's)."""
+        out = self.camp.state()
+        out.pop("curve")
+        return out
 
     def restore(self, state: dict, queue: dict) -> dict:
         faults = {k[7:]: v for k, v in state.items() if k.startswith("faults/")}
@@ -113,6 +131,7 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, guide_params, stor
         actors = [Worker.remote(model, x[w::workers], y[w::workers], guide, guide_params,
                                 values, seed if w == 0 else [seed, w], kind, workers > 1)
                   for w in range(workers)]
+        ray.get([a.warm.remote() for a in actors])     # Ray's start-up is not the budget's
         if old is None:
             view.resume_clock()
             _absorb(run, view, ray.get([a.start.remote() for a in actors]), actors, ray)
@@ -141,11 +160,13 @@ def _absorb(run, view: Campaign, deltas, actors, ray) -> None:
     """The workers' rounds into the driver's view: rows, faults (distinct across workers),
     counters; with several workers the guide states merged (``merge``) and sent back."""
     q0, f0 = len(view.queue), len(view.faults)
+    own = _worker_faults(view, len(deltas))
     for w, d in enumerate(deltas):             # rows carry their worker (resume splits them)
         if len(d["queue"].get("x", ())):
             view.queue.add(**d["queue"], worker=np.full(len(d["queue"]["x"]), w))
         f = d["faults"]
         if len(f.get("label", ())):
+            own[w].append(**f)        # a fault another worker found first stays the worker's
             new = view.faults.new_mask(f["label"], f["pred"], f["state"])
             view.faults.add(**{k: v[new] for k, v in f.items()},
                             worker=np.full(int(new.sum()), w))
@@ -155,10 +176,11 @@ def _absorb(run, view: Campaign, deltas, actors, ray) -> None:
     view.faults.total = sum(d["faults_total"] for d in deltas)
     guide = view.guide
     if guide is not None and len(actors) > 1:
+        if getattr(view, "_part", None) is None:
+            view._part = type(guide).from_config(guide.model, guide.get_config())
         for d in deltas:
-            part = type(guide).from_config(guide.model, guide.get_config())
-            part._load_state(d["guide"])
-            guide.merge(part)
+            view._part._load_state(d["guide"])
+            guide.merge(view._part)
         ref = ray.put(guide._state_arrays())
         ray.get([a.load_guide.remote(ref) for a in actors])
     elif guide is not None:                 # one worker: its own state is the whole state
@@ -167,22 +189,39 @@ def _absorb(run, view: Campaign, deltas, actors, ray) -> None:
     view._record()
     from .record import write_rows
     write_rows(run, view.queue.rows.arrays(q0) if len(view.queue) > q0 else {},
-               view.faults.rows.arrays(f0) if len(view.faults) > f0 else {})
+               view.faults.rows.arrays(f0) if len(view.faults) > f0 else {}, durable=False)
+
+
+def _worker_faults(view: Campaign, workers: int) -> list:
+    """Every worker's own fault rows, kept by the driver from the rounds (for the
+    checkpoint: a worker resumes with every fault it found)."""
+    from .queue import Rows
+    if getattr(view, "_own", None) is None:
+        view._own = [Rows() for _ in range(workers)]
+    return view._own
 
 
 def _save(run, view: Campaign, actors, ray) -> None:
-    """The driver's state and every worker's, in one atomic checkpoint."""
-    from ..io import atomic_write_npz
+    """The driver's state and every worker's, in one atomic checkpoint (once a round;
+    fsync'ed every ``record.DURABLE_EVERY`` seconds)."""
+    from .record import durable_now, save_checkpoint, sync_rows
     states = ray.get([a.state.remote() for a in actors])
+    own = _worker_faults(view, len(actors))
     arrays = {**view.state(), **{f"w{w}/{k}": v for w, st in enumerate(states)
-                                 for k, v in st.items()}}
-    atomic_write_npz(run.path / "checkpoint.npz", arrays, compressed=False)
+                                 for k, v in st.items()},
+              **{f"w{w}/faults/{k}": v for w, rows in enumerate(own)
+                 for k, v in rows.arrays().items()}}
+    durable = durable_now(run)
+    if durable:
+        sync_rows(run)
+    save_checkpoint(run, arrays, durable)
 
 
 def _resume(run, view: Campaign, old, actors, ray, read_rows) -> None:
     """The driver's view and every worker back to ``old``'s checkpoint."""
     from .record import write_rows
-    state = old.load_npz("checkpoint")
+    from .record import load_checkpoint
+    state = load_checkpoint(old)
     queue, faults = read_rows(old, "queue"), read_rows(old, "faults") or {}
     view.restore({k: v for k, v in state.items() if not k.startswith("w")}, queue, faults,
                  warm=False)
@@ -192,6 +231,9 @@ def _resume(run, view: Campaign, old, actors, ray, read_rows) -> None:
         mine = rows["worker"] == w
         wq = {k: v[mine] for k, v in rows.arrays().items() if k != "worker"}
         ws = {k[len(f"w{w}/"):]: v for k, v in state.items() if k.startswith(f"w{w}/")}
+        mine_f = {k[7:]: v for k, v in ws.items() if k.startswith("faults/")}
+        if len(mine_f.get("label", ())):
+            _worker_faults(view, len(actors))[w].append(**mine_f)
         futures.append(actor.restore.remote(ws, wq))
     ray.get(futures)
     write_rows(run, view.queue.rows.arrays(),

@@ -76,12 +76,16 @@ def guide_gains(guide, x) -> np.ndarray:
     n0 = guide.n_inputs
     before = guide.rate()
     guide.update(x)
+    return gains_since(guide, n0, before, len(x))
+
+
+def gains_since(guide, n0: int, before: float, n: int) -> np.ndarray:
+    """Per input of the last ``n`` given to the guide (after ``n0`` inputs, at rate
+    ``before``): the coverage it added first (``Criterion.new_items``)."""
     try:
-        curve = np.asarray(guide.curve(), np.float64)
-        prev = np.concatenate([[curve[n0 - 1] if n0 else 0.0], curve[n0:n0 + len(x) - 1]])
-        gain = (curve[n0:n0 + len(x)] - prev) * max(1, guide.total)
+        gain = guide.new_items(n0)[:n]
     except InputError:            # no growth curve at this threshold: the batch's gain, shared
-        gain = np.full(len(x), (guide.rate() - before) * max(1, guide.total) / max(1, len(x)))
+        gain = np.full(n, (guide.rate() - before) * max(1, guide.total) / max(1, n))
     return np.maximum(gain, 0.0)
 
 
@@ -109,6 +113,7 @@ class Campaign:
         self._clock = None
         self._grad = _grad_fn(model) if kind == "image" and \
             "gradient" in self.mutator.families else None
+        self._outputs = None        # the traced pass without a guide (coverage.forward_outputs)
 
     # -- the model
     def predict(self, x) -> np.ndarray:
@@ -123,6 +128,28 @@ class Campaign:
         self.model_seconds += time.perf_counter() - t0
         self.calls += len(x)
         return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+    def run(self, x) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """ONE traced forward pass over the batch: (predictions, the last step's hidden
+        state of the last recurrent layer (the faults' abstract states), the guide's gain
+        per input); the guide (and, on Ray, this round's delta) take every input."""
+        t0 = time.perf_counter()
+        g = self.guide
+        got = None
+        if g is not None:
+            n0, before = g.n_inputs, g.rate()
+            got = g.update_with_outputs(x, also=() if self.delta is None else (self.delta,))
+            gain = gains_since(g, n0, before, len(x))
+        else:
+            gain = np.zeros(len(x))
+        if got is None:
+            from ..coverage.base import forward_outputs
+            if self._outputs is None:
+                self._outputs = forward_outputs(self.model)
+            got = self._outputs(x)
+        self.model_seconds += time.perf_counter() - t0
+        self.calls += len(x)
+        return class_labels(got[0]), got[1], gain
 
     def gradient(self, x, y):
         t0 = time.perf_counter()
@@ -151,17 +178,27 @@ class Campaign:
             if self._grad is not None:
                 self.gradient(part, y[:len(part)])
         self.calls, self.model_seconds = calls, secs
-        self.abstraction(x)
+        if self.abstraction is not None:
+            self.abstraction.states_of_hidden(np.zeros((1, self.abstraction._spec.units)))
+            if self.guide is None:
+                from ..coverage.base import forward_outputs
+                self._outputs = forward_outputs(self.model)
+                for part in (x[:1], x):
+                    self._outputs(part)
         if self.kind == "text":     # the substitutes of the seeds' words (WordNet, tagger)
             xs = self.x_seeds
             self.mutator.mutate(xs, xs, np.zeros(len(xs), bool), self.y_seeds,
                                 np.random.default_rng(0))
         if self.guide is not None:
-            type(self.guide).from_config(self.model, self.guide.get_config()).update(x)
+            twin = type(self.guide).from_config(self.model, self.guide.get_config())
+            for part in (x[:1], x):
+                twin.update_with_outputs(part)
 
-    def start(self) -> None:
-        """The dry run: the seeds' predictions and coverage; every seed enters the queue."""
-        self.warm_up()
+    def start(self, warm: bool = True) -> None:
+        """The dry run: the seeds' predictions and coverage; every seed enters the queue
+        (``warm=False``: ``warm_up`` was called already)."""
+        if warm:
+            self.warm_up()
         self.resume_clock()
         x, y = self.x_seeds, self.y_seeds
         pred = self.predict(x)
@@ -186,32 +223,25 @@ class Campaign:
         idx, label = idx[pos], label[pos]
         q_start, f_start = len(q), len(self.faults)
         if len(new):
-            pred = self.predict(new)
+            pred, hidden, gain = self.run(new)   # the guide takes every valid mutant
             bad = pred != label
-            self._faults(new[bad], idx[bad], label[bad], pred[bad], np.array(ops)[bad])
-            ok = ~bad
-            if self.guide is not None and ok.any():
-                gain = guide_gains(self.guide, new[ok])
-                if self.delta is not None:        # what this worker saw since the last merge
-                    self.delta.update(new[ok])
-                keep = gain > 0
-            else:
-                gain = np.zeros(int(ok.sum()))
-                keep = np.ones(len(gain), bool)
-            sel = np.flatnonzero(ok)[keep]
+            self._faults(new[bad], idx[bad], label[bad], pred[bad], np.array(ops)[bad],
+                         hidden[bad])
+            keep = ~bad & (gain > 0) if self.guide is not None else ~bad
+            sel = np.flatnonzero(keep)
             parents = idx[sel]
             q.add(x=new[sel], ref=new_ref[sel], root=rows["root"][parents],
-                  label=label[sel], shifted=shifted[sel], gain=gain[keep],
+                  label=label[sel], shifted=shifted[sel], gain=gain[sel],
                   depth=rows["depth"][parents] + 1, parent=parents)
         self.batches += 1
         self._record()
         return {"queue": (q_start, len(q)), "faults": (f_start, len(self.faults))}
 
-    def _faults(self, x, parent, label, pred, ops) -> None:
+    def _faults(self, x, parent, label, pred, ops, hidden) -> None:
         if not len(x):
             return
         self.faults.total += len(x)
-        state = self.abstraction(x)
+        state = self.abstraction.states_of_hidden(hidden)
         new = self.faults.new_mask(label, pred, state)
         if not new.any():
             return
@@ -258,7 +288,7 @@ class Campaign:
         self.queue.picks = np.asarray(state["picks"], np.int64).copy()
         self.faults.load({k: np.asarray(v)[:c["n_faults"]] for k, v in (faults or {}).items()})
         self.faults.total = c["faults_total"]
-        self.curve = np.asarray(state["curve"]).tolist()
+        self.curve = np.asarray(state.get("curve", np.zeros((0, len(CURVE_COLUMNS))))).tolist()
         self.calls, self.batches = c["calls"], c["batches"]
         self.seconds, self.model_seconds = c["seconds"], c["model_seconds"]
         self.unstable = c["unstable"]

@@ -51,12 +51,12 @@ def ensure_profile(model, x_train, kind: str, log=None) -> None:
 
 
 def make_abstraction(model, values: dict):
-    """inputs -> (N,) int64: DeepStellar's abstract state of the last step's hidden state of
-    the last recurrent layer (coverage.deepstellar.StateCoverage's abstraction)."""
+    """DeepStellar's abstraction of the last recurrent layer (a
+    ``coverage.deepstellar.StateCoverage``): a fault's abstract state is
+    ``states_of_hidden`` of its last step's hidden state (from the batch's one traced pass)."""
     from ..coverage import StateCoverage
-    sc = StateCoverage(model, components=values["components"], cells=values["cells"],
-                       profile_inputs="all")
-    return lambda x: sc.abstract_states(x)[:, -1]
+    return StateCoverage(model, components=values["components"], cells=values["cells"],
+                         profile_inputs="all")
 
 
 def _lexicon(kind: str):

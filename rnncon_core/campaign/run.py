@@ -18,8 +18,8 @@ from .loop import CAMPAIGN_PARAMS, Campaign
 from .mutations import input_kind
 from .prepare import (_lexicon, ensure_profile, guide_names, load_seeds, make_abstraction,
                       make_guide)
-from .record import (_checkpoint, _progress, _save_state, finish, parse_budget, read_rows,
-                     write_rows)
+from .record import (_checkpoint, _progress, _save_state, finish, load_checkpoint,
+                     parse_budget, read_rows, write_rows)
 
 
 def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", budget="10m",
@@ -90,7 +90,8 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
         else:
             camp.start()
             _checkpoint(run, camp, {"queue": (0, len(camp.queue)), "faults": (0, 0)})
-        stop = (lambda: run.cancel_requested() or bool(should_stop and should_stop()))
+        cancelled = every(0.5, run.cancel_requested)
+        stop = (lambda: bool(should_stop and should_stop()) or cancelled())
         loop(camp, budget, lambda added: _checkpoint(run, camp, added),
              lambda: _progress(run, camp, budget, progress), stop)
         summary = finish(run, camp, config, budget, stopped=not budget.done(camp))
@@ -112,9 +113,22 @@ def loop(camp: Campaign, budget: Budget, on_batch, on_progress, stop) -> None:
     on_progress()
 
 
+def every(seconds: float, ask: Callable[[], bool]) -> Callable[[], bool]:
+    """``ask`` (a query of the run store) at most every ``seconds``; False in between."""
+    last = [float("-inf")]
+
+    def check() -> bool:
+        now = time.monotonic()
+        if now - last[0] < seconds:
+            return False
+        last[0] = now
+        return ask()
+    return check
+
+
 def _restore(camp: Campaign, old, run) -> None:
     """Continue from ``old``'s checkpoint; its rows are copied into ``run`` first."""
-    state = old.load_npz("checkpoint")
+    state = load_checkpoint(old)
     camp.restore(state, read_rows(old, "queue"), read_rows(old, "faults") or {})
     write_rows(run, camp.queue.rows.arrays(),
                camp.faults.rows.arrays() if len(camp.faults) else {})

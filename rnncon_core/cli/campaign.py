@@ -210,7 +210,8 @@ def report_campaign_cmd(
     guides: Optional[str] = typer.Option(None, "--guides", help="Comma separated (default: "
                                          "rconc,nc,kmnc,state,bc,none)."),
     repeats: int = typer.Option(5, "--repeats", help="Campaigns per (model, guide)."),
-    budget: str = typer.Option("30s", "--budget", help="Budget of each campaign."),
+    budget: str = typer.Option("30s", "--budget", help="Budget of each campaign: 30s, "
+                               "8000calls, or 8000calls,imdb-lstm=1500calls (per model)."),
     seeds: int = SEEDS_OPT,
     out_dir: str = typer.Option("reports/campaign", "--out-dir"),
     param: Optional[List[str]] = PARAM_OPT,

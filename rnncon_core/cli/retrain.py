@@ -11,9 +11,7 @@ from . import (JSON_OPT, NAME_OPT, ROOT_OPT, RUNS_DIR_OPT, TAGS_OPT, app, emit, 
 
 
 def _stderr(event: dict) -> None:
-    if event.get("stage") == "train" and event.get("epoch"):
-        log(f"[retrain] {event['message']}")
-    elif event.get("message"):
+    if event.get("message") and "batch" not in event:    # epochs and stages, not batches
         log(f"[retrain] {event['message']}")
 
 
@@ -46,6 +44,12 @@ def retrain_cmd(
     robustness_seeds: int = typer.Option(0, "--robustness-seeds", help="Seeds of the fresh "
                                          "white-box generation runs against each model "
                                          "(0: skip)."),
+    fit_inputs: Optional[int] = typer.Option(None, "--fit-inputs", help="Clean training "
+                                             "inputs per epoch: a fresh random sample of "
+                                             "this many each epoch (default: all)."),
+    evaluation_inputs: Optional[int] = typer.Option(None, "--evaluation-inputs", help="Evaluate "
+                                                    "and validate on a sample of at most this "
+                                                    "many test inputs per part (default: all)."),
     learning_rate: Optional[float] = typer.Option(None, "--learning-rate", help="Default: the "
                                                   "fine-tuning one, 3e-4."),
     augment: Optional[bool] = typer.Option(None, "--augment/--no-augment", help="Random "
@@ -67,13 +71,13 @@ def retrain_cmd(
     repeats), the control arm, RConC and the path of the best retrained model."""
     settings = dict(epochs=epochs, repeats=repeats, max_inputs=max_inputs,
                     learning_rate=learning_rate, mix=mix, transfer_seeds=transfer_seeds,
-                    robustness_seeds=robustness_seeds, seed=seed)
+                    robustness_seeds=robustness_seeds, seed=seed, fit_inputs=fit_inputs)
     _check_settings(settings)
     runs = store(runs_dir, root).named(name, tags or ())
     from_run = _source_run(model, from_run, runs)
     summary = _retrain(model, from_run, runs, settings, dataset=dataset, control=control,
                        augment=augment, transfer_methods=transfer_methods, force=force,
-                       continue_from=continue_from)
+                       continue_from=continue_from, evaluation_inputs=evaluation_inputs)
     if json_out:
         emit(summary)
     else:
@@ -100,7 +104,7 @@ def _source_run(model: str, from_run: str, runs) -> str:
 
 
 def _retrain(model: str, from_run: str, runs, settings: dict, *, dataset, control, augment,
-             transfer_methods, force, continue_from) -> dict:
+             transfer_methods, force, continue_from, evaluation_inputs) -> dict:
     """Run the retraining job, the unset mix / transfer seeds at their defaults; progress goes
     to stderr."""
     from ..jobs.retraining import run_retraining
@@ -113,7 +117,8 @@ def _retrain(model: str, from_run: str, runs, settings: dict, *, dataset, contro
     return run_retraining(model, from_run, dataset=dataset, control=control, augment=augment,
                           transfer_methods=names(transfer_methods, "--transfer-methods"),
                           store=runs, progress=_stderr, force=force,
-                          continue_from=continue_from, **settings)
+                          continue_from=continue_from, evaluation_inputs=evaluation_inputs,
+                          **settings)
 
 
 def _print_summary(model: str, from_run: str, epochs: int, summary: dict) -> None:

@@ -96,6 +96,7 @@ class MaxState:
 # ---------------------------------------------------------------- per-model cache
 
 _CACHE_LOCK = threading.RLock()
+_TAP_LOCK = threading.RLock()       # one update_with_outputs at a time (shared tapped graphs)
 
 
 def model_cache(model) -> dict:
@@ -198,13 +199,15 @@ class Criterion:
         self._attach_graphs()
         self.reset()
 
+    _taps = False        # True: the compiled graphs also return the model's outputs
+
     def _graph_key(self) -> tuple:
         """What the compiled graphs depend on: the class and every parameter but the
         threshold and the curve grid (which only the NumPy state reads)."""
         config = {k: v for k, v in self.get_config().items()
                   if k not in ("threshold", "curve_thresholds")}
         return ("graphs", type(self).__qualname__, json.dumps(config, sort_keys=True,
-                                                              default=str))
+                                                              default=str), self._taps)
 
     def _attach_graphs(self) -> None:
         """Compile once per (model, configuration): the first criterion of a configuration
@@ -216,9 +219,10 @@ class Criterion:
             built = cache.get(key)
             if built is None:
                 twin = copy.copy(self)
-                before = set(vars(twin))
+                before = dict(vars(twin))       # (graphs built before are replaced too)
                 twin._build()
-                built = {k: v for k, v in vars(twin).items() if k not in before}
+                built = {k: v for k, v in vars(twin).items()
+                         if k not in before or before[k] is not v}
                 cache[key] = built
         self.__dict__.update(built)
 
@@ -244,7 +248,10 @@ class Criterion:
 
     def update(self, x, embedded: bool = False):
         """Add a batch of inputs to the covered set (union with every earlier input)."""
-        x = self.tracer.check_inputs(x, embedded)
+        return self._update_checked(self.tracer.check_inputs(x, embedded), embedded)
+
+    def _update_checked(self, x, embedded: bool):
+        """update of inputs already checked (a tf.Tensor from ``check_inputs``)."""
         n = int(x.shape[0])
         chunk = self._chunk_size()
         chunks = [x[start:start + chunk] for start in range(0, n, chunk)]
@@ -264,6 +271,52 @@ class Criterion:
                     self._absorb_chunk(out)
         self._keep(x.numpy()[:max(0, self.KEEP_INPUTS - self._kept)], embedded)
         return self
+
+    def update_with_outputs(self, x, embedded: bool = False, also=()):
+        """``update(x)`` and, from the same forward pass, the model's outputs (N, classes)
+        and the last step's hidden state of the last recurrent layer (N, units) (what
+        ``forward_outputs`` gives), as NumPy arrays: one pass serves the coverage and the
+        predictions (DeepHunter's ``fetch_function`` reads both from one run of the model).
+        ``also``: criteria of the same configuration whose states take the same inputs, from
+        the same pass where the criterion allows it. Returns (outputs, hidden), or None where
+        the criterion's update is not one graph call per chunk (then call the model apart)."""
+        if not self._taps:                 # graphs that also return the outputs (once)
+            self._taps = True
+            self._attach_graphs()
+        x = self.tracer.check_inputs(x, embedded)
+        holders = [f.taps for f in vars(self).values() if hasattr(f, "taps")]
+        sink: list = []
+        with _TAP_LOCK:                    # the tapped graphs are shared per model
+            for h in holders:
+                h["sink"] = sink
+            try:
+                self._update_all(x, embedded, also)
+            finally:
+                for h in holders:
+                    h["sink"] = None
+        n, chunk = int(x.shape[0]), self._chunk_size()
+        sizes = [min(chunk, n - start) for start in range(0, n, chunk)]
+        if len(sink) != len(sizes):
+            return None
+        out = np.concatenate([o[:k] for (o, _), k in zip(sink, sizes)])
+        hid = np.concatenate([h[:k] for (_, h), k in zip(sink, sizes)])
+        return out, hid
+
+    def _update_all(self, x, embedded, also) -> None:
+        """update(x) of self and of ``also``, one graph call per chunk for all where the
+        criterion's update is the base one."""
+        if not also or type(self)._update_chunk is not Criterion._update_chunk:
+            self._update_checked(x, embedded)
+            for crit in also:
+                crit._update_checked(x, embedded)
+            return
+        chunk = self._chunk_size()
+        for start in range(0, int(x.shape[0]), chunk):
+            out = self._graph_chunk(x[start:start + chunk], embedded)
+            for crit in (self, *also):
+                crit._absorb_chunk(out)
+        for crit in (self, *also):
+            crit._keep(x.numpy()[:max(0, crit.KEEP_INPUTS - crit._kept)], embedded)
 
     def _new_state(self) -> MaxState:
         return MaxState(self.total, self._curve_grid())
@@ -419,6 +472,21 @@ class Criterion:
                              f"with curve_thresholds including {t}")
         return self._state.curve_counts(t) / max(1, self.total)
 
+    def new_items(self, since: int) -> np.ndarray:
+        """Per input given after the first ``since``: how many items it covered first (the
+        growth curve's steps times the item count); reads only the
+        first-input indices where the curve is the base one (cheap however many inputs)."""
+        state = self._state
+        if type(self).curve is Criterion.curve and state.total == self.total:
+            t = self._cover_at(None)
+            if t in state.first:
+                first = state.first[t]
+                hit = first[first >= since] - since
+                return np.bincount(hit, minlength=max(0, state.n - since)).astype(np.float64)
+        curve = np.asarray(self.curve(), np.float64)
+        prev = np.concatenate([[curve[since - 1] if since else 0.0], curve[since:-1]])
+        return (curve[since:] - prev) * max(1, self.total)
+
     def uncovered(self, layer: str | None = None, threshold=None) -> np.ndarray:
         """Flat indices of items no input has covered yet; layer None, "dense", or a name."""
         mask = ~self._covered_mask(threshold)
@@ -515,21 +583,80 @@ class Criterion:
         what step_fn reduces inside the step loops)."""
         import tensorflow as tf
         tr = self.tracer
-        run = tr.forward if record is None else \
-            (lambda x: tr.forward_steps(x, record, step_fn=step_fn)[0])
+        if record is None:
+            run = (lambda x: _tapped(tr, tr.forward(x))) if self._taps else tr.forward
+        else:
+            run = (lambda x: _tapped(tr, *tr.forward_steps(x, record, step_fn=step_fn))) \
+                if self._taps else (lambda x: tr.forward_steps(x, record, step_fn=step_fn)[0])
+        body = (lambda x, *a: (lambda r: (fn(r[0], *a), r[1]))(run(x))) if self._taps else \
+            (lambda x, *a: fn(run(x), *a))
         fsig = [tf.TensorSpec((None,) + tr.embedded_shape, tf.float32), *extra_sig]
-        f_float = tf.function(lambda x, *a: fn(run(x), *a), input_signature=fsig)
+        f_float = tf.function(body, input_signature=fsig)
         f_ids = None
         if tr.embedding is not None:
             isig = [tf.TensorSpec((None,) + tr.input_shape, tf.int32), *extra_sig]
-            f_ids = tf.function(lambda ids, *a: fn(run(tr.embed_tf(ids)), *a),
+            f_ids = tf.function(lambda ids, *a: body(tr.embed_tf(ids), *a),
                                 input_signature=isig)
 
+        taps = {"sink": None} if self._taps else None
+
         def call(x, embedded=False, *args):
-            if f_ids is not None and not embedded:
-                return f_ids(x, *args)
-            return f_float(x, *args)
+            got = f_ids(x, *args) if f_ids is not None and not embedded else f_float(x, *args)
+            if taps is None:
+                return got
+            if taps["sink"] is not None:            # update_with_outputs is collecting
+                taps["sink"].append(tuple(t.numpy() for t in got[1]))
+            return got[0]
+        if taps is not None:
+            call.taps = taps
         return call
+
+
+def last_recurrent(tracer):
+    """The spec of the last recurrent layer (direction) of a traced model, or None."""
+    rec = [s for s in tracer.specs if s.kind in ("lstm", "gru", "simple_rnn")]
+    return rec[-1] if rec else None
+
+
+def _tapped(tracer, trace, out=None):
+    """(what the criterion's graph reads, (model output, last hidden state (N, units))):
+    from a full Trace, or from forward_steps' (raw dict, output)."""
+    import tensorflow as tf
+    spec = last_recurrent(tracer)
+    if out is None:                       # a Trace
+        h = trace.layers[spec.name].h[:, -1] if spec is not None else \
+            tf.zeros((tf.shape(trace.output)[0], 0))
+        return trace, (trace.output, h)
+    h = trace[spec.name]["h"][-1] if spec is not None else tf.zeros((tf.shape(out)[0], 0))
+    return trace, (out, h)
+
+
+def forward_outputs(model):
+    """x -> (model outputs (N, classes), last step's hidden state of the last recurrent layer
+    (N, units)) as NumPy arrays, from one traced forward pass (float inputs or word ids),
+    compiled once per model: what ``Criterion.update_with_outputs`` gives without a
+    criterion."""
+    import tensorflow as tf
+    tr = tracer_for(model)
+    cache = model_cache(tr)
+    with _CACHE_LOCK:
+        fns = cache.get("forward-outputs")
+        if fns is None:
+            def body(x):
+                return _tapped(tr, *tr.forward_steps(x, ()))[1]
+            f_float = tf.function(body, input_signature=[
+                tf.TensorSpec((None,) + tr.embedded_shape, tf.float32)])
+            f_ids = None if tr.embedding is None else tf.function(
+                lambda ids: body(tr.embed_tf(ids)),
+                input_signature=[tf.TensorSpec((None,) + tr.input_shape, tf.int32)])
+            fns = cache["forward-outputs"] = (f_float, f_ids)
+    f_float, f_ids = fns
+
+    def call(x):
+        x = tr.check_inputs(x)
+        got = f_ids(x) if f_ids is not None else f_float(x)
+        return tuple(t.numpy() for t in got)
+    return call
 
 
 def with_max(scores_graph):

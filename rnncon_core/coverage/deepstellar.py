@@ -138,8 +138,11 @@ class _AbstractModel(ProfiledCriterion):
 
     def _keys_graph(self, tr):
         """(N, T) int64 keys of every input's abstract states."""
+        return self._keys_of(tr.layers[self._spec.name].h)
+
+    def _keys_of(self, h):
+        """(N, T) keys of hidden states h (N, T, units) of the abstracted layer."""
         import tensorflow as tf
-        h = tr.layers[self._spec.name].h
         p = tf.einsum("ntu,ku->ntk", h - self._mean, tf.constant(self._axes))
         diff = tf.cast(p - tf.constant(self._lo), tf.float64)
         c = tf.floor(diff * tf.constant(self._scale, tf.float64))
@@ -201,6 +204,18 @@ class _AbstractModel(ProfiledCriterion):
         if getattr(self, "_states_fn", None) is None:
             self._states_fn = self._compile(self._keys_graph)
         return self._states_fn(self.tracer.check_inputs(x, embedded), embedded).numpy()
+
+    def states_of_hidden(self, h) -> np.ndarray:
+        """(N,) int64: the abstract state of each hidden state h (N, units) of the abstracted
+        layer (e.g. the last step's, from ``Criterion.update_with_outputs``): the keys
+        ``abstract_states`` gives for the same states; the state is not touched."""
+        import tensorflow as tf
+        if getattr(self, "_hidden_fn", None) is None:
+            u = int(self._spec.units)
+            self._hidden_fn = tf.function(lambda v: self._keys_of(v[:, None, :])[:, 0],
+                                          input_signature=[tf.TensorSpec((None, u),
+                                                                         tf.float32)])
+        return self._hidden_fn(tf.constant(np.asarray(h, np.float32))).numpy()
 
     def decode_state(self, key: int) -> list[int]:
         """The cells (one per component) of an abstract state key."""

@@ -14,7 +14,8 @@ from ..errors import InputError
 from ..retrain import (DEFAULT_EPOCHS, DEFAULT_MIX, DEFAULT_REPEATS, PARAMS, SPLIT_SEED,
                        TRANSFER_SEEDS, ProgressFn, _cancel_callback, _quality_or_reason,
                        _summarize, accuracy, adversarial_inputs, classification_metrics,
-                       default_transfer_methods, extra_per_epoch, fit_split, generator_params,
+                       default_transfer_methods, epoch_sizes, extra_per_epoch, fit_split,
+                       generator_params,
                        rconc_rates, resolve_dataset, retrain_once, right_seeds, split_test,
                        training_defaults)
 from ..runs import RunStore, check_source_run
@@ -90,7 +91,7 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
                    coverage_inputs: int = 500, threshold: float | None = None,
                    transfer_methods=None, transfer_seeds: int = TRANSFER_SEEDS,
                    robustness_seeds: int = 0, evaluation_inputs: int | None = None,
-                   store=None,
+                   fit_inputs: int | None = None, store=None,
                    progress: ProgressFn | None = None, force: bool = False,
                    continue_from: str | None = None) -> dict:
     """Retrain ``model`` (a shipped name or a .keras path) with the adversarial inputs of the
@@ -111,9 +112,13 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
     ``evaluation_inputs``: evaluate (and validate) on a sample of at most this many inputs of
     each part (drawn with the split's seed; None: all): an IMDB model's 12,000-review parts
     take minutes per evaluation on two cores; the summary's ``evaluated_on`` gives the sizes.
+    ``fit_inputs``: each epoch trains on a fresh random sample of this many clean training
+    inputs (None: all; an IMDB model's full epoch takes minutes on two cores); the summary's
+    ``trained_on`` says how many.
     ``robustness_seeds``: > 0 runs fresh white-box generation runs of that many evaluation
     seeds against the original, the best retrained and the best control model.
-    ``progress`` gets dict events (stage, repeat, epoch, done, total); the run's progress.json
+    ``progress`` gets dict events (stage, repeat, epoch, batch, done, total; done and total
+    count training batches, so an estimate exists from the first one); the run's progress.json
     is kept current and a cancel request stops the job within a few batches (the run is then
     marked cancelled and keeps its finished repeats). ``force``: retrain with a run generated
     for another model (refused otherwise); a partial run is used with a note.
@@ -127,7 +132,8 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
                                 "mix": mix, "seed": seed, "transfer_seeds": transfer_seeds,
                                 "robustness_seeds": robustness_seeds,
                                 "batch_size": batch_size, "coverage_inputs": coverage_inputs,
-                                "threshold": threshold})
+                                "threshold": threshold, "fit_inputs": fit_inputs})
+    loading = time.time()
     store = store or RunStore()
     source, adv, ds, base = _source_and_data(model, from_run, store, dataset, max_inputs,
                                              force, progress)
@@ -147,14 +153,16 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
               "transfer_methods": list(default_transfer_methods(ds) if transfer_methods is None
                                        else transfer_methods),
               "transfer_seeds": transfer_seeds, "robustness_seeds": robustness_seeds,
-              "evaluation_inputs": evaluation_inputs, "split_seed": SPLIT_SEED}
+              "evaluation_inputs": evaluation_inputs, "fit_inputs": fit_inputs,
+              "split_seed": SPLIT_SEED}
     earlier = (_earlier_repeats(store, continue_from, config, _arms(config)) if continue_from
                else {arm: [] for arm in _arms(config)})
     if continue_from:
         config["continued_from"] = continue_from
     with store.start("retrain", model=model, method=source.config.get("method"),
                      config=config) as run:
-        return _retrain(run, store, inputs, config, earlier, progress)
+        return _retrain(run, store, inputs, config, earlier, progress,
+                        seconds={"loading": round(time.time() - loading, 1)})
 
 
 @dataclass
@@ -194,12 +202,23 @@ def _evaluation_parts(ds, adv: dict, evaluation_inputs: int | None) -> dict:
     return parts
 
 
-def _retrain(run, store, inputs: _Inputs, config: dict, earlier: dict, progress) -> dict:
+def _epoch(inputs: _Inputs, config: dict) -> dict:
+    """One training epoch's sizes (retrain.epoch_sizes), with ``of``: the clean inputs there
+    are."""
+    n_fit = len(inputs.fit[1])
+    return {**epoch_sizes(n_fit, config["n_inputs"], config["mix"], config["fit_inputs"],
+                          config["batch_size"]), "of": n_fit}
+
+
+def _retrain(run, store, inputs: _Inputs, config: dict, earlier: dict, progress,
+             seconds: dict) -> dict:
     """The job inside its run: held-out transfer sets, the original model's figures, the
-    repeats of every arm, the best repeats, robustness and quality; returns the summary."""
+    repeats of every arm, the best repeats, robustness and quality; returns the summary.
+    ``seconds`` (the time of each stage, loading measured before) goes into the summary."""
     started = time.time()
     arms = _arms(config)
-    total = config["repeats"] * len(arms) * config["epochs"]
+    epoch = _epoch(inputs, config)
+    total = config["repeats"] * len(arms) * config["epochs"] * epoch["batches"]
     emit = progress or (lambda event: None)
 
     def tell(done: int, message: str, **event):
@@ -229,14 +248,16 @@ def _retrain(run, store, inputs: _Inputs, config: dict, earlier: dict, progress)
         return out
 
     def summarize(results: dict) -> dict:
-        return _summarize(config, before, results, inputs.parts, transfer, inputs.source,
-                          started)
+        return {**_summarize(config, before, results, inputs.parts, transfer, inputs.source,
+                             started), "trained_on": epoch, "stage_seconds": seconds}
 
+    clock = time.time()
     tell(0, "evaluating the original model", stage="before")
     before = measure(inputs.base)
     before["validation_accuracy"] = accuracy(inputs.base, *val)
+    seconds["evaluating the original"] = round(time.time() - clock, 1)
     results, saved = _train_repeats(run, tell, inputs.base, inputs.adv, inputs.fit, val,
-                                    measure, earlier, arms, config, summarize)
+                                    measure, earlier, arms, config, summarize, seconds)
     summary = summarize(results)
     _best_repeats(summary, results, saved)
     if config["robustness_seeds"] > 0:
@@ -299,33 +320,37 @@ def _best_repeats(summary: dict, results: dict, saved: dict) -> None:
 
 
 def _train_repeats(run, tell, base, adv: dict, fit: tuple, val: tuple, measure, earlier: dict,
-                   arms: list[str], config: dict, summarize) -> tuple[dict, dict]:
+                   arms: list[str], config: dict, summarize,
+                   seconds: dict) -> tuple[dict, dict]:
     """Train the repeats not done yet, each arm in turn (the generated inputs, or as many
     clean training inputs for the control arm), measure each model and save it in the run;
     the summary is rewritten after every repeat, so a cancelled run keeps what it finished.
-    Returns the per-arm results and model paths."""
+    Progress counts training batches. Returns the per-arm results and model paths."""
     x_fit, y_fit = fit
     epochs, repeats, seed = config["epochs"], config["repeats"], config["seed"]
     n_extra, total_arms = config["n_inputs"], len(arms)
+    steps = epoch_sizes(len(y_fit), n_extra, config["mix"], config["fit_inputs"],
+                        config["batch_size"])["batches"]
     results: dict[str, list[dict]] = earlier
     saved = {arm: [m["model_path"] for m in ms] for arm, ms in results.items()}
     for r in range(len(results["generated"]), repeats):
         for a, arm in enumerate(arms):
-            offset = (r * total_arms + a) * epochs
+            clock = time.time()
             if arm == "generated":
                 x_extra, y_extra = adv["x"], adv["y"]
             else:
                 pick = np.random.default_rng(seed + 1000 + r).choice(
                     len(y_fit), n_extra, replace=n_extra > len(y_fit))
                 x_extra, y_extra = x_fit[pick], y_fit[pick]
-            watch = _cancel_callback(run, lambda e, o=offset, r=r, arm=arm: tell(
-                o + e, f"repeat {r + 1}/{repeats}, {arm} arm, epoch {e}/{epochs}",
-                stage="train", repeat=r + 1, arm=arm, epoch=e))
+            watch = _watch(run, tell, config, r, arm, (r * total_arms + a) * epochs, steps)
             done = retrain_once(base, x_fit, y_fit, x_extra, y_extra, epochs,
                                 seed=seed + r, batch_size=config["batch_size"],
                                 learning_rate=config["learning_rate"],
                                 augment=config["augment"], mix=config["mix"],
-                                validation=val, callbacks=[watch])
+                                validation=val, callbacks=[watch],
+                                fit_inputs=config["fit_inputs"])
+            tell(watch.done, f"repeat {r + 1}/{repeats}, {arm} arm: evaluating",
+                 stage="evaluate", repeat=r + 1, arm=arm)
             m = measure(done.model)
             m.update(validation_accuracy=done.validation_accuracy,
                      best_epoch=done.best_epoch, validation_curve=done.validation)
@@ -335,9 +360,33 @@ def _train_repeats(run, tell, base, adv: dict, fit: tuple, val: tuple, measure, 
             m["model_path"] = str(path)
             saved[arm].append(str(path))
             results[arm].append(m)
+            key = f"{arm} arm" + (f", repeat {r + 1}" if repeats > 1 else "")
+            seconds[key] = round(time.time() - clock, 1)
         # a cancelled run keeps what it finished
         run.save_json("summary", summarize(results))
     return results, saved
+
+
+def _watch(run, tell, config: dict, r: int, arm: str, first_epoch: int, steps: int):
+    """The Keras callback of one retraining: cancel checks, and progress in training batches
+    (``steps`` an epoch) from the epoch ``first_epoch`` of the whole job on; ``.done`` is the
+    last count told."""
+    where = f"repeat {r + 1}/{config['repeats']}, {arm} arm"
+    epochs = config["epochs"]
+
+    def at(e: int, b: int) -> None:
+        watch.done = (first_epoch + e) * steps + b
+        tell(watch.done, f"{where}, epoch {e + 1}/{epochs}, batch {b}/{steps}",
+             stage="train", repeat=r + 1, arm=arm, epoch=e + 1, batch=b)
+
+    def at_epoch_end(e: int) -> None:
+        watch.done = (first_epoch + e) * steps
+        tell(watch.done, f"{where}, epoch {e}/{epochs}", stage="train", repeat=r + 1,
+             arm=arm, epoch=e)
+
+    watch = _cancel_callback(run, at_epoch_end, on_batch=at)
+    watch.done = first_epoch * steps
+    return watch
 
 
 def _earlier_repeats(store, run_id: str, config: dict, arms: list[str]) -> dict:

@@ -57,11 +57,45 @@ def welch(a, b) -> tuple[float, float, float]:
     return d, d - h, d + h
 
 
-def _grid_values(curve: dict, grid: np.ndarray) -> np.ndarray:
-    """Distinct faults at each grid time (the last value recorded at or before it)."""
-    secs, faults = np.asarray(curve["seconds"]), np.asarray(curve["distinct_faults"])
-    pos = np.searchsorted(secs, grid, side="right") - 1
+def _grid_values(curve: dict, grid: np.ndarray, axis: str = "seconds") -> np.ndarray:
+    """Distinct faults at each grid point of ``axis`` (seconds or calls: the last value
+    recorded at or before it)."""
+    at, faults = np.asarray(curve[axis]), np.asarray(curve["distinct_faults"])
+    pos = np.searchsorted(at, grid, side="right") - 1
     return np.where(pos >= 0, faults[np.maximum(pos, 0)], 0.0)
+
+
+def budgets_of(budget: str, models) -> dict:
+    """Each model's budget from "8000calls" or "8000calls,imdb-lstm=1500calls" (one for all,
+    then per-model exceptions; a model's data set decides how fast a model call is)."""
+    from ..campaign import parse_budget
+    from ..errors import InputError
+    parts = [p.strip() for p in str(budget).split(",") if p.strip()]
+    default = next((p for p in parts if "=" not in p), None)
+    out = {}
+    for p in parts:
+        if "=" in p:
+            name, b = (v.strip() for v in p.split("=", 1))
+            if name not in models:
+                raise InputError(f"budget {p!r}: {name} is not one of the report's models "
+                                 f"({', '.join(models)})")
+            out[name] = b
+    for m in models:
+        if m not in out:
+            if default is None:
+                raise InputError(f"budget {budget!r}: give a budget for {m} (or one for all)")
+            out[m] = default
+    for b in out.values():
+        parse_budget(b)                 # a clear error now, not after hours of campaigns
+    return out
+
+
+def _grid(budget: str) -> tuple[str, np.ndarray]:
+    """The curve's axis (seconds, or calls for a budget in model calls) and its points."""
+    from ..campaign import parse_budget
+    b = parse_budget(budget)
+    axis, end = ("calls", b.calls) if b.calls is not None else ("seconds", b.seconds)
+    return axis, np.linspace(0, end, GRID_POINTS + 1)
 
 
 def summarize(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -92,7 +126,8 @@ def summarize(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def curves_svg(curves: pd.DataFrame, width: int = 760, panel_h: int = 220) -> str:
-    """Mean distinct faults against seconds, one panel per model, one line per guide."""
+    """Mean distinct faults against seconds or model calls (column ``axis``, points ``at``),
+    one panel per model, one line per guide."""
     models = list(dict.fromkeys(curves["model"]))
     pad, h = 48, panel_h
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
@@ -100,17 +135,22 @@ def curves_svg(curves: pd.DataFrame, width: int = 760, panel_h: int = 220) -> st
     for k, model in enumerate(models):
         c = curves[curves.model == model]
         top = 20 + k * (h + 30)
-        tmax, fmax = max(1e-9, c["seconds"].max()), max(1.0, c["faults"].max())
+        axis = str(c["axis"].iloc[0]) if "axis" in c else "seconds"
+        at = c["at"] if "at" in c else c["seconds"]
+        tmax, fmax = max(1e-9, at.max()), max(1.0, c["faults"].max())
         x = lambda t: pad + (width - pad - 110) * t / tmax                       # noqa: E731
         y = lambda f: top + h - 20 - (h - 40) * f / fmax                         # noqa: E731
         out.append(f'<text x="{pad}" y="{top}" font-weight="bold">{model}: mean distinct '
-                   f'faults against seconds</text>')
+                   f'faults against {"model calls" if axis == "calls" else "seconds"}</text>')
         out.append(f'<line x1="{pad}" y1="{y(0)}" x2="{x(tmax)}" y2="{y(0)}" stroke="#999"/>')
         out.append(f'<line x1="{pad}" y1="{y(0)}" x2="{pad}" y2="{y(fmax)}" stroke="#999"/>')
         out.append(f'<text x="{pad - 4}" y="{y(fmax) + 4}" text-anchor="end">{fmax:.0f}</text>')
-        out.append(f'<text x="{x(tmax)}" y="{y(0) + 14}" text-anchor="end">{tmax:.0f} s</text>')
+        unit = " calls" if axis == "calls" else " s"
+        out.append(f'<text x="{x(tmax)}" y="{y(0) + 14}" text-anchor="end">{tmax:.0f}{unit}'
+                   f'</text>')
         for j, (guide, g) in enumerate(c.groupby("guide", sort=False)):
-            pts = " ".join(f"{x(t):.1f},{y(f):.1f}" for t, f in zip(g["seconds"], g["faults"]))
+            pts = " ".join(f"{x(t):.1f},{y(f):.1f}" for t, f in zip(
+                g["at"] if "at" in g else g["seconds"], g["faults"]))
             color = COLORS.get(guide, "#777")
             out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.6" '
                        f'points="{pts}"/>')
@@ -121,8 +161,12 @@ def curves_svg(curves: pd.DataFrame, width: int = 760, panel_h: int = 220) -> st
 
 
 def markdown(table: pd.DataFrame, verdicts: pd.DataFrame, settings: dict) -> str:
+    from ..campaign import parse_budget
+    budgets = settings.get("budgets") or {}
+    per = "; ".join(f"{m}: {b}" for m, b in budgets.items()) if len(set(budgets.values())) > 1 \
+        else settings["budget"]
     lines = ["# Campaigns: distinct faults in a fixed budget, by guide", "",
-             f"Budget {settings['budget']} per campaign, {settings['seeds']} seeds (the first "
+             f"Budget {per} per campaign, {settings['seeds']} seeds (the first "
              f"test inputs each model predicts right), repeats = random seeds 0..r-1; "
              f"measured on this machine ({settings.get('machine', '')}). Distinct faults: "
              "distinct (true, predicted, DeepStellar abstract state) triples; pairs: distinct "
@@ -153,9 +197,14 @@ def markdown(table: pd.DataFrame, verdicts: pd.DataFrame, settings: dict) -> str
             return "none"
         hit = verdicts[verdicts[col_low] > 0] if above else verdicts[verdicts[col_high] < 0]
         return ", ".join(f"{r.guide} on {r.model}" for r in hit.itertuples()) or "no guide"
-    lines += ["", "Wall-clock budgets on a shared machine: the load varied between campaigns, so "
-              "a campaign ran more or fewer model calls (column 'model calls'); the rate per "
-              "1000 model calls is less affected by the load.", "",
+    timed = any(parse_budget(b).calls is None
+                for b in (settings.get("budgets") or {"": settings["budget"]}).values())
+    lines += ["", ("Wall-clock budgets on a shared machine: the load varied between campaigns, "
+                   "so a campaign ran more or fewer model calls (column 'model calls'); the "
+                   "rate per 1000 model calls is less affected by the load." if timed else
+                   "Budgets in model calls: every campaign of a model ran the same number of "
+                   "model calls whatever the machine's load, so guides are compared on the "
+                   "same work; seconds and loop / model time depend on the load."), "",
               f"- More distinct (true, predicted) pairs than none (95 % interval above 0): "
               f"{where('pairs_low', 'pairs_high', True)}; fewer: "
               f"{where('pairs_low', 'pairs_high', False)}.",
@@ -173,7 +222,7 @@ def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30
                    seeds: int = 100, out_dir: str = "reports/campaign", store=None,
                    log: Callable[[str], None] = print, **params) -> dict:
     """Run the campaigns not yet in ``out_dir/runs.csv`` and write the report files."""
-    from ..campaign import load_campaign, parse_budget, run_campaign
+    from ..campaign import load_campaign, run_campaign
     from ..runs import RunStore
     models, guides = list(models or MODELS), list(guides or GUIDES)
     store = store if store is not None else RunStore()
@@ -182,26 +231,29 @@ def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30
     rows = pd.read_csv(csv).to_dict("records") if csv.exists() else []
     curve_rows = pd.read_csv(out / "curves.csv").to_dict("records") \
         if (out / "curves.csv").exists() else []
-    seconds = parse_budget(budget).seconds or 0.0
-    grid = np.linspace(0, seconds, GRID_POINTS + 1)
-    settings = {"budget": budget, "seeds": seeds, "repeats": repeats, "models": models,
-                "guides": guides, "params": params}
+    per_model = budgets_of(budget, models)
+    settings = {"budget": budget, "budgets": per_model, "seeds": seeds, "repeats": repeats,
+                "models": models, "guides": guides, "params": params}
     for model in models:
+        mb = per_model[model]
+        axis, grid = _grid(mb)
         for r in range(repeats):
             for guide in guides:
                 if any(x["model"] == model and x["guide"] == guide and x["repeat"] == r
-                       and x["budget"] == budget and x["seeds"] == seeds for x in rows):
+                       and x["budget"] == mb and x["seeds"] == seeds for x in rows):
                     continue
-                s = run_campaign(model, guide=guide, budget=budget, seeds=seeds, seed=r,
+                s = run_campaign(model, guide=guide, budget=mb, seeds=seeds, seed=r,
                                  store=store, **params)
-                rows.append({"model": model, "guide": guide, "repeat": r, "budget": budget,
+                rows.append({"model": model, "guide": guide, "repeat": r, "budget": mb,
                              "seeds": seeds, **{k: s[k] for k in (
                                  "run_id", "distinct_faults", "distinct_pairs", "faults_total",
                                  "coverage_start", "coverage", "calls", "seconds", "overhead",
-                                 "queue", "memory_mb")}})
+                                 "queue", "memory_mb")},
+                             "load_avg_1min": round(__import__("os").getloadavg()[0], 2)})
                 curve = load_campaign(store.get(s["run_id"]))["curve"]
-                curve_rows += [{"model": model, "guide": guide, "repeat": r, "seconds": t,
-                                "faults": f} for t, f in zip(grid, _grid_values(curve, grid))]
+                curve_rows += [{"model": model, "guide": guide, "repeat": r, "budget": mb,
+                                "axis": axis, "at": t, "faults": f}
+                               for t, f in zip(grid, _grid_values(curve, grid, axis))]
                 log(f"[campaign] {model} {guide} repeat {r}: {s['distinct_faults']} distinct "
                     f"faults, {s['distinct_pairs']} pairs, coverage {s['coverage']:.4f}")
                 write_files(out, {"runs.csv": rows, "curves.csv": curve_rows}, "campaign")
@@ -210,10 +262,14 @@ def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30
 
 def write_report(out: Path, settings: dict) -> dict:
     rows = pd.read_csv(out / "runs.csv")
-    rows = rows[rows.budget == settings["budget"]]
+    budgets = settings.get("budgets") or {}
+    rows = rows[[budgets.get(m, settings["budget"]) == b for m, b in zip(rows.model,
+                                                                          rows.budget)]]
     table, verdicts = summarize(rows)
     curves = pd.read_csv(out / "curves.csv")
-    mean = curves.groupby(["model", "guide", "seconds"], sort=False)["faults"].mean() \
+    curves = curves[[budgets.get(m, settings["budget"]) == b for m, b in zip(curves.model,
+                                                                              curves.budget)]]
+    mean = curves.groupby(["model", "guide", "axis", "at"], sort=False)["faults"].mean() \
         .reset_index()
     report = {"settings": settings, "table": table.to_dict("records"),
               "against_none": verdicts.to_dict("records")}

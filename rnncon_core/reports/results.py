@@ -71,6 +71,23 @@ def retrain_sources(store, model: str) -> list:
             if (r.summary or {}).get("n_adversarial", 0) > 0]
 
 
+def trained_on(summary: dict) -> str:
+    """What each epoch of a retraining trained on, and how long its stages took (runs stored
+    before these were recorded: an empty note for either)."""
+    t = summary.get("trained_on")
+    out = ""
+    if t:
+        clean = (f"all {t['of']:,}" if t["clean"] == t["of"]
+                 else f"a fresh sample of {t['clean']:,} of the {t['of']:,}")
+        out = (f"each epoch trained on {clean} clean training inputs + {t['extra']:,} "
+               f"generated ones mixed in")
+    stages = summary.get("stage_seconds") or {}
+    if stages:
+        out += ("; " if out else "") + "took " + ", ".join(
+            f"{k} {v:.0f} s" for k, v in stages.items())
+    return out or "training inputs not recorded"
+
+
 def metric_keys(summary: dict) -> list[tuple[str, str]]:
     """(key, name) of the metrics a retraining summary holds: Table 6's, then RConC at the
     thresholds it was measured at (``rconc_0.5`` -> "RConC (θ=0.5)")."""
