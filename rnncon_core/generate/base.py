@@ -255,6 +255,9 @@ class Generator(metaclass=_Declared):
     accepts: ClassVar[tuple] = ("batch_size", "seed")     # keywords that are no parameters
     # capabilities, read by the runner, the CLI and the reports instead of method names:
     needs_others: ClassVar[bool] = False    # compares with other models (``others=``)
+    # bumped when the outputs for the same configuration change (a run of another revision
+    # is never reused for this one: jobs.generation_config stores it)
+    revision: ClassVar[int] = 1
 
     @classmethod
     def accepted(cls) -> tuple:
@@ -427,6 +430,8 @@ class GradientGenerator(Generator):
 
     # True: _objective uses TF ops only and runs inside one compiled gradient step
     graph_objective: ClassVar[bool] = True
+    revision = 2        # 2: the minimal-perturbation stage steps to the nearest point of its
+    #                      constraints (C&W margin, target floors)
     params = Params(
         Param("step", 0.02, Interval(0, 1, lo_open=True), "Per-pixel RMS change per iteration.",
               label="Step size"),
