@@ -191,6 +191,13 @@ def test_a_killed_campaign_loses_at_most_its_last_batch(tiny_lstm, seeds, tmp_pa
         f.write(first)                  # one cut short
         f.write(first[:40])
     assert len(read_rows(cut, "queue")["x"]) > n_queue
+    with np.load(cut.path / "checkpoint.npz") as z:      # the curve is in curve.log
+        assert "curve" not in z.files
+        n_curve = int(z["n_curve"])
+    with open(cut.path / "curve.log", "ab") as f:          # one row too many, one cut short
+        f.write(b"\0" * 70)
+    from rnncon_core.campaign import load_campaign
+    assert len(load_campaign(cut)["curve"]["calls"]) == n_curve
     resumed = run_campaign(tiny_lstm, budget="300calls", resume=cut.run_id, store=store)
     for key in ("calls", "batches", "distinct_faults", "queue", "coverage"):
         assert resumed[key] == whole[key], key

@@ -85,8 +85,11 @@ class _Worker:
         return self.camp.guide._state_arrays()
 
     def state(self) -> dict:
-        """This worker's state but its fault rows (the driver keeps those from the rounds)."""
-        return self.camp.state()
+        """This worker's state but its fault rows (the driver keeps those from the rounds)
+        and its curve (the driver's is the campaign's)."""
+        out = self.camp.state()
+        out.pop("curve")
+        return out
 
     def restore(self, state: dict, queue: dict) -> dict:
         faults = {k[7:]: v for k, v in state.items() if k.startswith("faults/")}
@@ -217,7 +220,8 @@ def _save(run, view: Campaign, actors, ray) -> None:
 def _resume(run, view: Campaign, old, actors, ray, read_rows) -> None:
     """The driver's view and every worker back to ``old``'s checkpoint."""
     from .record import write_rows
-    state = old.load_npz("checkpoint")
+    from .record import load_checkpoint
+    state = load_checkpoint(old)
     queue, faults = read_rows(old, "queue"), read_rows(old, "faults") or {}
     view.restore({k: v for k, v in state.items() if not k.startswith("w")}, queue, faults,
                  warm=False)

@@ -288,7 +288,7 @@ class Campaign:
         self.queue.picks = np.asarray(state["picks"], np.int64).copy()
         self.faults.load({k: np.asarray(v)[:c["n_faults"]] for k, v in (faults or {}).items()})
         self.faults.total = c["faults_total"]
-        self.curve = np.asarray(state["curve"]).tolist()
+        self.curve = np.asarray(state.get("curve", np.zeros((0, len(CURVE_COLUMNS))))).tolist()
         self.calls, self.batches = c["calls"], c["batches"]
         self.seconds, self.model_seconds = c["seconds"], c["model_seconds"]
         self.unstable = c["unstable"]

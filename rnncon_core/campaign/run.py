@@ -18,8 +18,8 @@ from .loop import CAMPAIGN_PARAMS, Campaign
 from .mutations import input_kind
 from .prepare import (_lexicon, ensure_profile, guide_names, load_seeds, make_abstraction,
                       make_guide)
-from .record import (_checkpoint, _progress, _save_state, finish, parse_budget, read_rows,
-                     write_rows)
+from .record import (_checkpoint, _progress, _save_state, finish, load_checkpoint,
+                     parse_budget, read_rows, write_rows)
 
 
 def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", budget="10m",
@@ -128,7 +128,7 @@ def every(seconds: float, ask: Callable[[], bool]) -> Callable[[], bool]:
 
 def _restore(camp: Campaign, old, run) -> None:
     """Continue from ``old``'s checkpoint; its rows are copied into ``run`` first."""
-    state = old.load_npz("checkpoint")
+    state = load_checkpoint(old)
     camp.restore(state, read_rows(old, "queue"), read_rows(old, "faults") or {})
     write_rows(run, camp.queue.rows.arrays(),
                camp.faults.rows.arrays() if len(camp.faults) else {})
