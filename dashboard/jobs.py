@@ -120,6 +120,11 @@ def cancel(run_id: str) -> None:
         pass                               # it finished meanwhile: nothing to cancel
 
 
+def running_runs() -> int:
+    """How many jobs of this server are running with a run in the store."""
+    return sum(1 for j in list(_JOBS.values()) if j.alive and j.run_id)
+
+
 def stop_all(grace: float = 0.6, reason: str = "the server was stopped") -> int:
     """Cancel every running job of this server (the server is stopping): ask each run to stop,
     wait up to ``grace`` seconds for the jobs to end by themselves (a cancelled run keeps what

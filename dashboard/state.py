@@ -370,6 +370,7 @@ def coverage(model_ref: str, dataset_name: str, n_inputs: int, granularity: str 
         if c is not None:
             crits[name] = kept_profile(c, key, name,
                                        lambda: test_inputs(dataset_name, n_inputs)[0])
+            release_memory()   # each criterion's pass on a heap given back (the peak counts)
     _computed.add(("coverage", (model_ref, dataset_name, n_inputs, granularity, normalize,
                                 values)))
     release_memory()           # the forward pass's buffers go back to the system
@@ -390,6 +391,11 @@ def release_memory() -> None:
 
 
 PROFILE_DIR = CACHE_DIR / "dashboard-profiles"
+# a profile's inputs go to a criterion's update in slices of about this many time steps in
+# all (32 IMDB reviews, all 200 digits at once): NC on 200 IMDB reviews in one update held
+# every step's trace at once, 0.5 GB (an update of a slice adds to the covered set exactly
+# as the whole one would)
+PROFILE_SLICE_STEPS = 16_000
 PROFILE_VERSION = 2         # bumped when a criterion's values change (2: NC's one-unit output)
 
 
@@ -407,7 +413,11 @@ def kept_profile(crit, key: tuple, name: str, inputs):
             return Criterion.load(crit.tracer, path)
         except (RNNConError, OSError, ValueError, KeyError):
             pass
-    crit.update(inputs())
+    x = inputs()
+    steps = x.shape[1] if x.ndim > 1 else 1
+    size = max(8, PROFILE_SLICE_STEPS // max(1, steps))
+    for i in range(0, len(x), size):
+        crit.update(x[i:i + size])
     try:
         crit.save(path)
     except OSError:

@@ -329,3 +329,19 @@ def test_nc_reads_a_one_unit_sigmoid_output_as_its_probability(tiny_text, tiny_i
     below, above = float(p.max()) - 1e-3, float(p.max()) + 1e-3
     assert nc.by_layer(below).set_index("layer").loc["output", "covered"] == 1
     assert nc.by_layer(above).set_index("layer").loc["output", "covered"] == 0
+
+
+@pytest.mark.parametrize("granularity", ["unit", "edge"])
+def test_a_chunk_divisor_shrinks_the_update_chunks_not_the_result(monkeypatch, tiny_lstm,
+                                                                  tiny_x, granularity):
+    """RNNCON_CHUNK_DIVISOR (coverage.base.CHUNK_DIVISOR; the dashboard server sets 4): smaller
+    update chunks, the same coverage."""
+    from rnncon_core.coverage import ContributionCoverage, base
+    whole = ContributionCoverage(tiny_lstm, granularity=granularity).update(tiny_x)
+    monkeypatch.setattr(base, "CHUNK_DIVISOR", 2 ** 22)
+    assert base.chunk_elements(2 ** 24) == 4
+    small = ContributionCoverage(tiny_lstm, granularity=granularity)
+    if granularity == "edge":
+        assert small._chunk_size() < len(tiny_x)
+    small.update(tiny_x)
+    assert small.rate(0.3) == whole.rate(0.3) and small.covered == whole.covered

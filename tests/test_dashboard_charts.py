@@ -310,6 +310,32 @@ def test_a_kept_profile_is_read_back_and_never_from_another_model(tmp_path, monk
     assert fresh.rate(0.3) == ContributionCoverage(other).update(x).rate(0.3)
 
 
+@pytest.mark.parametrize("name", ["RConC", "NC", "HS_C", "CS_C"])
+def test_a_profile_computed_in_slices_equals_one_update(tmp_path, monkeypatch, tiny_lstm, name):
+    """kept_profile feeds the inputs in slices (bounded memory on long reviews): every figure
+    the page reads equals one update over all of them."""
+    from dashboard import state
+    from rnncon_core.coverage import (CellStateCoverage, ContributionCoverage,
+                                      HiddenStateCoverage, NeuronCoverage)
+    make = {"RConC": lambda: ContributionCoverage(tiny_lstm, curve_thresholds=(0.0, 0.5)),
+            "NC": lambda: NeuronCoverage(tiny_lstm, curve_thresholds=(0.0, 0.5)),
+            "HS_C": lambda: HiddenStateCoverage(tiny_lstm),
+            "CS_C": lambda: CellStateCoverage(tiny_lstm)}[name]
+    monkeypatch.setattr(state, "PROFILE_DIR", tmp_path)
+    monkeypatch.setattr(state, "PROFILE_SLICE_STEPS", 10)    # 5 steps a input: slices of 8
+    x = np.random.default_rng(1).normal(size=(21, 5, 3)).astype("float32")
+    sizes = []
+    crit = make()
+    real = crit.update
+    monkeypatch.setattr(crit, "update", lambda part: sizes.append(len(part)) or real(part))
+    sliced = state.kept_profile(crit, ("tiny", name, 21), name, lambda: x)
+    whole = make().update(x)
+    assert sizes == [8, 8, 5]
+    assert sliced.rate() == whole.rate() and sliced.covered == whole.covered
+    if name in ("RConC", "NC"):
+        np.testing.assert_array_equal(sliced.curve(0.5), whole.curve(0.5))
+
+
 def test_the_html_report_is_self_contained_with_figures_tables_and_versions():
     from rnncon_core.reports import html as report
     by_layer = {"RConC": _by_layer([1, 1, 1]), "NC": _by_layer([1, 1, 1])}

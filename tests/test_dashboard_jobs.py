@@ -285,6 +285,26 @@ def test_the_exit_watcher_never_starts_outside_a_real_server():
     assert shutdown.start() is False         # no Streamlit server here: pytest's exit stands
 
 
+def test_a_signal_ends_the_server_at_once_unless_a_job_runs(runs_dir, monkeypatch):
+    """The wrapped SIGINT / SIGTERM handler: no running job, the process ends in the handler
+    (no wait for the runtime, whose stop a thread importing TensorFlow can hold for seconds);
+    a running job, Streamlit's handler stops the server and the watcher cancels the job."""
+    from dashboard import shutdown
+    exits, passed = [], []
+    monkeypatch.setattr(shutdown, "exit_now", lambda code=0: exits.append(code))
+    shutdown.on_signal(2, None, prev=lambda *a: passed.append(a))
+    assert exits == [0] and passed == []
+    gate = threading.Event()
+    job = jobs.start("generate", "waits", counting_job, n=2, gate=gate)
+    while job.run_id is None:
+        time.sleep(0.01)
+    exits.clear()
+    shutdown.on_signal(15, None, prev=lambda *a: passed.append(a))
+    assert exits == [] and passed == [(15, None)]
+    gate.set()
+    wait(job)
+
+
 def test_a_generation_card_moves_seed_by_seed(runs_dir, tmp_path):
     """A 6-seed batch of a real generation run: the card, read from the store while the run
     works, counts the seeds as they finish (never 0 -> 6 at once, never back)."""

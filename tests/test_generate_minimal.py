@@ -165,6 +165,20 @@ def test_nearest_is_the_smallest_point_of_the_half_spaces():
         assert np.linalg.norm(d[i]) <= np.linalg.norm(best.x) + 1e-4   # and nothing smaller
 
 
+def test_nearest_holds_an_equality_with_either_sign():
+    rng = np.random.default_rng(1)
+    g, d = rng.normal(size=(2, 4, 5))
+    b = np.einsum("bn,bn->b", g, d)             # "hold": g . d' = g . d, whatever its sign
+    b[0] = -abs(b[0])
+    out = _nearest([g], [b], equal=(True,)).astype(np.float64)
+    np.testing.assert_allclose(np.einsum("bn,bn->b", g, out), b, rtol=1e-5, atol=1e-6)
+    # the smallest such vector: d's projection onto g (never longer than d)
+    proj = (b / np.einsum("bn,bn->b", g, g))[:, None] * g
+    np.testing.assert_allclose(out, proj, rtol=1e-4, atol=1e-6)
+    # as an inequality, a negative bound is met by 0
+    assert np.abs(_nearest([g[:1]], [b[:1]])).max() == 0.0
+
+
 def test_along_and_inside_shape_the_gradient():
     g = np.array([[[1.0, -2.0], [3.0, -4.0]]], np.float32)
     mask = np.array([[[1.0, 0.0], [1.0, 0.0]]], np.float32)

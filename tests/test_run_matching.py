@@ -71,6 +71,18 @@ def test_explicit_defaults_are_the_same_request(tmp_path, model_file):
         "pgd", model_file[1]).get_config()["step"]) == run_id
 
 
+def test_a_run_of_another_revision_of_the_method_is_never_reused(tmp_path, model_file,
+                                                                   monkeypatch):
+    """A run made before the method's algorithm changed (e.g. its minimization stage) has the
+    same settings but other outputs: it is not the answer."""
+    from rnncon_core.generate.base import GradientGenerator
+    store = RunStore(tmp_path / "runs")
+    run_id = _store_run(store, model_file, "pgd")
+    assert _find(store, model_file, "pgd") == run_id
+    monkeypatch.setattr(GradientGenerator, "revision", GradientGenerator.revision + 1)
+    assert _find(store, model_file, "pgd") is None
+
+
 def test_other_seeds_method_or_model_file_are_other_requests(tmp_path, model_file):
     path, keras_model = model_file
     store = RunStore(tmp_path / "runs")

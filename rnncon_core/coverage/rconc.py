@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, UnsupportedModelError
-from .base import Criterion, MaxState, Segment
+from .base import Criterion, MaxState, Segment, chunk_elements
 from .edge import EdgeState
 from .params import CURVE_THRESHOLDS, OneOf, Param, Params, threshold
 
@@ -458,7 +458,7 @@ class ContributionCoverage(Criterion):
     def _chunk_size(self) -> int:
         if self.granularity == "edge":
             return super()._chunk_size()
-        fit = _UNIT_CHUNK_ELEMENTS // max(1, self.total)       # a power of two in [_SUB, 1024]
+        fit = chunk_elements(_UNIT_CHUNK_ELEMENTS) // max(1, self.total)   # 2^k in [_SUB, 1024]
         return max(_SUB, 1 << (min(1024, max(1, fit)).bit_length() - 1))
 
     def _graph_chunk(self, x, embedded):

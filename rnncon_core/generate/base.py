@@ -255,6 +255,9 @@ class Generator(metaclass=_Declared):
     accepts: ClassVar[tuple] = ("batch_size", "seed")     # keywords that are no parameters
     # capabilities, read by the runner, the CLI and the reports instead of method names:
     needs_others: ClassVar[bool] = False    # compares with other models (``others=``)
+    # bumped when the outputs for the same configuration change (a run of another revision
+    # is never reused for this one: jobs.generation_config stores it)
+    revision: ClassVar[int] = 1
 
     @classmethod
     def accepted(cls) -> tuple:
@@ -427,6 +430,8 @@ class GradientGenerator(Generator):
 
     # True: _objective uses TF ops only and runs inside one compiled gradient step
     graph_objective: ClassVar[bool] = True
+    revision = 2        # 2: the minimal-perturbation stage steps to the nearest point of its
+    #                      constraints (C&W margin, target floors)
     params = Params(
         Param("step", 0.02, Interval(0, 1, lo_open=True), "Per-pixel RMS change per iteration.",
               label="Step size"),
@@ -685,12 +690,14 @@ class GradientGenerator(Generator):
             vals, grads = self._keep_gradients(np.clip(x0r + dr, 0.0, 1.0), y[rows],
                                                _subset(ctx, rows))
             state = {k: v[rows] for k, v in cstate.items()}
-            shaped = [_inside(_along(g, self.constraint.direction(g, x0r, dr, state, rng)),
-                              x0r) for g in grads]
-            # first order: v + g.(d' - d) >= 0 ("floor") or >= v ("hold")
+            shaped = [_along(g, self.constraint.direction(g, x0r, dr, state, rng))
+                      for g in grads]
+            # a floor moves along +g only (its multiplier is >= 0): keep it inside the box
+            shaped = [_inside(g, x0r) if f == "floor" else g for g, f in zip(shaped, floors)]
+            # first order: v + g.(d' - d) >= 0 ("floor") or = v ("hold")
             bounds = [np.sum(_flat(g) * _flat(dr), axis=1) - (v if f == "floor" else 0.0)
                       for g, v, f in zip(shaped, vals, floors)]
-            target = _nearest(shaped, bounds)
+            target = _nearest(shaped, bounds, tuple(f == "hold" for f in floors))
             cand = self._project(dr + _times(eta[rows], target - dr), x0r)
             hi = _l2(dr) / np.maximum(_l2(cand), 1e-12)
             good = ok(self._project(_times(hi, cand), x0r), rows)
@@ -788,23 +795,32 @@ def _inside(g: np.ndarray, x0: np.ndarray) -> np.ndarray:
     return np.where(((x0 <= 0) & (g < 0)) | ((x0 >= 1) & (g > 0)), 0.0, g).astype(g.dtype)
 
 
-def _nearest(grads: list[np.ndarray], bounds: list[np.ndarray]) -> np.ndarray:
-    """Per row the smallest vector d (L2) with g_i . d >= b_i for every i (a few half-spaces:
-    each subset of them tried as the active set, the smallest d that satisfies all kept);
-    rows where none is found keep d = 0 (the caller's line search then decides)."""
+def _nearest(grads: list[np.ndarray], bounds: list[np.ndarray],
+             equal: tuple = ()) -> np.ndarray:
+    """Per row the smallest vector d (L2) with g_i . d >= b_i for every i, or g_i . d = b_i
+    where ``equal[i]`` (a few constraints: each subset of the inequalities tried as the active
+    set beside every equality, the smallest d that satisfies all kept); rows where none is
+    found keep d = 0 (the caller's line search then decides)."""
     G = np.stack([_flat(g) for g in grads], axis=1)             # (B, m, n)
     b = np.stack(bounds, axis=1).astype(np.float64)               # (B, m)
     B, m, n = G.shape
+    eq = np.array([bool(equal[i]) if i < len(equal) else False for i in range(m)])
+    tol = 1e-9 * (1 + np.abs(b))
     best = np.zeros((B, n))
-    best_norm = np.where((b <= 0).all(axis=1), 0.0, np.inf)
-    for size in range(1, m + 1):
-        for S in itertools.combinations(range(m), size):
-            Gs = G[:, list(S)]                                      # (B, s, n)
-            gram = Gs @ Gs.transpose(0, 2, 1) + 1e-12 * np.eye(size)
-            lam = np.linalg.solve(gram, b[:, list(S), None])[..., 0]   # (B, s)
+    best_norm = np.where((b <= 0)[:, ~eq].all(axis=1) & (np.abs(b) <= tol)[:, eq].all(axis=1),
+                         0.0, np.inf)
+    free = [i for i in range(m) if not eq[i]]
+    fixed = [i for i in range(m) if eq[i]]
+    for size in range(0 if fixed else 1, len(free) + 1):
+        for S in itertools.combinations(free, size):
+            S = fixed + list(S)
+            Gs = G[:, S]                                            # (B, s, n)
+            gram = Gs @ Gs.transpose(0, 2, 1) + 1e-12 * np.eye(len(S))
+            lam = np.linalg.solve(gram, b[:, S, None])[..., 0]      # (B, s)
             d = np.einsum("bs,bsn->bn", lam, Gs)
-            feasible = (lam >= 0).all(axis=1) & (
-                np.einsum("bmn,bn->bm", G, d) >= b - 1e-9 * (1 + np.abs(b))).all(axis=1)
+            ok = (lam >= 0) | eq[S]
+            feasible = ok.all(axis=1) & (
+                np.einsum("bmn,bn->bm", G, d) >= b - tol)[:, ~eq].all(axis=1)
             norm = np.linalg.norm(d, axis=1)
             take = feasible & (norm < best_norm)
             best[take], best_norm[take] = d[take], norm[take]

@@ -39,7 +39,8 @@ def generation_config(model, generator, *, dataset: str, split: str, n_seeds: in
     return {"method": generator.method, "model": str(model), "dataset": dataset,
             "split": split, "n_seeds": int(n_seeds), "seed": int(seed),
             "correct_only": bool(correct_only), "seed_indices_given": bool(seed_indices_given),
-            "others": [str(o) for o in others], "generator": generator.get_config()}
+            "others": [str(o) for o in others], "generator": generator.get_config(),
+            "revision": generator.revision}
 
 
 def find_generation(store, model: str, method: str, n_seeds: int | None = None, *,

@@ -53,3 +53,27 @@ def test_ctrl_c_stops_the_server_within_2_s_and_cancels_the_running_job(tmp_path
         assert (run.summary or {}).get("n_seeds", 1) > 0 or run.load_npz("outputs") is not None
     finally:
         srv.stop()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not zoo.model_path("imdb-lstm").exists(), reason="needs the shipped imdb-lstm")
+@pytest.mark.parametrize("after", [1.5, 2.2, 3.0])
+def test_ctrl_c_while_the_first_page_loads_tensorflow(tmp_path, after):
+    """SIGINT ``after`` seconds into the first page on imdb-lstm, when the page and the warm-up
+    import TensorFlow and load the IMDB model and data (an import holds the interpreter for
+    up to 1.6 s at a stretch on two loaded cores): the server ends within 2 s all the same."""
+    srv = Server(tmp_path / "runs", tmp_path / "streamlit.log")
+    try:
+        srv.wait_healthy()
+        with chromium() as b:
+            page = b.new_page(viewport={"width": 1280, "height": 1000})
+            page.goto(f"{srv.url}/?model=imdb-lstm", wait_until="commit")
+            time.sleep(after)
+            t = time.perf_counter()
+            os.killpg(srv.proc.pid, signal.SIGINT)
+            srv.proc.wait(30)
+            took = time.perf_counter() - t
+        print(f"\nCtrl-C {after} s into the first page: the server exited after {took:.2f} s")
+        assert took <= 2.0, srv.log()[-2000:]
+    finally:
+        srv.stop()
