@@ -67,6 +67,43 @@ def test_report_statistics():
     assert len(table) == 2
 
 
+def test_report_budgets_per_model_in_model_calls(tmp_path):
+    import numpy as np
+
+    from rnncon_core.errors import InputError
+    from rnncon_core.reports.campaign import _grid, _grid_values, budgets_of, write_report
+    models = ["a", "b"]
+    assert budgets_of("100calls,b=20calls", models) == {"a": "100calls", "b": "20calls"}
+    assert budgets_of("30s", models) == {"a": "30s", "b": "30s"}
+    for bad in ("c=5calls,100calls", "b=20calls", "100calls,b=ten"):
+        with pytest.raises(InputError, match="budget"):
+            budgets_of(bad, models)
+    axis, grid = _grid("100calls")
+    assert axis == "calls" and grid[-1] == 100
+    curve = {"calls": np.array([10, 50, 100]), "seconds": np.array([1.0, 2.0, 3.0]),
+             "distinct_faults": np.array([1, 4, 9])}
+    np.testing.assert_array_equal(_grid_values(curve, np.array([0, 10, 60, 100]), "calls"),
+                                  [0, 1, 4, 9])
+    # a report whose rows have two budgets keeps each model's own
+    rows = pd.DataFrame({"model": ["a"] * 4 + ["b"] * 4 + ["a"],
+                         "guide": ["rconc", "rconc", "none", "none"] * 2 + ["none"],
+                         "repeat": [0, 1] * 4 + [2], "budget": ["100calls"] * 4 +
+                         ["20calls"] * 4 + ["30s"], "distinct_faults": [5, 6, 3, 4] * 2 + [99],
+                         "distinct_pairs": 2, "coverage": 0.5, "calls": 100, "overhead": 2.0})
+    rows.to_csv(tmp_path / "runs.csv", index=False)
+    pd.DataFrame({"model": ["a", "b"], "guide": "none", "repeat": 0,
+                  "budget": ["100calls", "20calls"], "axis": "calls", "at": [100, 20],
+                  "faults": [3, 3]}).to_csv(tmp_path / "curves.csv", index=False)
+    settings = {"budget": "100calls,b=20calls", "budgets": {"a": "100calls", "b": "20calls"},
+                "seeds": 10, "repeats": 2, "models": models, "guides": ["rconc", "none"],
+                "params": {}}
+    rep = write_report(tmp_path, settings)
+    assert [r["repeats"] for r in rep["table"]] == [2, 2, 2, 2]     # the 30s row left out
+    text = (tmp_path / "summary.md").read_text()
+    assert "Budget 100calls (b: 20calls)" in text and "Budgets in model calls" in text
+    assert "model calls" in (tmp_path / "curves.svg").read_text()
+
+
 @pytest.mark.slow
 def test_check_exits_1_and_writes_reports(tmp_path, capsys):
     junit = tmp_path / "out.xml"

@@ -1,11 +1,14 @@
 """One campaign's loop, as an object whose whole state is a value (checkpoint, resume, Ray).
 
 A step (one batch): pick parents from the queue (``queue.SeedQueue.pick``), make ``mutants``
-of each (``mutations.Mutator``, valid ones only), run the model on them, record the faults
-(prediction differs from the root seed's label; distinct by (label, prediction, abstract state
-of the last hidden state), each re-predicted before it is kept), give the others to the guide
-(``update``) and keep in the queue those that raised its coverage (the per-input gain is read
-from the guide's growth curve, ``curve()``, over the batch's inputs). The unguided baseline
+of each (``mutations.Mutator``, valid ones only), run ONE traced forward pass over them
+(``Campaign.run``: ``Criterion.update_with_outputs`` gives the guide's coverage update, the
+predictions and the last hidden state together, as DeepHunter's ``fetch_function`` reads
+coverage and predictions from one run), record the faults (prediction differs from the root
+seed's label; distinct by (label, prediction, abstract state of the last hidden state), each
+re-predicted by the model's own forward pass before it is kept) and keep in the queue the
+other mutants that raised the guide's coverage (``Criterion.new_items``: the items each input
+covered first; the guide takes every valid mutant, faults included). The unguided baseline
 (guide ``none``) keeps every valid mutant that is not a fault (DeepHunter's random mode, where
 ``has_new_bits`` is always true). Inspired by DeepHunter's Algorithm 1 and TensorFuzz's corpus
 loop (Odena et al., ICML 2019: mutate an element, keep it if its coverage is new); neither

@@ -488,8 +488,9 @@ class Criterion:
         """Per input given after the first ``since``: how many items it covered first (the
         growth curve's steps times the item count); reads only the
         first-input indices where the curve is the base one (cheap however many inputs)."""
-        state = self._state
-        if type(self).curve is Criterion.curve and state.total == self.total:
+        state = getattr(self, "_state", None)       # (TopKPatterns keeps its own state)
+        if type(self).curve is Criterion.curve and isinstance(state, MaxState) \
+                and state.total == self.total:
             t = self._cover_at(None)
             if t in state.first:
                 first = state.first[t]

@@ -163,8 +163,10 @@ def curves_svg(curves: pd.DataFrame, width: int = 760, panel_h: int = 220) -> st
 def markdown(table: pd.DataFrame, verdicts: pd.DataFrame, settings: dict) -> str:
     from ..campaign import parse_budget
     budgets = settings.get("budgets") or {}
-    per = "; ".join(f"{m}: {b}" for m, b in budgets.items()) if len(set(budgets.values())) > 1 \
-        else settings["budget"]
+    common = next((p.strip() for p in str(settings["budget"]).split(",") if "=" not in p),
+                  settings["budget"])
+    others = [f"{m}: {b}" for m, b in budgets.items() if b != common]
+    per = common + (f" ({'; '.join(others)})" if others else "")
     lines = ["# Campaigns: distinct faults in a fixed budget, by guide", "",
              f"Budget {per} per campaign, {settings['seeds']} seeds (the first "
              f"test inputs each model predicts right), repeats = random seeds 0..r-1; "
