@@ -400,3 +400,10 @@ def test_retraining_report_leads_with_the_held_out_result_and_shows_no_path(tmp_
     assert heads[0] == "Held-out result against the control arm"
     assert "+60.0 points" in page                      # retrained 85 % vs control 25 %
     assert "best_model" not in page
+    assert "<dt>trained on</dt>" not in page           # not recorded by this run
+    s.update(trained_on={"clean": 4000, "extra": 1333, "batches": 42, "of": 22500},
+             stage_seconds={"loading": 0.6, "generated arm": 53.8})
+    page = report.retraining(info)
+    assert ("each epoch trained on a fresh sample of 4,000 of the 22,500 clean training "
+            "inputs + 1,333 generated ones mixed in; took loading 1 s, generated arm 54 s"
+            in page)

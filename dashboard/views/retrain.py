@@ -103,8 +103,9 @@ except RNNConError:
     source_name = summary["from_run"]          # deleted since
 st.caption(f"{display_name(shown_info)}: {sel.label} retrained with the {summary['n_inputs']} "
            f"adversarial inputs of run {source_name}: {summary['repeats_done']} of {summary['repeats']} "
-           f"repeats of {summary['epochs']} epochs; {results.trained_on(summary)}; "
-           f"evaluated on {summary['evaluated_on']}.")
+           f"repeats of {summary['epochs']} epochs; "
+           + "".join(f"{t}; " for t in [results.trained_on(summary)] if t)
+           + f"evaluated on {summary['evaluated_on']}.")
 transfer = summary.get("transfer")
 if transfer and transfer.get("control") is not None:
     c = st.columns(3)

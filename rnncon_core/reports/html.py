@@ -181,9 +181,10 @@ def retraining(info) -> str:
     facts = {"run": info.run_id, "status": info.status, "model": info.model,
              "source run": s.get("from_run"), "evaluated on": s.get("evaluated_on"),
              "adversarial inputs added": s.get("n_inputs"),
-             "trained on": results.trained_on(s),
              "repeats": f"{s.get('repeats_done')} of {s.get('repeats')}",
              "epochs": s.get("epochs")}
+    if results.trained_on(s):
+        facts["trained on"] = results.trained_on(s)
     if not results.complete(info):
         facts["partial"] = results.partial_note(info)
     sections = []
