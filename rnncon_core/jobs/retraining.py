@@ -256,8 +256,8 @@ def _retrain(run, store, inputs: _Inputs, config: dict, earlier: dict, progress,
     before = measure(inputs.base)
     before["validation_accuracy"] = accuracy(inputs.base, *val)
     seconds["evaluating the original"] = round(time.time() - clock, 1)
-    results, saved = _train_repeats(run, tell, inputs.base, inputs.adv, inputs.fit, val,
-                                    measure, earlier, arms, config, summarize, seconds)
+    results, saved = _train_repeats(run, tell, inputs, val, measure, earlier, arms, config,
+                                    summarize, seconds, epoch["batches"])
     summary = summarize(results)
     _best_repeats(summary, results, saved)
     if config["robustness_seeds"] > 0:
@@ -319,18 +319,18 @@ def _best_repeats(summary: dict, results: dict, saved: dict) -> None:
             summary[key.replace("model", "repeat")] = best + 1
 
 
-def _train_repeats(run, tell, base, adv: dict, fit: tuple, val: tuple, measure, earlier: dict,
-                   arms: list[str], config: dict, summarize,
-                   seconds: dict) -> tuple[dict, dict]:
+def _train_repeats(run, tell, inputs: _Inputs, val: tuple, measure, earlier: dict,
+                   arms: list[str], config: dict, summarize, seconds: dict,
+                   steps: int) -> tuple[dict, dict]:
     """Train the repeats not done yet, each arm in turn (the generated inputs, or as many
     clean training inputs for the control arm), measure each model and save it in the run;
     the summary is rewritten after every repeat, so a cancelled run keeps what it finished.
-    Progress counts training batches. Returns the per-arm results and model paths."""
-    x_fit, y_fit = fit
+    Progress counts training batches (``steps`` an epoch). Returns the per-arm results and
+    model paths."""
+    base, adv = inputs.base, inputs.adv
+    x_fit, y_fit = inputs.fit
     epochs, repeats, seed = config["epochs"], config["repeats"], config["seed"]
     n_extra, total_arms = config["n_inputs"], len(arms)
-    steps = epoch_sizes(len(y_fit), n_extra, config["mix"], config["fit_inputs"],
-                        config["batch_size"])["batches"]
     results: dict[str, list[dict]] = earlier
     saved = {arm: [m["model_path"] for m in ms] for arm, ms in results.items()}
     for r in range(len(results["generated"]), repeats):

@@ -183,8 +183,8 @@ def retraining(info) -> str:
              "adversarial inputs added": s.get("n_inputs"),
              "repeats": f"{s.get('repeats_done')} of {s.get('repeats')}",
              "epochs": s.get("epochs")}
-    if results.trained_on(s):
-        facts["trained on"] = results.trained_on(s)
+    if trained := results.trained_on(s):
+        facts["trained on"] = trained
     if not results.complete(info):
         facts["partial"] = results.partial_note(info)
     sections = []
