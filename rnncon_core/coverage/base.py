@@ -627,7 +627,7 @@ class Criterion:
 
 def last_recurrent(tracer):
     """The spec of the last recurrent layer (direction) of a traced model, or None."""
-    rec = [s for s in tracer.specs if s.kind in ("lstm", "gru", "simple_rnn")]
+    rec = [s for s in tracer.specs if s.recurrent]
     return rec[-1] if rec else None
 
 

@@ -222,13 +222,8 @@ def prediction_term(out, y, top_k: int = TOP_K_OTHERS):
 def margin_term(out, y):
     """tf (B,): the most likely other class's logit minus y's (C&W's margin, f6 of Carlini
     and Wagner 2017, from log-probabilities as ``prediction_term``): positive exactly when the
-    input is predicted wrong."""
-    import tensorflow as tf
-    out = class_probabilities(out)
-    logp = tf.math.log(tf.clip_by_value(out, 1e-30, 1.0))
-    own = tf.gather(logp, y, axis=1, batch_dims=1)
-    others = logp - 1e9 * tf.one_hot(y, tf.shape(logp)[1], dtype=logp.dtype)
-    return tf.reduce_max(others, axis=1) - own
+    input is predicted wrong: ``prediction_term`` against the single most likely other."""
+    return prediction_term(out, y, top_k=1)
 
 
 class _Declared(ABCMeta):
