@@ -81,17 +81,9 @@ def curve_to_log(run, state: dict, durable: bool) -> dict:
     """The state without its curve: the curve's new rows appended to ``curve.log`` (float64,
     one row of ``CURVE_COLUMNS`` per batch) and their count kept (``n_curve``), so a
     checkpoint does not grow with the campaign's length."""
-    import os
     curve = np.asarray(state.pop("curve"), np.float64).reshape(-1, len(CURVE_COLUMNS))
     n = getattr(run, "_curve_n", 0)
-    f = getattr(run, "_curve_log", None)
-    if f is None or f.closed:
-        f = run._curve_log = open(run.path / "curve.log", "ab")
-    if len(curve) > n:
-        f.write(curve[n:].astype("<f8").tobytes())
-        f.flush()
-    if durable:
-        os.fsync(f.fileno())
+    _append(run, "_curve_log", "curve.log", curve[n:].astype("<f8").tobytes(), durable)
     run._curve_n = len(curve)
     state["n_curve"] = np.int64(len(curve))
     return state
@@ -131,7 +123,6 @@ def durable_now(run) -> bool:
 def write_rows(run, queue: dict, faults: dict, durable: bool = True) -> None:
     """One record (the batch's rows, an uncompressed .npz) appended to ``rows.log``."""
     import io
-    import os
     import struct
     if not queue and not faults:
         return
@@ -140,11 +131,21 @@ def write_rows(run, queue: dict, faults: dict, durable: bool = True) -> None:
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     data = buf.getvalue()
-    f = getattr(run, "_rows_log", None)
+    _append(run, "_rows_log", "rows.log", _MAGIC + struct.pack("<Q", len(data)) + data,
+            durable)
+
+
+def _append(run, attr: str, name: str, data: bytes, durable: bool) -> None:
+    """``data`` appended to the run's file ``name`` (kept open on the run as ``attr``) and
+    flushed; fsync'ed too when ``durable``."""
+    import os
+    f = getattr(run, attr, None)
     if f is None or f.closed:
-        f = run._rows_log = open(run.path / "rows.log", "ab")
-    f.write(_MAGIC + struct.pack("<Q", len(data)) + data)
-    f.flush()
+        f = open(run.path / name, "ab")
+        setattr(run, attr, f)
+    if data:
+        f.write(data)
+        f.flush()
     if durable:
         os.fsync(f.fileno())
 
