@@ -87,9 +87,7 @@ class _Worker:
     def state(self) -> dict:
         """This worker's state but its fault rows (the driver keeps those from the rounds)
         and its curve (the driver's is the campaign's)."""
-        out = self.camp.state()
-        out.pop("curve")
-        return out
+        return self.camp.state(curve=False)
 
     def restore(self, state: dict, queue: dict) -> dict:
         faults = {k[7:]: v for k, v in state.items() if k.startswith("faults/")}
@@ -149,7 +147,10 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, guide_params, stor
             _save(run, view, actors, ray)
             if view.calls == before:            # every worker spent its share of calls
                 break
-        summary = finish(run, view, config, budget, stopped=not budget.done(view))
+        found = sum(len(rows) for rows in _worker_faults(view, workers))
+        summary = finish(run, view, config, budget, stopped=not budget.done(view),
+                         extra={"worker_faults": found,
+                                "duplicate_faults": found - len(view.faults)})
         if summary["stopped"]:
             raise JobCancelled(f"campaign {run.run_id} was stopped after {view.batches} "
                                f"batches")
