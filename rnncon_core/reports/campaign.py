@@ -349,6 +349,29 @@ def fault_gallery(faults: dict, per_pair: int = 2, limit: int = 24):
                       title="Faults by (true → predicted)")
 
 
+def fault_table(faults: dict, seeds: dict, vocab=None, per_pair: int = 2,
+                limit: int = 24) -> pd.DataFrame:
+    """A few faults of each (true, predicted) pair beside their campaign seed: the words the
+    mutations replaced (text, given the data set's ``vocab``) or the distance from the seed
+    (L2 and L∞, other inputs)."""
+    rows = gallery_rows(faults, per_pair, limit)
+    out = []
+    for i in rows:
+        root = int(faults["root"][i])
+        seed, x = np.asarray(seeds["x"][root]), np.asarray(faults["x"][i])
+        row = {"true": int(faults["label"][i]), "predicted": int(faults["pred"][i]),
+               "seed": root, "mutation": str(faults["op"][i])}
+        if vocab is not None:
+            at = np.flatnonzero(seed != x)
+            word = lambda i: " ".join(vocab.decode([i])) or "<pad>"   # noqa: E731
+            row["words replaced"] = "; ".join(f"{word(seed[j])} → {word(x[j])}" for j in at)
+        else:
+            d = (x - seed).ravel().astype(float)
+            row["L2"], row["L∞"] = float(np.sqrt(d @ d)), float(np.abs(d).max(initial=0))
+        out.append(row)
+    return pd.DataFrame(out)
+
+
 def campaign_html(info, bounds: pd.DataFrame | None = None) -> str:
     """One campaign run as a self-contained HTML page (summary, curves, pairs, gallery;
     with ``bounds``, the CI gate's checks first)."""
@@ -365,8 +388,16 @@ def campaign_html(info, bounds: pd.DataFrame | None = None) -> str:
     sections += [Section("Curves", figures=[curve_figure(c["curve"])]),
                 Section("Distinct faults by (true, predicted)",
                         tables=[("", pair_table(c["faults"]))])]
-    if c["config"].get("kind") == "image" and len(c["faults"].get("label", ())):
+    kind = c["config"].get("kind")
+    if kind == "image" and len(c["faults"].get("label", ())):
         sections.append(Section("Fault gallery", figures=[fault_gallery(c["faults"])]))
+    elif len(c["faults"].get("label", ())) and len(c["seeds"].get("x", ())):
+        vocab = None
+        if kind == "text":
+            from ..data import load_dataset
+            vocab = load_dataset(c["config"]["dataset"]).vocab
+        sections.append(Section("Faults beside their seeds",
+                                tables=[("", fault_table(c["faults"], c["seeds"], vocab))]))
     return render(f"Campaign {info.run_id}", facts, sections, settings=_flat(c["config"]))
 
 
