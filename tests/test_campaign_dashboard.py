@@ -130,3 +130,20 @@ def test_fault_table_names_replaced_words_and_distances():
     real = {"x": seeds["x"].astype(float)}
     t = fault_table({**faults, "x": faults["x"].astype(float)}, real)
     assert sorted(t["L∞"]) == [1.0, 2.0] and sorted(t["L2"]) == [1.0, 2.0]
+
+
+def test_cancel_from_the_page_leaves_a_resumable_campaign(runs_dir):
+    at = AppTest.from_file(APP, default_timeout=240)
+    at.run()
+    at.switch_page("views/campaign.py").run()
+    at.text_input(key="camp_budget").set_value("10m")
+    at.number_input(key="camp_seeds").set_value(10)
+    at = next(b for b in at.button if b.label == "Start").click().run()
+    at = _until(at, lambda a: any(b.label == "Cancel" for b in a.button) and any(
+        m.label == "Model calls" and str(m.value) not in ("—", "0") for m in a.metric))
+    at = next(b for b in at.button if b.label == "Cancel").click().run()
+    at = _until(at, lambda a: any(b.label == "Resume" for b in a.button), timeout=60)
+    _clean(at)
+    note = " ".join(w.value for w in at.warning)
+    assert "cancelled after" in note and "resume it from its last checkpoint" in note, note
+    assert "distinct faults" in note, "the card says what the campaign had found"

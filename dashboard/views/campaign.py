@@ -52,7 +52,8 @@ if submitted:
                 model=sel.model, dataset=sel.dataset, guide=guide, budget=budget,
                 seeds=int(n_seeds), seed=int(seed), **params)
 
-jobs.job_panel("campaign", show_key="camp_show")
+jobs.job_panel("campaign", show_key="camp_show",
+               cancelled_note="resume it from its last checkpoint below")
 
 store = jobs.store()
 runs = [r for r in store.list(kind="campaign") if r.model == str(sel.model)]
