@@ -356,9 +356,14 @@ def _fmt_seconds(s: float | None) -> str:
     return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
 
 
-def render_card(card: Card, key: str, show_key: str | None = None) -> None:
+PARTIAL_NOTE = "what it had finished is kept (a partial run: never chosen by default)"
+
+
+def render_card(card: Card, key: str, show_key: str | None = None,
+                cancelled_note: str = PARTIAL_NOTE) -> None:
     """One job's card. A finished (or cancelled) run's card has a button that shows its
-    results (it sets the page's results selector, ``show_key``)."""
+    results (it sets the page's results selector, ``show_key``); ``cancelled_note`` says what
+    becomes of a cancelled run of this kind."""
     with st.container(border=True, key=f"card-{key}"):
         short = card.run_id.rsplit("-", 1)[-1] if card.run_id else ""
         head = f"**{card.title}**" + (f" · `{short}`" if short and short not in card.title
@@ -385,9 +390,9 @@ def render_card(card: Card, key: str, show_key: str | None = None) -> None:
         if card.state == "finished":
             st.success(f"finished in {_fmt_seconds(card.elapsed)}", icon=":material/check:")
         elif card.state == "cancelled":
-            st.warning(f"cancelled after {card.done} of {card.total}; what it had finished "
-                       "is kept (a partial run: never chosen by default)",
-                       icon=":material/cancel:")
+            what = f"{card.done} of {card.total}" if card.total else "its start"
+            what += f" ({card.message})" if card.message and card.total else ""
+            st.warning(f"cancelled after {what}; {cancelled_note}", icon=":material/cancel:")
         else:
             st.error(f"failed: {card.error}", icon=":material/error:")
         if show_key and card.run_id and card.state in ("finished", "cancelled"):
@@ -408,14 +413,19 @@ def _show(show_key: str, run_id: str, model: str | None = None) -> None:
 
 
 def job_panel(kind: str, show_key: str | None = None, limit: int = 4,
-              model: str | None = None) -> None:
+              model: str | None = None, cancelled_note: str = PARTIAL_NOTE,
+              follow_running: bool = False) -> None:
     """The cards of a kind's jobs, polled while any of them is active. When one of them
     finishes (started here or in another session), the whole page reruns with its results
-    selected in ``show_key`` (cancelled and failed runs are never selected by themselves)."""
+    selected in ``show_key`` (cancelled and failed runs are never selected by themselves).
+    ``follow_running``: as soon as a job started in this session has its run, the page
+    reruns with that run selected (a page that draws a running run live, e.g. campaigns)."""
     watch = st.session_state.setdefault("jobs_watch", {})
+    followed = st.session_state.setdefault("jobs_followed", set())
 
     def note(now: list[Card]) -> set:
-        """Remember what is active; return what ended since the last look."""
+        """Remember what is active; return what ended since the last look (and, when
+        following, this session's runs that started since)."""
         still = {c.ident for c in now if c.state in ACTIVE}
         ended = watch.get(kind, set()) - still
         watch[kind] = still
@@ -426,7 +436,14 @@ def job_panel(kind: str, show_key: str | None = None, limit: int = 4,
         for c in now:
             if c.ident in ended and c.run_id:
                 PACE.forget(c.run_id)
-        return ended
+        started = []
+        if follow_running and show_key:
+            started = [c for c in now if c.mine and c.state in ACTIVE and c.run_id
+                       and c.run_id not in followed]
+            followed.update(c.run_id for c in started)
+            if started:
+                st.session_state[show_key] = started[0].run_id
+        return ended | {c.ident for c in started}
 
     note(cards(kind, session_jobs(), model=model)[:limit])
     # also poll while a job of this kind runs in this server but has no run yet (started
@@ -439,7 +456,8 @@ def job_panel(kind: str, show_key: str | None = None, limit: int = 4,
         if note(now):                      # ended while only this fragment was rerunning
             st.rerun()
         for i, card in enumerate(now):
-            render_card(card, key=f"{kind}-{i}", show_key=show_key)
+            render_card(card, key=f"{kind}-{i}", show_key=show_key,
+                        cancelled_note=cancelled_note)
 
     st.fragment(panel, run_every=POLL_SECONDS if active else None)()
 

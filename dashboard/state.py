@@ -232,9 +232,14 @@ def traced_layers(model_ref: str) -> list[dict]:
 
 def kind_of(dataset_name: str) -> str:
     """"text" (word ids) or "image" (float inputs, also a user's sequences)."""
+    return "text" if data_kind(dataset_name) == "text" else "image"
+
+
+def data_kind(dataset_name: str) -> str:
+    """The data set's own kind: "image", "text" or "sequence" (a user's real-valued series)."""
     if dataset_name in data.DATASETS:
         return "text" if dataset_name == "imdb" else "image"
-    return "text" if dataset(dataset_name).kind == "text" else "image"
+    return dataset(dataset_name).kind
 
 
 def run_outputs(info, name: str = "outputs") -> dict | None:

@@ -86,7 +86,8 @@ def lexicon(_vocab, key: str):
     return Lexicon(_vocab, table={})
 
 
-def show_pairs(outputs: dict, rows, vocab, key: str = "gen_text") -> None:
+def show_pairs(outputs: dict, rows, vocab, key: str = "gen_text",
+               seed_label: str = "test review") -> None:
     """Several seed / generated pairs, changed words marked, failed checks outlined."""
     from rnncon_core.text.display import side_by_side, to_html
     lex = lexicon(vocab, str(len(vocab.words)))
@@ -95,7 +96,7 @@ def show_pairs(outputs: dict, rows, vocab, key: str = "gen_text") -> None:
             view = side_by_side(lex.words_of(outputs["x_seed"][i])[0],
                                 lex.words_of(outputs["x_gen"][i])[0], checked=True)
             with st.container(border=True, key=f"{key}_{i}"):
-                st.markdown(f"**seed** (test review {int(outputs['seed_index'][i])}): "
+                st.markdown(f"**seed** ({seed_label} {int(outputs['seed_index'][i])}): "
                             f"{seed_cap} · **generated:** {gen_cap}")
                 st.html(to_html(view))
 

@@ -203,3 +203,18 @@ def test_a_killed_campaign_loses_at_most_its_last_batch(tiny_lstm, seeds, tmp_pa
         assert resumed[key] == whole[key], key
     done = store.get(resumed["run_id"])
     assert not (done.path / "rows.log").exists() and done.load_npz("queue") is not None
+
+
+def test_more_workers_than_seeds_is_refused_before_ray_starts(tiny_lstm, seeds, tmp_path,
+                                                              monkeypatch):
+    from rnncon_core.campaign import prepare
+    from rnncon_core.runs import RunStore
+    x, y = seeds
+    monkeypatch.setattr(prepare, "load_seeds",
+                        lambda *a, **k: (tiny_lstm, x[:3], y[:3], x, "inputs"))
+
+    def no_ray(*a, **k):
+        raise AssertionError("Ray must not start")
+    with pytest.raises(InputError, match="5 workers for 3 seeds.*--workers 3 or fewer"):
+        run_campaign("tiny.keras", budget="100calls", workers=5, ray_runtime=no_ray,
+                     store=RunStore(tmp_path))

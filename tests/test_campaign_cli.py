@@ -133,3 +133,23 @@ def test_campaign_then_resume_with_a_larger_budget(tmp_path, capsys):
     second = json.loads(out.out)
     assert second["resumed_from"] == first["run_id"] and second["calls"] >= 300
     assert second["distinct_faults"] >= first["distinct_faults"]
+
+
+def test_report_campaign_on_your_own_model_and_data(tmp_path, capsys, tiny_lstm):
+    """`report campaign --models mine.keras --dataset mine.npz`: a user's model whose input no
+    shipped data set fits."""
+    rng = np.random.default_rng(5)
+    x = rng.random((30, 5, 3)).astype("float32")
+    y = np.asarray(tiny_lstm(x)).argmax(1)
+    tiny_lstm.save(tmp_path / "mine.keras")
+    np.savez(tmp_path / "mine.npz", x_train=x, y_train=y, x_test=x, y_test=y)
+    out_dir = tmp_path / "report"
+    code, out = _run(["report", "campaign", "--models", str(tmp_path / "mine.keras"),
+                      "--dataset", str(tmp_path / "mine.npz"), "--guides", "nc,none",
+                      "--repeats", "2", "--budget", "60calls", "--seeds", "10",
+                      "--max-linf", "0.5", "--out-dir", str(out_dir),
+                      "--runs-dir", str(tmp_path / "runs")], capsys)
+    assert code in (0, None), out.err
+    rows = pd.read_csv(out_dir / "runs.csv")
+    assert len(rows) == 4 and set(rows.guide) == {"nc", "none"}
+    assert f"from {tmp_path / 'mine.npz'}" in (out_dir / "summary.md").read_text()

@@ -1,8 +1,9 @@
 """Campaign: find the model's faults within a budget, guided by a criterion; live curves, the
 fault gallery by (true, predicted), stop and resume."""
+import numpy as np
 import streamlit as st
 
-from dashboard import forms, jobs, state
+from dashboard import forms, jobs, state, text_views
 from rnncon_core import campaign as camp
 from rnncon_core import data
 from rnncon_core.errors import RNNConError
@@ -23,7 +24,7 @@ st.caption("A DeepHunter-style loop: pick inputs from a queue, mutate them withi
            "docs/campaign.md")
 
 sel = state.require_model()
-kind = state.kind_of(sel.dataset)
+kind = state.data_kind(sel.dataset)     # image, text or sequence: its own mutations
 
 with st.form("camp_form"):
     st.markdown(f"**Model:** {sel.label} · **seeds from:** the {sel.dataset} test split")
@@ -51,7 +52,8 @@ if submitted:
                 model=sel.model, dataset=sel.dataset, guide=guide, budget=budget,
                 seeds=int(n_seeds), seed=int(seed), **params)
 
-jobs.job_panel("campaign", show_key="camp_show")
+jobs.job_panel("campaign", show_key="camp_show", follow_running=True,
+               cancelled_note="resume it from its last checkpoint below")
 
 store = jobs.store()
 runs = [r for r in store.list(kind="campaign") if r.model == str(sel.model)]
@@ -106,25 +108,51 @@ if info.status in ("cancelled", "failed", "finished"):
             except RNNConError as e:
                 state.show_error(e)
 
-faults = camp.load_campaign(info)["faults"]
+
+def _gallery(info, faults: dict, seeds: dict, rows: list[int], pick: tuple[int, int]) -> None:
+    """The faults of one (true, predicted) pair as the data's kind shows them: images in a grid,
+    reviews beside their seed review with the changed words marked, a series over its seed."""
+    run_kind = (info.config or {}).get("kind", kind)
+    if run_kind == "image":
+        st.plotly_chart(charts.image_grid(data.to_images(faults["x"][rows]),
+                                          [f"{faults['op'][i]}" for i in rows], cols=8,
+                                          title=f"Faults {pick[0]} → {pick[1]} (the mutation "
+                                                f"that made each)"),
+                        width="stretch", key="camp_gallery")
+        return
+    shown = rows[:6]
+    if run_kind == "text":
+        outputs = {"x_seed": seeds["x"][faults["root"][shown]], "x_gen": faults["x"][shown],
+                   "y_seed": faults["label"][shown], "pred_gen": faults["pred"][shown],
+                   "adversarial": np.ones(len(shown), bool),
+                   "seed_index": faults["root"][shown]}
+        text_views.show_pairs(outputs, range(len(shown)), state.dataset(sel.dataset).vocab,
+                              key="camp_text", seed_label="campaign seed")
+        return
+    i = st.selectbox("Fault", shown, key="camp_fault",
+                     format_func=lambda i: f"fault {i} (seed {int(faults['root'][i])}, "
+                                           f"{faults['op'][i]})")
+    st.plotly_chart(charts.sequence_pair(seeds["x"][int(faults["root"][i])], faults["x"][i],
+                                         f"Fault {i}: {pick[0]} → {pick[1]} (dashed) over its "
+                                         f"seed (solid)"),
+                    width="stretch", key="camp_gallery")
+
+
+st.download_button("Download report (HTML)", lambda: report.campaign_html(info),
+                   key="camp_report", file_name=f"{run_id}.html", mime="text/html",
+                   on_click="ignore", icon=":material/download:")
+loaded = camp.load_campaign(info)
+faults = loaded["faults"]
 st.subheader("Faults by (true, predicted)")
 pairs = report.pair_table(faults)
 if pairs.empty:
     st.info("No fault found yet.")
     st.stop()
 st.dataframe(pairs, hide_index=True, width="stretch")
-if (info.config or {}).get("kind") == "image":
-    options = [(int(r.true), int(r.predicted)) for r in pairs.itertuples()]
-    pick = st.selectbox("Pair", options, key="camp_pair",
-                        format_func=lambda p: f"{p[0]} → {p[1]} "
-                                              f"({int(pairs[(pairs.true == p[0]) & (pairs.predicted == p[1])].faults.iloc[0])})")
-    rows = [i for i in range(len(faults["label"]))
-            if (faults["label"][i], faults["pred"][i]) == pick][:16]
-    st.plotly_chart(charts.image_grid(data.to_images(faults["x"][rows]),
-                                      [f"{faults['op'][i]}" for i in rows], cols=8,
-                                      title=f"Faults {pick[0]} → {pick[1]} (the mutation that "
-                                            f"made each)"),
-                    width="stretch", key="camp_gallery")
-st.download_button("Download report (HTML)", lambda: report.campaign_html(info),
-                   key="camp_report", file_name=f"{run_id}.html", mime="text/html",
-                   on_click="ignore", icon=":material/download:")
+options = [(int(r.true), int(r.predicted)) for r in pairs.itertuples()]
+count = {p: int(n) for p, n in zip(options, pairs.faults)}
+pick = st.selectbox("Pair", options, key="camp_pair",
+                    format_func=lambda p: f"{p[0]} → {p[1]} ({count[p]})")
+rows = [i for i in range(len(faults["label"]))
+        if (faults["label"][i], faults["pred"][i]) == pick][:16]
+_gallery(info, faults, loaded["seeds"], rows, pick)

@@ -111,6 +111,9 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, guide_params, stor
         raise InputError("--workers needs a model every worker can load (a shipped name or a "
                          ".keras path)")
     keras_model, x, y, x_train, ds_name = load_seeds(model, dataset, seeds)
+    if workers > len(x):
+        raise InputError(f"{workers} workers for {len(x)} seeds: each worker needs a seed of "
+                         f"its own; give --workers {len(x)} or fewer, or more --seeds")
     kind = input_kind(keras_model)
     ensure_profile(keras_model, x_train, kind, log)
     merged = make_guide(guide, keras_model, guide_params)

@@ -213,6 +213,9 @@ def report_campaign_cmd(
     budget: str = typer.Option("30s", "--budget", help="Budget of each campaign: 30s, "
                                "8000calls, or 8000calls,imdb-lstm=1500calls (per model)."),
     seeds: int = SEEDS_OPT,
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="Seeds from this data set's "
+                                          "test split (a name or your own .npz; default: each "
+                                          "model's)."),
     out_dir: str = typer.Option("reports/campaign", "--out-dir"),
     param: Optional[List[str]] = PARAM_OPT,
     runs_dir: Optional[str] = RUNS_DIR_OPT,
@@ -224,7 +227,8 @@ def report_campaign_cmd(
     if repeats < 1:
         raise InputError(f"--repeats must be at least 1, got {repeats}")
     rep = build_campaign(models=names(models, "--models"), guides=names(guides, "--guides"),
-                         repeats=repeats, budget=budget, seeds=seeds, out_dir=out_dir,
+                         repeats=repeats, budget=budget, seeds=seeds, dataset=dataset,
+                         out_dir=out_dir,
                          store=store(runs_dir), log=log, **_params(ctx, param))
     if json_out:
         emit(rep)

@@ -167,9 +167,10 @@ def markdown(table: pd.DataFrame, verdicts: pd.DataFrame, settings: dict) -> str
                   settings["budget"])
     others = [f"{m}: {b}" for m, b in budgets.items() if b != common]
     per = common + (f" ({'; '.join(others)})" if others else "")
+    source = f", from {settings['dataset']}" if settings.get("dataset") else ""
     lines = ["# Campaigns: distinct faults in a fixed budget, by guide", "",
              f"Budget {per} per campaign, {settings['seeds']} seeds (the first "
-             f"test inputs each model predicts right), repeats = random seeds 0..r-1; "
+             f"test inputs each model predicts right{source}), repeats = random seeds 0..r-1; "
              f"measured on this machine ({settings.get('machine', '')}). Distinct faults: "
              "distinct (true, predicted, DeepStellar abstract state) triples; pairs: distinct "
              "(true, predicted). Intervals: 95 % t over the repeats.", "",
@@ -221,9 +222,11 @@ def markdown(table: pd.DataFrame, verdicts: pd.DataFrame, settings: dict) -> str
 
 
 def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30s",
-                   seeds: int = 100, out_dir: str = "reports/campaign", store=None,
+                   seeds: int = 100, dataset: str | None = None,
+                   out_dir: str = "reports/campaign", store=None,
                    log: Callable[[str], None] = print, **params) -> dict:
-    """Run the campaigns not yet in ``out_dir/runs.csv`` and write the report files."""
+    """Run the campaigns not yet in ``out_dir/runs.csv`` and write the report files (seeds
+    from ``dataset``'s test split: a name or an .npz path; default: each model's own)."""
     from ..campaign import load_campaign, run_campaign
     from ..runs import RunStore
     models, guides = list(models or MODELS), list(guides or GUIDES)
@@ -235,7 +238,8 @@ def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30
         if (out / "curves.csv").exists() else []
     per_model = budgets_of(budget, models)
     settings = {"budget": budget, "budgets": per_model, "seeds": seeds, "repeats": repeats,
-                "models": models, "guides": guides, "params": params}
+                "models": models, "guides": guides, "params": params,
+                **({"dataset": str(dataset)} if dataset else {})}
     for model in models:
         mb = per_model[model]
         axis, grid = _grid(mb)
@@ -244,7 +248,7 @@ def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30
                 if any(x["model"] == model and x["guide"] == guide and x["repeat"] == r
                        and x["budget"] == mb and x["seeds"] == seeds for x in rows):
                     continue
-                s = run_campaign(model, guide=guide, budget=mb, seeds=seeds, seed=r,
+                s = run_campaign(model, dataset, guide=guide, budget=mb, seeds=seeds, seed=r,
                                  store=store, **params)
                 rows.append({"model": model, "guide": guide, "repeat": r, "budget": mb,
                              "seeds": seeds, **{k: s[k] for k in (
@@ -349,6 +353,29 @@ def fault_gallery(faults: dict, per_pair: int = 2, limit: int = 24):
                       title="Faults by (true → predicted)")
 
 
+def fault_table(faults: dict, seeds: dict, vocab=None, per_pair: int = 2,
+                limit: int = 24) -> pd.DataFrame:
+    """A few faults of each (true, predicted) pair beside their campaign seed: the words the
+    mutations replaced (text, given the data set's ``vocab``) or the distance from the seed
+    (L2 and L∞, other inputs)."""
+    rows = gallery_rows(faults, per_pair, limit)
+    out = []
+    for i in rows:
+        root = int(faults["root"][i])
+        seed, x = np.asarray(seeds["x"][root]), np.asarray(faults["x"][i])
+        row = {"true": int(faults["label"][i]), "predicted": int(faults["pred"][i]),
+               "seed": root, "mutation": str(faults["op"][i])}
+        if vocab is not None:
+            at = np.flatnonzero(seed != x)
+            word = lambda i: " ".join(vocab.decode([i])) or "<pad>"   # noqa: E731
+            row["words replaced"] = "; ".join(f"{word(seed[j])} → {word(x[j])}" for j in at)
+        else:
+            d = (x - seed).ravel().astype(float)
+            row["L2"], row["L∞"] = float(np.sqrt(d @ d)), float(np.abs(d).max(initial=0))
+        out.append(row)
+    return pd.DataFrame(out)
+
+
 def campaign_html(info, bounds: pd.DataFrame | None = None) -> str:
     """One campaign run as a self-contained HTML page (summary, curves, pairs, gallery;
     with ``bounds``, the CI gate's checks first)."""
@@ -365,8 +392,16 @@ def campaign_html(info, bounds: pd.DataFrame | None = None) -> str:
     sections += [Section("Curves", figures=[curve_figure(c["curve"])]),
                 Section("Distinct faults by (true, predicted)",
                         tables=[("", pair_table(c["faults"]))])]
-    if c["config"].get("kind") == "image" and len(c["faults"].get("label", ())):
+    kind = c["config"].get("kind")
+    if kind == "image" and len(c["faults"].get("label", ())):
         sections.append(Section("Fault gallery", figures=[fault_gallery(c["faults"])]))
+    elif len(c["faults"].get("label", ())) and len(c["seeds"].get("x", ())):
+        vocab = None
+        if kind == "text":
+            from ..data import load_dataset
+            vocab = load_dataset(c["config"]["dataset"]).vocab
+        sections.append(Section("Faults beside their seeds",
+                                tables=[("", fault_table(c["faults"], c["seeds"], vocab))]))
     return render(f"Campaign {info.run_id}", facts, sections, settings=_flat(c["config"]))
 
 

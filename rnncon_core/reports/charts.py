@@ -208,6 +208,24 @@ def image_grid(images: np.ndarray, captions: Sequence[str], cols: int = 8,
     return fig
 
 
+def sequence_pair(seed: np.ndarray, changed: np.ndarray, title: str,
+                  features: int = 6) -> go.Figure:
+    """A real-valued sequence (steps, features) and a changed copy of it: one line per feature
+    (the first ``features``), the seed solid and the changed copy dashed in the same colour."""
+    seed, changed = np.asarray(seed, dtype=float), np.asarray(changed, dtype=float)
+    seed, changed = seed.reshape(len(seed), -1), changed.reshape(len(changed), -1)
+    fig = go.Figure()
+    steps = np.arange(len(seed))
+    for j in range(min(features, seed.shape[1])):
+        color = px.colors.qualitative.Plotly[j % 10]
+        fig.add_trace(go.Scatter(x=steps, y=seed[:, j], name=f"feature {j} (seed)",
+                                 line=dict(color=color)))
+        fig.add_trace(go.Scatter(x=steps, y=changed[:, j], name=f"feature {j} (changed)",
+                                 line=dict(color=color, dash="dash")))
+    fig.update_layout(title=title, height=320, xaxis_title="time step", **_LAYOUT)
+    return fig
+
+
 def image_triplets(seeds: np.ndarray, generated: np.ndarray, captions: Sequence[tuple[str, str]],
                    title: str = "Seed, generated input and their difference") -> go.Figure:
     """Figure 9: one row per pair: the seed, the generated input and generated − seed.
