@@ -28,6 +28,8 @@ def main() -> None:
     ap.add_argument("--minimize", default="true", choices=("true", "false"),
                     help="the minimal-perturbation stage (gradient methods)")
     ap.add_argument("--min-steps", type=int, default=None)
+    ap.add_argument("--polish-steps", type=int, default=None,
+                    help="the stage's polishing descents (gradient methods; default 0: none)")
     args = ap.parse_args()
 
     import tensorflow as tf
@@ -48,6 +50,8 @@ def main() -> None:
             params["minimize"] = args.minimize == "true"
             if args.min_steps is not None:
                 params["min_steps"] = args.min_steps
+            if args.polish_steps is not None:
+                params["polish_steps"] = args.polish_steps
         gen = get_generator(method, model, batch_size=args.batch_size, **params)
         gen.generate(x[:8], y[:8])                      # warm-up: tracing, criterion build
         t0 = time.perf_counter()
@@ -62,7 +66,8 @@ def main() -> None:
                           "mean_activated": s.get("mean_activated"),
                           "minimize_seconds": s.get("minimize_seconds"),
                           "config": {k: v for k, v in gen.get_config().items()
-                                     if k in ("minimize", "min_steps", "step", "iterations")},
+                                     if k in ("minimize", "min_steps", "polish_steps", "step",
+                                              "iterations")},
                           "seconds": round(wall, 2),
                           "adv_per_second": round(s["n_adversarial"] / wall, 2),
                           "mean_iterations": s["mean_iterations"], "threads": args.threads,

@@ -413,14 +413,19 @@ def _show(show_key: str, run_id: str, model: str | None = None) -> None:
 
 
 def job_panel(kind: str, show_key: str | None = None, limit: int = 4,
-              model: str | None = None, cancelled_note: str = PARTIAL_NOTE) -> None:
+              model: str | None = None, cancelled_note: str = PARTIAL_NOTE,
+              follow_running: bool = False) -> None:
     """The cards of a kind's jobs, polled while any of them is active. When one of them
     finishes (started here or in another session), the whole page reruns with its results
-    selected in ``show_key`` (cancelled and failed runs are never selected by themselves)."""
+    selected in ``show_key`` (cancelled and failed runs are never selected by themselves).
+    ``follow_running``: as soon as a job started in this session has its run, the page
+    reruns with that run selected (a page that draws a running run live, e.g. campaigns)."""
     watch = st.session_state.setdefault("jobs_watch", {})
+    followed = st.session_state.setdefault("jobs_followed", set())
 
     def note(now: list[Card]) -> set:
-        """Remember what is active; return what ended since the last look."""
+        """Remember what is active; return what ended since the last look (and, when
+        following, this session's runs that started since)."""
         still = {c.ident for c in now if c.state in ACTIVE}
         ended = watch.get(kind, set()) - still
         watch[kind] = still
@@ -431,7 +436,14 @@ def job_panel(kind: str, show_key: str | None = None, limit: int = 4,
         for c in now:
             if c.ident in ended and c.run_id:
                 PACE.forget(c.run_id)
-        return ended
+        started = []
+        if follow_running and show_key:
+            started = [c for c in now if c.mine and c.state in ACTIVE and c.run_id
+                       and c.run_id not in followed]
+            followed.update(c.run_id for c in started)
+            if started:
+                st.session_state[show_key] = started[0].run_id
+        return ended | {c.ident for c in started}
 
     note(cards(kind, session_jobs(), model=model)[:limit])
     # also poll while a job of this kind runs in this server but has no run yet (started

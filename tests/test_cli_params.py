@@ -198,3 +198,13 @@ def test_help_is_fast_and_lists_the_commands():
     loaded = out.stderr
     for heavy in ("tensorflow", "keras", "rnncon_core.generate.guided", "pandas"):
         assert f" {heavy}\n" not in loaded, heavy
+
+
+@pytest.mark.parametrize("args,want", [(["--minimize", "false"], False),
+                                       (["--minimize", "no"], False),
+                                       (["--minimize", "true"], True),
+                                       (["--no-minimize"], False), (["--minimize"], True)])
+def test_a_switch_also_takes_a_spelled_value(captured, capsys, monkeypatch, args, want):
+    code, _, err = _generate(capsys, monkeypatch, "rconc", *args)
+    assert code == 0, err
+    assert captured["generate"][1]["minimize"] is want

@@ -75,3 +75,20 @@ def test_run_generation_on_ray_writes_one_run(local_ray, model_file, tmp_path):
     a, b = (store.get(r["run_id"]).load_npz("outputs") for r in (on_ray, alone))
     np.testing.assert_allclose(a["x_gen"], b["x_gen"], atol=1e-5)
     assert on_ray["n_seeds"] == alone["n_seeds"] and len(store.list()) == 2
+
+
+def test_an_address_nobody_listens_at_fails_at_once():
+    import socket
+    import time
+
+    from rnncon_core.errors import InputError
+    from rnncon_core.jobs.distributed import runtime
+    with socket.socket() as s:                 # a port that was free a moment ago
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t = time.perf_counter()
+    with pytest.raises(InputError, match=f"no Ray cluster answers at 127.0.0.1:{port}"):
+        with runtime(address=f"127.0.0.1:{port}"):
+            pass
+    assert time.perf_counter() - t < 30
+    assert not ray.is_initialized()

@@ -195,3 +195,60 @@ def test_margin_term_is_positive_exactly_when_predicted_wrong():
     y = tf.constant([0, 0, 1], tf.int64)
     m = margin_term(p, y).numpy()
     np.testing.assert_allclose(m, [np.log(0.2 / 0.7), np.log(0.6 / 0.3), 0.0], atol=1e-5)
+
+
+# ---- the polishing descents (polish_steps): same guarantees, never worse than without them
+@pytest.mark.parametrize("method", ["rconc", "rnntest", "pgd"])
+def test_polish_keeps_guarantees_and_never_raises_l2(method, tiny, other, seeds):
+    x, y = seeds
+    _, plain = _pair(method, tiny, other, seeds)
+    _, polished = _pair(method, tiny, other, seeds, polish_steps=6)
+    # same ascent, same adversarial inputs (the stage never changes which seeds flip)
+    np.testing.assert_array_equal(polished.adversarial, plain.adversarial)
+    np.testing.assert_allclose(polished.extras["pre_l2"], plain.extras["pre_l2"], rtol=1e-5)
+    assert (polished.norms()["l2"] <= plain.norms()["l2"] + 1e-5).all()
+    assert (_predict(tiny, polished.x_gen)[polished.adversarial]
+            != y[polished.adversarial]).all()
+    assert polished.x_gen.min() >= 0 and polished.x_gen.max() <= 1
+    if method == "rconc":       # where a target's floor binds it finds smaller passing points
+        assert (polished.norms()["l2"] < plain.norms()["l2"] - 1e-4).any()
+    if method == "pgd":
+        assert np.abs(polished.x_gen - x).max() <= METHODS["pgd"]["eps"] + 1e-6
+    else:
+        adv = polished.adversarial
+        assert (polished.n_activated[adv] >= polished.extras["pre_activated"][adv]).all()
+    assert get_generator(method, tiny, polish_steps=6, **({"eps": 0.3} if method == "pgd"
+                                                          else {})).get_config()[
+        "polish_steps"] == 6
+
+
+def test_polish_steps_declared_off_by_default(tiny):
+    assert get_generator("rconc", tiny, threshold=0.9).get_config()["polish_steps"] == 0
+    with pytest.raises(InputError, match="polish_steps"):
+        get_generator("rconc", tiny, polish_steps=-1)
+
+
+def test_fab_step_reaches_a_linear_boundary_and_adam_lowers_the_norm(tiny):
+    """On a linear constraint g.d >= c the FAB step from an infeasible point lands on the
+    feasible side (overshoot 1.05), and from a feasible point it moves toward the seed; one
+    Adam step from a point far inside the floor shortens d."""
+    from rnncon_core.generate import base
+    gen = get_generator("pgd", tiny, eps=1.0)
+    rng = np.random.default_rng(0)
+    x0 = np.full((3, 8, 8), 0.5, np.float32)
+    g = rng.normal(size=(3, 8, 8)).astype(np.float32)
+    w = np.zeros_like(x0)
+    c = np.array([0.3, 0.1, 0.2])
+    vals = [np.sum(base._flat(g) * base._flat(w), axis=1) - c]       # v = g.w - c < 0
+    new = gen._fab_step(w, x0, vals, [g], ("floor",), np.zeros(3, bool))
+    assert (np.sum(base._flat(g) * base._flat(new), axis=1) >= c - 1e-6).all()
+    # from a passing point: the backward step shrinks it toward the seed
+    inside = new * 1.5
+    vals = [np.sum(base._flat(g) * base._flat(inside), axis=1) - c]
+    back = gen._fab_step(inside, x0, vals, [g], ("floor",), np.ones(3, bool))
+    assert (base._l2(back) < base._l2(inside)).all()
+    moments = (np.zeros_like(x0), np.zeros_like(x0))
+    far = [np.full(3, 100.0)]                       # far above the floor: the norm term alone
+    big = (0.1 * np.sign(g)).astype(np.float32)
+    step = gen._adam_step(0, np.arange(3), big, x0, far, [g], ("floor",), moments)
+    assert (base._l2(step) < base._l2(big)).all()

@@ -52,7 +52,7 @@ if submitted:
                 model=sel.model, dataset=sel.dataset, guide=guide, budget=budget,
                 seeds=int(n_seeds), seed=int(seed), **params)
 
-jobs.job_panel("campaign", show_key="camp_show",
+jobs.job_panel("campaign", show_key="camp_show", follow_running=True,
                cancelled_note="resume it from its last checkpoint below")
 
 store = jobs.store()

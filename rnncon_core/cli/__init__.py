@@ -181,6 +181,9 @@ def numbers(text: str | None, option: str, kind=float) -> list | None:
                          f"separated by commas, got {text!r}") from None
 
 
+_BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "1", "0"}
+
+
 def declared_values(params, args: list[str], pairs: list[str] | None, owner: str,
                     elsewhere) -> dict:
     """The values of ``params`` (a method's or criterion's declaration) given after the
@@ -200,15 +203,17 @@ def declared_values(params, args: list[str], pairs: list[str] | None, owner: str
         if negated:
             flag = params.resolve(name[3:])
         is_bool = flag is not None and params[flag].type == "bool"
-        takes_value = not eq and not is_bool and i + 1 < len(args) \
-            and (flag is not None or not args[i + 1].startswith("--"))
+        spelled = is_bool and not eq and not negated and i + 1 < len(args) \
+            and args[i + 1].lower() in _BOOL_WORDS            # --minimize false
+        takes_value = spelled or (not eq and not is_bool and i + 1 < len(args)
+                                  and (flag is not None or not args[i + 1].startswith("--")))
         if takes_value:
             value = args[i + 1]
             i += 1
         i += 1
         if flag is None:
             ignored.append(key)
-        elif is_bool and not eq:
+        elif is_bool and not eq and not spelled:
             items.append((flag, "false" if negated else "true"))
         elif not eq and not takes_value:
             raise InputError(f"--{key} needs a value ({params[flag].check.describe()})")

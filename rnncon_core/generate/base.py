@@ -406,7 +406,16 @@ MINIMIZE = (
           "on its scale, then steps that lower its L2 norm).", label="Minimize the perturbation",
           level="more"),
     Param("min_steps", 8, IntRange(0, 100), "Steps of the minimization that lower the L2 norm "
-          "after the scale search (0: the scale search alone).", level="more"))
+          "after the scale search (0: the scale search alone).", level="more"),
+    Param("polish_steps", 0, IntRange(0, 1000), "After those steps, up to this many steps of a "
+          "penalty descent (Adam) and as many FAB steps per seed, each keeping the smallest "
+          "point that passes (0: none). Lowers L2 most where a target's floor binds; costs "
+          "about one gradient per step and seed.", level="more"))
+# the polishing descents: a seed leaves after this many steps without a smaller passing point;
+# Adam's per-pixel rate; "near a floor": within this first-order L2 distance of it; FAB's
+# overshoot, largest pull toward the seed and backward step (Croce and Hein 2020, their values)
+POLISH_PATIENCE, ADAM_RATE, NEAR_FLOOR = 10, 0.003, 0.05
+FAB_ETA, FAB_ALPHA_MAX, FAB_BETA = 1.05, 0.1, 0.9
 # bisection rounds of the scale search (scales 0..1, to 1/256) and of each later step (its
 # candidate's scales from half to the one of the same L2 norm as before the step)
 SCALE_ROUNDS, STEP_ROUNDS = 8, 5
@@ -444,10 +453,11 @@ class GradientGenerator(Generator):
         return (*super().accepted(), *constraint_params())
 
     def __init__(self, model, *, step: float, iterations: int, constraint: str, window: int,
-                 minimize: bool, min_steps: int, batch_size: int = 256, seed: int = 0,
-                 **constraint_params):
+                 minimize: bool, min_steps: int, polish_steps: int, batch_size: int = 256,
+                 seed: int = 0, **constraint_params):
         super().__init__(model, batch_size=batch_size, seed=seed)
         self.minimize, self.min_steps = bool(minimize), int(min_steps)
+        self.polish_steps = int(polish_steps)
         self.step = float(step)
         self.iterations = int(iterations)
         self.window = int(window)
@@ -664,6 +674,8 @@ class GradientGenerator(Generator):
         d = _times(s, q)
         if self.min_steps and self.constraint.refine:
             d = self._refine(x0, y, d, ctx, cstate, ok, rng)
+            for kind in ("adam", "fab") if self.polish_steps else ():
+                d = self._polish(kind, x0, y, d, ctx, cstate, ok, rng)
         return np.clip(x0 + d, 0.0, 1.0).astype(np.float32)
 
     def _refine(self, x0, y, d, ctx, cstate, ok, rng) -> np.ndarray:
@@ -706,6 +718,83 @@ class GradientGenerator(Generator):
             eta[rows] = np.where(good, np.minimum(1.0, 2 * eta[rows]), eta[rows] / 2)
             live &= eta >= 0.125
         return d
+
+    def _polish(self, kind, x0, y, d, ctx, cstate, ok, rng) -> np.ndarray:
+        """Up to ``polish_steps`` steps from the refined perturbations d that may leave the
+        feasible set (the refine's steps may not): "adam", Adam on ||d|| plus a penalty on each
+        floor within NEAR_FLOOR of being broken (C&W's penalty form, Carlini and Wagner 2017,
+        with each floor's first-order distance); "fab", FAB's step (Croce and Hein 2020,
+        fab_base.py's attack_single_run): the projection of the current point and of the seed
+        onto the linearized floors, mixed, the seed's share at most FAB_ALPHA_MAX, then from a
+        passing point the backward step toward the seed. A point passes by the floors' values;
+        per seed the smallest passing one is kept only if ``ok`` confirms it and it lowers L2.
+        A seed leaves after POLISH_PATIENCE steps without a smaller passing point."""
+        floors = self._keep_floors()
+        best, best_l2 = d.copy(), _l2(d)
+        w, moments = d.copy(), (np.zeros_like(d), np.zeros_like(d))
+        idle = np.zeros(len(d), int)
+        live = best_l2 > 0
+        for t in range(self.polish_steps + 1):
+            rows = np.flatnonzero(live)
+            if not len(rows):
+                break
+            wr, x0r = w[rows], x0[rows]
+            vals, grads = self._keep_gradients(np.clip(x0r + wr, 0.0, 1.0), y[rows],
+                                               _subset(ctx, rows))
+            passes = np.all([v > 0 for v, f in zip(vals, floors) if f == "floor"], axis=0)
+            better = passes & (_l2(wr) < best_l2[rows])
+            best[rows[better]], best_l2[rows[better]] = wr[better], _l2(wr)[better]
+            idle[rows] = np.where(better, 0, idle[rows] + 1)
+            live[rows[idle[rows] > POLISH_PATIENCE]] = False
+            if t == self.polish_steps:
+                break
+            state = {k: v[rows] for k, v in cstate.items()}
+            shaped = [_along(g, self.constraint.direction(g, x0r, wr, state, rng)) for g in grads]
+            if kind == "adam":
+                w[rows] = self._adam_step(t, rows, wr, x0r, vals, shaped, floors, moments)
+            else:
+                w[rows] = self._fab_step(wr, x0r, vals, shaped, floors, passes)
+        found = best_l2 < _l2(d)
+        rows = np.flatnonzero(found)
+        if len(rows):
+            good = ok(best[rows], rows)
+            d[rows[good]] = best[rows[good]]
+        return d
+
+    def _adam_step(self, t, rows, wr, x0r, vals, grads, floors, moments) -> np.ndarray:
+        """One Adam step (Kingma and Ba) on ||d|| - sum over near floors of v / ||g||."""
+        norm = np.maximum(_l2(wr), 1e-12)
+        g = _times(1.0 / norm, wr).astype(np.float64)
+        for v, gi, f in zip(vals, grads, floors):
+            gn = np.maximum(_l2(gi), 1e-12)
+            if f == "floor":
+                g -= _times((v / gn < NEAR_FLOOR) / gn, gi)
+        m, s = moments
+        m[rows] = 0.9 * m[rows] + 0.1 * g
+        s[rows] = 0.999 * s[rows] + 0.001 * g * g
+        step = (m[rows] / (1 - 0.9 ** (t + 1))) / (np.sqrt(s[rows] / (1 - 0.999 ** (t + 1)))
+                                                   + 1e-8)
+        return self._project((wr - ADAM_RATE * step).astype(np.float32), x0r)
+
+    def _fab_step(self, wr, x0r, vals, grads, floors, passes) -> np.ndarray:
+        """FAB's step for several floors: the nearest point of the linearized floors from the
+        current point (e) and from the seed (t0), mixed; from a passing point, then scaled
+        toward the seed by FAB_BETA."""
+        hold = tuple(f == "hold" for f in floors)
+        xr = np.clip(x0r + wr, 0.0, 1.0)
+        # first order at the current point: v + g.(d' - w) >= 0 ("floor") or = v ("hold")
+        inside = lambda x: [g if h else _inside(g, x) for g, h in zip(grads, hold)]  # noqa
+        from_seed = _nearest(inside(x0r),
+                             [np.sum(_flat(g) * _flat(wr), axis=1) - (0.0 if h else v)
+                              for g, v, h in zip(grads, vals, hold)], hold)
+        from_here = _nearest(inside(xr),
+                             [np.zeros_like(v) if h else -v for v, h in zip(vals, hold)], hold)
+        a, b = _l2(from_here), _l2(from_seed)
+        alpha = np.minimum(a / np.maximum(a + b, 1e-12), FAB_ALPHA_MAX)
+        new = (_times(1 - alpha, wr + FAB_ETA * from_here)
+               + _times(alpha * FAB_ETA, from_seed))
+        new = _times(np.where(passes, FAB_BETA, 1.0), self._project(new, x0r))
+        return self._project(new, x0r)
 
     def get_config(self) -> dict:
         """... plus the constraint's own parameters (e.g. an occlusion's size), if any."""

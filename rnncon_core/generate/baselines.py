@@ -61,7 +61,8 @@ class FGSM(PGD):
     params = Params(replace(EPS, default=0.1),
                     *(GradientGenerator.params[n] for n in ("constraint", "minimize")),
                     # minimal: ART's minimal FGSM (the smallest scale of the one signed step)
-                    replace(GradientGenerator.params["min_steps"], default=0))
+                    replace(GradientGenerator.params["min_steps"], default=0),
+                    GradientGenerator.params["polish_steps"])
 
     def __init__(self, model, *, eps: float, **kw):
         super().__init__(model, eps=eps, step=eps, iterations=1, window=128, random_start=False,

@@ -38,6 +38,22 @@ def _ray():
     return ray
 
 
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail at once, with what to do, when nothing listens at a cluster's host:port (Ray itself
+    retries for minutes, printing warnings). "auto" and addresses without a port are left to
+    Ray."""
+    import socket
+    host, _, port = address.split("://", 1)[-1].rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise InputError(f"no Ray cluster answers at {address} ({e.strerror or e}): start one "
+                         f"there (`ray start --head`) or give its head node's host:port "
+                         f"(ray://host:10001 for a Ray client)") from None
+
+
 @contextlib.contextmanager
 def runtime(workers: int | None = None, address: str | None = None):
     """A Ray runtime for the duration: join ``address`` (an existing cluster) or start a local
@@ -49,6 +65,7 @@ def runtime(workers: int | None = None, address: str | None = None):
     if not ray.is_initialized():
         try:
             if address:
+                _check_reachable(address)
                 ray.init(address=address, log_to_driver=False)
             else:
                 # the actors do the work: at the driver's priority, not Ray's default nice 15
@@ -56,6 +73,8 @@ def runtime(workers: int | None = None, address: str | None = None):
                 os.environ.setdefault("RAY_worker_niceness", "0")
                 ray.init(num_cpus=int(workers or os.cpu_count() or 1), include_dashboard=False,
                          log_to_driver=False, configure_logging=False)
+        except InputError:
+            raise
         except Exception as e:  # Ray raises many kinds here; all mean "no runtime"
             where = f"the cluster at {address}" if address else "a local Ray runtime"
             raise RNNConError(f"could not start {where}: {type(e).__name__}: {e}") from None
