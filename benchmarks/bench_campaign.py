@@ -181,15 +181,17 @@ def ray(model, guide, seconds, seeds, store) -> None:
                          store=store, workers=workers, ray_runtime=runtime)
         curve = load_campaign(store.get(r["run_id"]))["curve"]
         out[workers] = (r, curve)
-        _line(measure="ray", workers=workers, budget=f"{seconds:g}s", seconds=r["seconds"],
-              distinct_faults=r["distinct_faults"], calls=r["calls"],
+        _line(measure="ray", workers=workers, seeds=seeds, budget=f"{seconds:g}s",
+              seconds=r["seconds"], distinct_faults=r["distinct_faults"],
+              distinct_pairs=r["distinct_pairs"], worker_faults=r.get("worker_faults"),
+              duplicate_faults=r.get("duplicate_faults"), calls=r["calls"],
               calls_per_second=round(r["calls"] / r["seconds"], 1),
               faults_per_minute=round(60 * r["distinct_faults"] / r["seconds"], 1),
               wall_with_startup=round(time.perf_counter() - t0, 1))
     (r1, _), (r2, c2) = out[1], out[2]
     reach = np.flatnonzero(np.asarray(c2["distinct_faults"]) >= r1["distinct_faults"])
     t_reach = float(np.asarray(c2["seconds"])[reach[0]]) if len(reach) else None
-    _line(measure="ray-speedup",
+    _line(measure="ray-speedup", seeds=seeds,
           calls_per_second=round((r2["calls"] / r2["seconds"]) / (r1["calls"] / r1["seconds"]),
                                  3),
           faults_per_minute_same_wall=round((r2["distinct_faults"] / r2["seconds"]) /

@@ -218,3 +218,18 @@ def test_more_workers_than_seeds_is_refused_before_ray_starts(tiny_lstm, seeds, 
     with pytest.raises(InputError, match="5 workers for 3 seeds.*--workers 3 or fewer"):
         run_campaign("tiny.keras", budget="100calls", workers=5, ray_runtime=no_ray,
                      store=RunStore(tmp_path))
+
+
+def test_default_seed_count_follows_the_input_kind(tiny_lstm, seeds, tmp_path, monkeypatch):
+    """seeds=None: DEFAULT_SEEDS of the model's kind (1,000 for images and sequences, 100 for
+    text); the count taken is stored, so a resumed campaign starts from the same seeds."""
+    from rnncon_core.campaign import DEFAULT_SEEDS, prepare
+    from rnncon_core.runs import RunStore
+    assert DEFAULT_SEEDS == {"image": 1000, "sequence": 1000, "text": 100}
+    x, y = seeds
+    monkeypatch.setitem(prepare.DEFAULT_SEEDS, "sequence", 7)
+    store = RunStore(tmp_path / "runs")
+    out = run_campaign(tiny_lstm, inputs=x, labels=y, guide="nc", budget="40calls",
+                       store=store, parents=2, mutants=2, max_linf=0.5, noise=0.3)
+    info = store.get(out["run_id"])
+    assert info.config["seeds"] == 7 and len(info.load_npz("seeds")["x"]) == 7

@@ -45,6 +45,7 @@ def test_one_worker_equals_one_process(model_file, tmp_path, monkeypatch):
         pytest.skip(f"Ray cannot start here: {e}")
     for key in ("calls", "distinct_faults", "distinct_pairs", "queue", "coverage"):
         assert ray[key] == local[key], key
+    assert ray["worker_faults"] == ray["distinct_faults"] and ray["duplicate_faults"] == 0
     a = store.get(ray["run_id"]).load_npz("faults")
     b = store.get(local["run_id"]).load_npz("faults")
     np.testing.assert_array_equal(a["x"], b["x"])

@@ -34,7 +34,7 @@ with st.form("camp_form"):
                            help="A coverage criterion, or none (no guidance).")
     budget = c[1].text_input("Budget", "2m", key="camp_budget",
                              help="10m, 90s, 1h, or model calls such as 5000calls.")
-    n_seeds = c[2].number_input("Seeds", 1, 2000, 100, key="camp_seeds",
+    n_seeds = c[2].number_input("Seeds", 1, 2000, camp.DEFAULT_SEEDS[kind], key="camp_seeds",
                                 help="The first N test inputs the model predicts right.")
     seed = c[3].number_input("Random seed", 0, 2 ** 31 - 1, 0, key="camp_seed")
     values = forms.draw(_Declared, kind, {}, {}, {}, prefix="camp_")

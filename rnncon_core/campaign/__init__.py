@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from .loop import CAMPAIGN_PARAMS, CURVE_COLUMNS, LOOP_PARAMS, Campaign
 from .mutations import MUTATION_PARAMS, Mutator, input_kind
-from .prepare import GUIDE_NONE, guide_names, make_guide
+from .prepare import DEFAULT_SEEDS, GUIDE_NONE, guide_names, make_guide
 from .record import Budget, live_state, load_campaign, parse_budget
 from .run import run_campaign
 
 __all__ = ["CAMPAIGN_PARAMS", "CURVE_COLUMNS", "LOOP_PARAMS", "MUTATION_PARAMS", "Campaign",
-           "Mutator", "input_kind", "GUIDE_NONE", "Budget", "guide_names", "live_state",
+           "Mutator", "input_kind", "DEFAULT_SEEDS", "GUIDE_NONE", "Budget", "guide_names", "live_state",
            "load_campaign", "make_guide", "parse_budget", "run_campaign"]

@@ -87,9 +87,7 @@ class _Worker:
     def state(self) -> dict:
         """This worker's state but its fault rows (the driver keeps those from the rounds)
         and its curve (the driver's is the campaign's)."""
-        out = self.camp.state()
-        out.pop("curve")
-        return out
+        return self.camp.state(curve=False)
 
     def restore(self, state: dict, queue: dict) -> dict:
         faults = {k[7:]: v for k, v in state.items() if k.startswith("faults/")}
@@ -111,6 +109,7 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, guide_params, stor
         raise InputError("--workers needs a model every worker can load (a shipped name or a "
                          ".keras path)")
     keras_model, x, y, x_train, ds_name = load_seeds(model, dataset, seeds)
+    seeds = len(x) if seeds is None else seeds
     if workers > len(x):
         raise InputError(f"{workers} workers for {len(x)} seeds: each worker needs a seed of "
                          f"its own; give --workers {len(x)} or fewer, or more --seeds")
@@ -152,7 +151,10 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, guide_params, stor
             _save(run, view, actors, ray)
             if view.calls == before:            # every worker spent its share of calls
                 break
-        summary = finish(run, view, config, budget, stopped=not budget.done(view))
+        found = sum(len(rows) for rows in _worker_faults(view, workers))
+        summary = finish(run, view, config, budget, stopped=not budget.done(view),
+                         extra={"worker_faults": found,
+                                "duplicate_faults": found - len(view.faults)})
         if summary["stopped"]:
             raise JobCancelled(f"campaign {run.run_id} was stopped after {view.batches} "
                                f"batches")

@@ -266,15 +266,18 @@ class Campaign:
                            self.model_seconds])
 
     # -- the state as a value
-    def state(self) -> dict:
-        """Everything mutable besides the queue's and faults' rows (which only grow)."""
+    def state(self, curve: bool = True) -> dict:
+        """Everything mutable besides the queue's and faults' rows (which only grow); the
+        curve too unless ``curve=False`` (the run appends its new rows to a log)."""
         import json
-        out = {"picks": self.queue.picks.copy(), "curve": np.array(self.curve, np.float64),
+        out = {"picks": self.queue.picks.copy(),
                "counters": np.array(json.dumps({
                    "calls": self.calls, "batches": self.batches, "seconds": self.elapsed(),
                    "model_seconds": self.model_seconds, "unstable": self.unstable,
                    "faults_total": self.faults.total, "n_queue": len(self.queue),
                    "n_faults": len(self.faults), "rng": self.rng.bit_generator.state}))}
+        if curve:
+            out["curve"] = np.array(self.curve, np.float64)
         if self.guide is not None:
             out.update({f"guide/{k}": np.asarray(a) for k, a in
                         self.guide._state_arrays().items()})

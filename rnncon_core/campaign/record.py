@@ -63,29 +63,39 @@ _MAGIC = b"RNCR"
 
 
 def _checkpoint(run, camp: Campaign, added: dict) -> None:
-    """The batch's new queue and fault rows appended to ``rows.log``, then the state in one
-    atomic file (it counts the rows, so rows of a batch whose state never made it to disk are
-    ignored): a killed campaign loses at most the batch it was in. Neither is fsync'ed after
-    every batch (a killed process loses nothing the page cache holds; per-batch fsyncs and
-    one file per batch took a fifth of a campaign's time on mnist-lstm): the log and the
-    checkpoint are made durable every ``DURABLE_EVERY`` seconds."""
+    """The batch's new queue and fault rows appended to ``rows.log``, its curve row to
+    ``curve.log``, then the state's changes to the checkpoint (``statelog.StateLog``: it
+    counts the rows, so rows of a batch whose state never made it to disk are ignored): a
+    killed campaign loses at most the batch it was in. Nothing is fsync'ed after every batch
+    (a killed process loses nothing the page cache holds; per-batch fsyncs and one file per
+    batch took a fifth of a campaign's time on mnist-lstm): every ``DURABLE_EVERY`` seconds
+    the logs are fsync'ed and a full snapshot of the state is written durably."""
     q0, q1 = added["queue"]
     f0, f1 = added["faults"]
     durable = durable_now(run)
     write_rows(run, camp.queue.rows.arrays(q0, q1) if q1 > q0 else {},
                camp.faults.rows.arrays(f0, f1) if f1 > f0 else {}, durable)
-    save_checkpoint(run, camp.state(), durable)
+    state = camp.state(curve=False)
+    n = getattr(run, "_curve_n", 0)
+    state["n_curve"] = np.int64(append_curve(run, camp.curve[n:], durable))
+    save_checkpoint(run, state, durable)
+
+
+def append_curve(run, rows, durable: bool) -> int:
+    """New curve rows appended to ``curve.log`` (float64, one row of ``CURVE_COLUMNS`` per
+    batch); returns how many rows it holds."""
+    rows = np.asarray(rows, np.float64).reshape(-1, len(CURVE_COLUMNS))
+    _append(run, "_curve_log", "curve.log", rows.astype("<f8").tobytes(), durable)
+    run._curve_n = getattr(run, "_curve_n", 0) + len(rows)
+    return run._curve_n
 
 
 def curve_to_log(run, state: dict, durable: bool) -> dict:
-    """The state without its curve: the curve's new rows appended to ``curve.log`` (float64,
-    one row of ``CURVE_COLUMNS`` per batch) and their count kept (``n_curve``), so a
-    checkpoint does not grow with the campaign's length."""
+    """The state without its curve: the curve's new rows appended to ``curve.log`` and their
+    count kept (``n_curve``), so a checkpoint does not grow with the campaign's length."""
     curve = np.asarray(state.pop("curve"), np.float64).reshape(-1, len(CURVE_COLUMNS))
-    n = getattr(run, "_curve_n", 0)
-    _append(run, "_curve_log", "curve.log", curve[n:].astype("<f8").tobytes(), durable)
-    run._curve_n = len(curve)
-    state["n_curve"] = np.int64(len(curve))
+    state["n_curve"] = np.int64(append_curve(run, curve[getattr(run, "_curve_n", 0):],
+                                             durable))
     return state
 
 
@@ -101,8 +111,10 @@ def read_curve_log(info) -> np.ndarray:
 
 
 def load_checkpoint(info) -> dict | None:
-    """A campaign's checkpoint with its curve (from ``curve.log`` where it is kept there)."""
-    state = info.load_npz("checkpoint")
+    """A campaign's last checkpoint (``statelog.load_state``: the snapshot and the changes
+    logged after it) with its curve (from ``curve.log`` where it is kept there)."""
+    from .statelog import load_state
+    state = load_state(info.path)
     if state is not None and "curve" not in state:
         state = dict(state)
         state["curve"] = read_curve_log(info)[:int(state.get("n_curve", 0))]
@@ -121,18 +133,14 @@ def durable_now(run) -> bool:
 
 
 def write_rows(run, queue: dict, faults: dict, durable: bool = True) -> None:
-    """One record (the batch's rows, an uncompressed .npz) appended to ``rows.log``."""
-    import io
-    import struct
+    """One record (the batch's rows, raw arrays: ``statelog.encode``) appended to
+    ``rows.log``."""
+    from .statelog import encode
     if not queue and not faults:
         return
     arrays = {**{f"queue/{k}": v for k, v in queue.items()},
               **{f"faults/{k}": v for k, v in faults.items()}}
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    data = buf.getvalue()
-    _append(run, "_rows_log", "rows.log", _MAGIC + struct.pack("<Q", len(data)) + data,
-            durable)
+    _append(run, "_rows_log", "rows.log", encode(arrays), durable)
 
 
 def _append(run, attr: str, name: str, data: bytes, durable: bool) -> None:
@@ -151,19 +159,17 @@ def _append(run, attr: str, name: str, data: bytes, durable: bool) -> None:
 
 
 def _log_records(path):
-    """The records of a rows log, in order; a record cut short (killed while written) and
-    what follows it are ignored."""
+    """The records of a rows log, in order (raw arrays, or .npz from older versions); a
+    record cut short (killed while written) and what follows it are ignored."""
     import io
-    import struct
-    data = path.read_bytes()
-    pos = 0
-    while pos + 12 <= len(data) and data[pos:pos + 4] == _MAGIC:
-        (n,) = struct.unpack("<Q", data[pos + 4:pos + 12])
-        if pos + 12 + n > len(data):
-            break
-        with np.load(io.BytesIO(data[pos + 12:pos + 12 + n]), allow_pickle=False) as z:
+
+    from .statelog import MAGIC, decode, records
+    for magic, body in records(path, (MAGIC, _MAGIC)):
+        if magic == MAGIC:
+            yield decode(body)
+            continue
+        with np.load(io.BytesIO(bytes(body)), allow_pickle=False) as z:
             yield {k: z[k] for k in z.files}
-        pos += 12 + n
 
 
 def read_rows(info, name: str) -> dict | None:
@@ -193,12 +199,16 @@ def _save_state(run, camp: Campaign) -> None:
 
 
 def save_checkpoint(run, arrays: dict, durable: bool = True) -> None:
-    """checkpoint.npz, uncompressed (compressing a guide's state took a third of a 15 s
+    """The state into the run's ``statelog.StateLog`` (a durable save is a full snapshot,
+    checkpoint.npz, uncompressed: compressing a guide's state took a third of a 15 s
     campaign's time on mnist-lstm); its curve goes to ``curve.log`` (``curve_to_log``)."""
-    from ..io import atomic_write_npz
+    from .statelog import StateLog
     if "curve" in arrays:
         arrays = curve_to_log(run, dict(arrays), durable)
-    atomic_write_npz(run.path / "checkpoint.npz", arrays, compressed=False, durable=durable)
+    log = getattr(run, "_state_log", None)
+    if log is None:
+        log = run._state_log = StateLog(run.path)
+    log.save(arrays, durable)
 
 
 def sync_rows(run) -> None:
@@ -210,10 +220,17 @@ def sync_rows(run) -> None:
 
 
 def close_rows(run) -> None:
+    """The logs closed; the checkpoint made one durable snapshot (its log removed)."""
+    from .statelog import drop_log
     for name in ("_rows_log", "_curve_log"):
         f = getattr(run, name, None)
         if f is not None and not f.closed:
             f.close()
+    log = getattr(run, "_state_log", None)
+    if log is not None:
+        log.snapshot(durable=True)
+        log.close()
+        drop_log(run.path)
 
 
 def summary_of(camp: Campaign, config: dict, budget: Budget, stopped: bool) -> dict:
@@ -234,12 +251,14 @@ def summary_of(camp: Campaign, config: dict, budget: Budget, stopped: bool) -> d
             "resumed_from": config.get("resumed_from")}
 
 
-def finish(run, camp: Campaign, config: dict, budget: Budget, stopped: bool) -> dict:
-    """The curve, the summary, and (when the budget is spent) the rows as single files."""
+def finish(run, camp: Campaign, config: dict, budget: Budget, stopped: bool,
+           extra: dict | None = None) -> dict:
+    """The curve, the summary (with ``extra``), and (when the budget is spent) the rows as
+    single files."""
     close_rows(run)
     curve = np.array(camp.curve, np.float64).reshape(-1, len(CURVE_COLUMNS))
     run.save_npz("curve", **{c: curve[:, i] for i, c in enumerate(CURVE_COLUMNS)})
-    summary = summary_of(camp, config, budget, stopped)
+    summary = {**summary_of(camp, config, budget, stopped), **(extra or {})}
     run.save_json("summary", summary)
     if not stopped:
         run.save_npz("queue", **camp.queue.rows.arrays())
@@ -259,15 +278,16 @@ def live_state(info) -> dict:
     curve, counters = None, {}
     if (info.path / "curve.npz").exists():
         curve = info.load_npz("curve")
+    from .statelog import latest
     path = info.path / "checkpoint.npz"
     if path.exists():
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                counters = json.loads(str(z["counters"]))
-                rows = None
-                if curve is None:
-                    rows = np.asarray(z["curve"]) if "curve" in z.files else \
-                        read_curve_log(info)[:int(z["n_curve"])]
+        try:           # the counters of the last batch (the snapshot's or a later record's)
+            z = latest(info.path, ("counters", "n_curve", "curve"))
+            counters = json.loads(str(z["counters"]))
+            rows = None
+            if curve is None:
+                rows = np.asarray(z["curve"]) if "curve" in z else \
+                    read_curve_log(info)[:int(z["n_curve"])]
         except (OSError, ValueError, KeyError):      # replaced while read: the next poll
             rows = None
         if curve is None and rows is not None:

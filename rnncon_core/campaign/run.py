@@ -23,14 +23,15 @@ from .record import (_checkpoint, _progress, _save_state, finish, load_checkpoin
 
 
 def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", budget="10m",
-                 seeds: int = 100, seed: int = 0, inputs=None, labels=None,
+                 seeds: int | None = None, seed: int = 0, inputs=None, labels=None,
                  guide_params: dict | None = None, store=None,
                  progress: Callable[[int, int], None] | None = None,
                  should_stop: Callable[[], bool] | None = None, resume: str | None = None,
                  workers: int = 0, ray_address: str | None = None, ray_runtime=None,
                  log=None, **params) -> dict:
     """Run a campaign on ``model`` (a shipped name, a .keras path or a Keras model) from the
-    first ``seeds`` test inputs it predicts right, until ``budget`` is spent, guided by the
+    first ``seeds`` test inputs it predicts right (None: ``prepare.DEFAULT_SEEDS``, 1,000
+    for images and sequences, 100 for text), until ``budget`` is spent, guided by the
     criterion ``guide`` (any of ``coverage.CRITERIA``, or "none"). ``params``: the declared
     mutation and loop parameters (``CAMPAIGN_PARAMS``). Stored in the run store (kind
     "campaign"); returns the summary with ``run_id``. ``resume``: a campaign run's id to go on
@@ -74,6 +75,7 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
                           ray_address=ray_address, values=values, log=log,
                           ray_runtime=ray_runtime)
     keras_model, x, y, x_train, ds_name = load_seeds(model, dataset, seeds, inputs, labels)
+    seeds = len(x) if seeds is None else seeds
     kind = input_kind(keras_model)
     ensure_profile(keras_model, x_train, kind, log)
     camp = Campaign(keras_model, x, y, make_guide(guide, keras_model, guide_params), values,

@@ -23,8 +23,11 @@ BUDGET_OPT = typer.Option("10m", "--budget", help="How long: 10m, 90s, 1h, or mo
                                                   "such as 5000calls.")
 GUIDE_HELP = (f"A coverage criterion (one of {', '.join(CRITERIA.names())}; `rnncon criteria` "
               f"lists their parameters) or none (the unguided baseline).")
-SEEDS_OPT = typer.Option(100, "--seeds", help="The first N test inputs the model predicts "
-                                              "right.")
+SEEDS_OPT = typer.Option(None, "--seeds", help="The first N test inputs the model predicts "
+                                               "right (default: 1000 for images and "
+                                               "sequences, 100 for text).")
+REPORT_SEEDS_OPT = typer.Option(100, "--seeds", help="The first N test inputs each model "
+                                                     "predicts right.")
 EPILOG = ("Mutation and loop parameters follow as --NAME VALUE (e.g. --max-linf 0.2 "
           "--max-changed 0.02 --mutations pixel,affine,gradient --parents 8 --mutants 8); the "
           "guide's own as --guide-param NAME=VALUE. docs/campaign.md lists them.")
@@ -87,7 +90,7 @@ def campaign_cmd(
                                          "1h, or model calls such as 5000calls; with --resume "
                                          "the total, including what the run spent."),
     guide: str = typer.Option("rconc", "--guide", help=GUIDE_HELP),
-    seeds: int = SEEDS_OPT,
+    seeds: Optional[int] = SEEDS_OPT,
     seed: int = typer.Option(0, "--seed", help="Random seed (same seed and budget in calls: "
                                                "the same campaign)."),
     guide_param: Optional[List[str]] = typer.Option(None, "--guide-param",
@@ -155,7 +158,7 @@ def check_cmd(
     budget: str = typer.Option("2m", "--budget", help="The campaign's budget (2m, 500calls)."),
     guide: Optional[str] = typer.Option(None, "--guide", help="Default: the first criterion of "
                                         "--min-coverage, else none."),
-    seeds: int = SEEDS_OPT,
+    seeds: Optional[int] = SEEDS_OPT,
     seed: int = typer.Option(0, "--seed"),
     junit: Optional[str] = typer.Option(None, "--junit", help="Write JUnit XML here."),
     html: Optional[str] = typer.Option(None, "--html", help="Write the HTML report here "
@@ -212,7 +215,7 @@ def report_campaign_cmd(
     repeats: int = typer.Option(5, "--repeats", help="Campaigns per (model, guide)."),
     budget: str = typer.Option("30s", "--budget", help="Budget of each campaign: 30s, "
                                "8000calls, or 8000calls,imdb-lstm=1500calls (per model)."),
-    seeds: int = SEEDS_OPT,
+    seeds: int = REPORT_SEEDS_OPT,
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Seeds from this data set's "
                                           "test split (a name or your own .npz; default: each "
                                           "model's)."),
