@@ -201,7 +201,7 @@ def test_margin_term_is_positive_exactly_when_predicted_wrong():
 @pytest.mark.parametrize("method", ["rconc", "rnntest", "pgd"])
 def test_polish_keeps_guarantees_and_never_raises_l2(method, tiny, other, seeds):
     x, y = seeds
-    _, plain = _pair(method, tiny, other, seeds)
+    _, plain = _pair(method, tiny, other, seeds, polish_steps=0)
     _, polished = _pair(method, tiny, other, seeds, polish_steps=6)
     # same ascent, same adversarial inputs (the stage never changes which seeds flip)
     np.testing.assert_array_equal(polished.adversarial, plain.adversarial)
@@ -222,8 +222,9 @@ def test_polish_keeps_guarantees_and_never_raises_l2(method, tiny, other, seeds)
         "polish_steps"] == 6
 
 
-def test_polish_steps_declared_off_by_default(tiny):
-    assert get_generator("rconc", tiny, threshold=0.9).get_config()["polish_steps"] == 0
+def test_polish_steps_declared_and_on_by_default(tiny):
+    assert get_generator("rconc", tiny, threshold=0.9).get_config()["polish_steps"] == 30
+    assert get_generator("fgsm", tiny).get_config()["polish_steps"] == 30   # no refine: unused
     with pytest.raises(InputError, match="polish_steps"):
         get_generator("rconc", tiny, polish_steps=-1)
 

@@ -12,10 +12,11 @@ import time
 from rnncon_core.jobs import run_generation
 
 MODELS = ("mnist-lstm", "mnist-gru", "stacked-mnist-lstm", "stacked-mnist-gru")
+ORDER = ("mnist-gru", "stacked-mnist-gru", "mnist-lstm", "stacked-mnist-lstm")   # tightest first
 
 
-def main(steps: int, n_seeds: int = 500) -> None:
-    for model in MODELS:
+def main(steps: int, n_seeds: int = 500, models=MODELS) -> None:
+    for model in models:
         for method in ("rconc", "rnntest"):
             t0 = time.time()
             s = run_generation(model, method, n_seeds, target="random", iterations=50,
@@ -32,4 +33,5 @@ def main(steps: int, n_seeds: int = 500) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 500)
+    main(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 500,
+         sys.argv[3].split(",") if len(sys.argv) > 3 else MODELS)

@@ -407,7 +407,7 @@ MINIMIZE = (
           level="more"),
     Param("min_steps", 8, IntRange(0, 100), "Steps of the minimization that lower the L2 norm "
           "after the scale search (0: the scale search alone).", level="more"),
-    Param("polish_steps", 0, IntRange(0, 1000), "After those steps, up to this many steps of a "
+    Param("polish_steps", 30, IntRange(0, 1000), "After those steps, up to this many steps of a "
           "penalty descent (Adam) and as many FAB steps per seed, each keeping the smallest "
           "point that passes (0: none). Lowers L2 most where a target's floor binds; costs "
           "about one gradient per step and seed.", level="more"))

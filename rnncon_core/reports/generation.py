@@ -339,9 +339,12 @@ def _md_intro(r: dict) -> list[str]:
 
 def _md_table2(r: dict) -> list[str]:
     """Table 2's section: one line per (model, row)."""
+    from ..generate.base import MINIMIZE
+    steps, polish = (p.default for p in MINIMIZE[1:3])
     L = ["## Table 2: adversarial inputs per model and strategy", "",
          "Every gradient method ran with the minimal-perturbation stage (`minimize=True`, "
-         "`min_steps` 8; FGSM: the scale search alone). The `raw` columns are the same run "
+         f"`min_steps` {steps}, `polish_steps` {polish}: Adam then FAB descents; FGSM: the "
+         "scale search alone). The `raw` columns are the same run "
          "before that stage, i.e. the run without it (the stage runs after the ascent and "
          "never changes which seeds are adversarial); `stage s` is the stage's share of the "
          "run's seconds.", "",
