@@ -107,7 +107,7 @@ def loop(camp: Campaign, budget: Budget, on_batch, on_progress, stop) -> None:
     last = 0.0
     while not budget.done(camp):
         if stop():
-            return
+            break                   # the last progress below: a stopped run shows its counts
         on_batch(camp.step())
         if time.monotonic() - last > 0.5:
             on_progress()
