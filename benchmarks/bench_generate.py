@@ -29,7 +29,8 @@ def main() -> None:
                     help="the minimal-perturbation stage (gradient methods)")
     ap.add_argument("--min-steps", type=int, default=None)
     ap.add_argument("--polish-steps", type=int, default=None,
-                    help="the stage's polishing descents (gradient methods; default 0: none)")
+                    help="the stage's polishing descents (gradient methods; default: the "
+                         "generator's declared default, 30)")
     args = ap.parse_args()
 
     import tensorflow as tf

@@ -61,11 +61,12 @@ def runtime(workers: int | None = None, address: str | None = None):
     ray = _ray()
     if workers is not None and int(workers) < 1:
         raise InputError(f"--workers must be at least 1, got {workers}")
+    if address:
+        _check_reachable(address)       # also when a runtime is already up in this process
     started = False
     if not ray.is_initialized():
         try:
             if address:
-                _check_reachable(address)
                 ray.init(address=address, log_to_driver=False)
             else:
                 # the actors do the work: at the driver's priority, not Ray's default nice 15
