@@ -696,9 +696,7 @@ class GradientGenerator(Generator):
             dr, x0r = d[rows], x0[rows]
             vals, grads = self._keep_gradients(np.clip(x0r + dr, 0.0, 1.0), y[rows],
                                                _subset(ctx, rows))
-            state = {k: v[rows] for k, v in cstate.items()}
-            shaped = [_along(g, self.constraint.direction(g, x0r, dr, state, rng))
-                      for g in grads]
+            shaped = self._shaped(grads, x0r, dr, cstate, rows, rng)
             # a floor moves along +g only (its multiplier is >= 0): keep it inside the box
             shaped = [_inside(g, x0r) if f == "floor" else g for g, f in zip(shaped, floors)]
             # first order: v + g.(d' - d) >= 0 ("floor") or = v ("hold")
@@ -718,6 +716,11 @@ class GradientGenerator(Generator):
             eta[rows] = np.where(good, np.minimum(1.0, 2 * eta[rows]), eta[rows] / 2)
             live &= eta >= 0.125
         return d
+
+    def _shaped(self, grads, x0r, dr, cstate, rows, rng) -> list[np.ndarray]:
+        """The kept values' gradients as the constraint lets a step at x0 + d move (rows)."""
+        state = {k: v[rows] for k, v in cstate.items()}
+        return [_along(g, self.constraint.direction(g, x0r, dr, state, rng)) for g in grads]
 
     def _polish(self, kind, x0, y, d, ctx, cstate, ok, rng) -> np.ndarray:
         """Up to ``polish_steps`` steps from the refined perturbations d that may leave the
@@ -748,8 +751,7 @@ class GradientGenerator(Generator):
             live[rows[idle[rows] > POLISH_PATIENCE]] = False
             if t == self.polish_steps:
                 break
-            state = {k: v[rows] for k, v in cstate.items()}
-            shaped = [_along(g, self.constraint.direction(g, x0r, wr, state, rng)) for g in grads]
+            shaped = self._shaped(grads, x0r, wr, cstate, rows, rng)
             if kind == "adam":
                 w[rows] = self._adam_step(t, rows, wr, x0r, vals, shaped, floors, moments)
             else:
