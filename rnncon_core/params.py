@@ -120,6 +120,7 @@ class OneOf(Check):
 
 class Bool(Check):
     type = "bool"
+    TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")     # as typed
 
     def check(self, name, v):
         if not isinstance(v, (bool, np.bool_)):
@@ -131,9 +132,9 @@ class Bool(Check):
 
     def parse(self, text):
         t = str(text).strip().lower()
-        if t in ("true", "1", "yes", "on"):
+        if t in self.TRUE:
             return True
-        if t in ("false", "0", "no", "off"):
+        if t in self.FALSE:
             return False
         return text                 # check() says what is wrong
 

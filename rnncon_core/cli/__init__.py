@@ -181,9 +181,6 @@ def numbers(text: str | None, option: str, kind=float) -> list | None:
                          f"separated by commas, got {text!r}") from None
 
 
-_BOOL_WORDS = {"true", "false", "yes", "no", "on", "off", "1", "0"}
-
-
 def declared_values(params, args: list[str], pairs: list[str] | None, owner: str,
                     elsewhere) -> dict:
     """The values of ``params`` (a method's or criterion's declaration) given after the
@@ -203,8 +200,9 @@ def declared_values(params, args: list[str], pairs: list[str] | None, owner: str
         if negated:
             flag = params.resolve(name[3:])
         is_bool = flag is not None and params[flag].type == "bool"
+        words = (*params[flag].check.TRUE, *params[flag].check.FALSE) if is_bool else ()
         spelled = is_bool and not eq and not negated and i + 1 < len(args) \
-            and args[i + 1].lower() in _BOOL_WORDS            # --minimize false
+            and args[i + 1].lower() in words                   # --minimize false
         takes_value = spelled or (not eq and not is_bool and i + 1 < len(args)
                                   and (flag is not None or not args[i + 1].startswith("--")))
         if takes_value:
