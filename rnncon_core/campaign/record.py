@@ -76,14 +76,14 @@ def _checkpoint(run, camp: Campaign, added: dict) -> None:
     write_rows(run, camp.queue.rows.arrays(q0, q1) if q1 > q0 else {},
                camp.faults.rows.arrays(f0, f1) if f1 > f0 else {}, durable)
     state = camp.state(curve=False)
-    n = getattr(run, "_curve_n", 0)
-    state["n_curve"] = np.int64(append_curve(run, camp.curve[n:], durable))
+    state["n_curve"] = np.int64(append_curve(run, camp.curve, durable))
     save_checkpoint(run, state, durable)
 
 
-def append_curve(run, rows, durable: bool) -> int:
-    """New curve rows appended to ``curve.log`` (float64, one row of ``CURVE_COLUMNS`` per
-    batch); returns how many rows it holds."""
+def append_curve(run, curve, durable: bool) -> int:
+    """The curve's rows not yet in ``curve.log`` appended to it (float64, one row of
+    ``CURVE_COLUMNS`` per batch); returns how many rows it holds."""
+    rows = curve[getattr(run, "_curve_n", 0):]
     rows = np.asarray(rows, np.float64).reshape(-1, len(CURVE_COLUMNS))
     _append(run, "_curve_log", "curve.log", rows.astype("<f8").tobytes(), durable)
     run._curve_n = getattr(run, "_curve_n", 0) + len(rows)
@@ -94,8 +94,7 @@ def curve_to_log(run, state: dict, durable: bool) -> dict:
     """The state without its curve: the curve's new rows appended to ``curve.log`` and their
     count kept (``n_curve``), so a checkpoint does not grow with the campaign's length."""
     curve = np.asarray(state.pop("curve"), np.float64).reshape(-1, len(CURVE_COLUMNS))
-    state["n_curve"] = np.int64(append_curve(run, curve[getattr(run, "_curve_n", 0):],
-                                             durable))
+    state["n_curve"] = np.int64(append_curve(run, curve, durable))
     return state
 
 

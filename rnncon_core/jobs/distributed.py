@@ -74,8 +74,6 @@ def runtime(workers: int | None = None, address: str | None = None):
                 os.environ.setdefault("RAY_worker_niceness", "0")
                 ray.init(num_cpus=int(workers or os.cpu_count() or 1), include_dashboard=False,
                          log_to_driver=False, configure_logging=False)
-        except InputError:
-            raise
         except Exception as e:  # Ray raises many kinds here; all mean "no runtime"
             where = f"the cluster at {address}" if address else "a local Ray runtime"
             raise RNNConError(f"could not start {where}: {type(e).__name__}: {e}") from None
