@@ -233,3 +233,21 @@ def test_default_seed_count_follows_the_input_kind(tiny_lstm, seeds, tmp_path, m
                        store=store, parents=2, mutants=2, max_linf=0.5, noise=0.3)
     info = store.get(out["run_id"])
     assert info.config["seeds"] == 7 and len(info.load_npz("seeds")["x"]) == 7
+
+
+def test_a_finished_campaign_extended_keeps_its_whole_curve(tiny_lstm, seeds, tmp_path):
+    """Resuming a finished campaign with a larger budget (its curve log is gone by then): the
+    new run's curve is the uninterrupted campaign's, from its first batch."""
+    from rnncon_core.runs import RunStore
+    x, y = seeds
+    store = RunStore(tmp_path / "runs")
+    kw = dict(inputs=x, labels=y, seeds=len(x), guide="rconc", store=store, seed=5,
+              parents=4, mutants=4, max_linf=0.5, noise=0.3)
+    whole = run_campaign(tiny_lstm, budget="400calls", **kw)
+    first = run_campaign(tiny_lstm, budget="200calls", **kw)
+    assert not (store.get(first["run_id"]).path / "curve.log").exists()
+    more = run_campaign(tiny_lstm, budget="400calls", resume=first["run_id"], store=store)
+    a = store.get(more["run_id"]).load_npz("curve")
+    b = store.get(whole["run_id"]).load_npz("curve")
+    np.testing.assert_array_equal(a["calls"], b["calls"])
+    np.testing.assert_array_equal(a["distinct_faults"], b["distinct_faults"])

@@ -116,7 +116,10 @@ def load_checkpoint(info) -> dict | None:
     state = load_state(info.path)
     if state is not None and "curve" not in state:
         state = dict(state)
-        state["curve"] = read_curve_log(info)[:int(state.get("n_curve", 0))]
+        whole = info.load_npz("curve")     # a finished campaign's (its log is removed then)
+        rows = read_curve_log(info) if whole is None else \
+            np.stack([np.asarray(whole[c], np.float64) for c in CURVE_COLUMNS], axis=1)
+        state["curve"] = rows[:int(state.get("n_curve", 0))]
     return state
 
 
