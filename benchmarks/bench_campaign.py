@@ -20,6 +20,10 @@ Prints one JSON line per measurement, each with the 1-minute load average:
 - ``memory``: the process's peak RSS after it, the queue's and faults' bytes, and (with
   ``--memory-calls``) a campaign of that many model calls with its peak RSS growth (target:
   <= 2 GB for a 30-minute campaign).
+- ``yield``: one process, budget ``--yield-calls`` model calls (counts that do not depend on
+  the load): f@N, the distinct faults, and p@N, the distinct (true, predicted) pairs, after
+  N = 1/8, 1/4, 1/2 and all of the budget, read from the run's curve (per guide of
+  ``--guides``).
 - ``ray``: ``--ray-seconds`` campaigns with 1 and with 2 Ray workers (one CPU each, one TF
   thread each); the speed-up in model calls per second, in distinct faults per minute at the
   same wall time, and in the time to reach the distinct faults one worker found (target: 2
@@ -144,12 +148,13 @@ def overhead(model, guide, calls, seeds, store) -> None:
           target="<= 1.5")
 
 
-def campaign(model, guide, minutes, seeds, store) -> None:
+def campaign(model, guide, minutes, seeds, store, params) -> None:
     from rnncon_core.campaign import run_campaign
     rss0 = _rss_mb()
     s = run_campaign(model, guide=guide, budget=f"{minutes * 60:g}s", seeds=seeds,
-                     store=store)
+                     store=store, **params)
     _line(measure="campaign", model=model, guide=guide, budget=f"{minutes * 60:g}s",
+          params=params,
           distinct_faults=s["distinct_faults"], distinct_pairs=s["distinct_pairs"],
           faults_total=s["faults_total"], calls=s["calls"], batches=s["batches"],
           coverage=s["coverage"], queue=s["queue"], loop_over_model_calls=s["overhead"],
@@ -171,14 +176,40 @@ def memory(model, guide, calls, seeds, store) -> None:
           distinct_faults=s["distinct_faults"], target="<= 2048 MB")
 
 
-def ray(model, guide, seconds, seeds, store) -> None:
+def yield_curve(model, guide, calls, seeds, store, params) -> None:
+    from rnncon_core.campaign import load_campaign, run_campaign
+    t0 = time.perf_counter()
+    r = run_campaign(model, guide=guide, budget=f"{calls}calls", seeds=seeds, store=store,
+                     **params)
+    c = load_campaign(store.get(r["run_id"]))["curve"]
+    out = {}
+    for n in (calls // 8, calls // 4, calls // 2, calls):
+        i = min(int(np.searchsorted(c["calls"], n)), len(c["calls"]) - 1)
+        out[f"f@{n}"] = int(c["distinct_faults"][i])
+        out[f"p@{n}"] = int(c["distinct_pairs"][i])
+    _line(measure="yield", model=model, guide=guide, seeds=seeds, params=params, **out,
+          faults_total=r["faults_total"], queue=r["queue"],
+          seconds=round(time.perf_counter() - t0, 1))
+
+
+def _params(text: str) -> dict:
+    """"explore_faults=true,stale_picks=4": the declared campaign parameters."""
+    from rnncon_core.campaign import CAMPAIGN_PARAMS
+    out = {}
+    for item in filter(None, (text or "").split(",")):
+        k, _, v = item.partition("=")
+        out[k] = CAMPAIGN_PARAMS[k].parse(v)
+    return out
+
+
+def ray(model, guide, seconds, seeds, store, params) -> None:
     from rnncon_core.campaign import load_campaign, run_campaign
     from rnncon_core.jobs.distributed import runtime
     out = {}
     for workers in (1, 2):
         t0 = time.perf_counter()
         r = run_campaign(model, guide=guide, budget=f"{seconds:g}s", seeds=seeds,
-                         store=store, workers=workers, ray_runtime=runtime)
+                         store=store, workers=workers, ray_runtime=runtime, **params)
         curve = load_campaign(store.get(r["run_id"]))["curve"]
         out[workers] = (r, curve)
         _line(measure="ray", workers=workers, seeds=seeds, budget=f"{seconds:g}s",
@@ -191,7 +222,7 @@ def ray(model, guide, seconds, seeds, store) -> None:
     (r1, _), (r2, c2) = out[1], out[2]
     reach = np.flatnonzero(np.asarray(c2["distinct_faults"]) >= r1["distinct_faults"])
     t_reach = float(np.asarray(c2["seconds"])[reach[0]]) if len(reach) else None
-    _line(measure="ray-speedup", seeds=seeds,
+    _line(measure="ray-speedup", seeds=seeds, params=params,
           calls_per_second=round((r2["calls"] / r2["seconds"]) / (r1["calls"] / r1["seconds"]),
                                  3),
           faults_per_minute_same_wall=round((r2["distinct_faults"] / r2["seconds"]) /
@@ -211,7 +242,11 @@ def main() -> None:
     ap.add_argument("--memory-calls", type=int, default=0)
     ap.add_argument("--seeds", type=int, default=100)
     ap.add_argument("--ray-seconds", type=float, default=0.0)
+    ap.add_argument("--yield-calls", type=int, default=0)
+    ap.add_argument("--params", default="", help="campaign parameters of --minutes, "
+                    "--yield-calls and --ray-seconds, e.g. explore_faults=true,stale_picks=4")
     args = ap.parse_args()
+    params = _params(args.params)
 
     from rnncon_core.runs import RunStore
     store = RunStore(tempfile.mkdtemp(prefix="bench-campaign-"))
@@ -219,11 +254,14 @@ def main() -> None:
         for guide in args.guides.split(","):
             overhead(args.model, guide, args.overhead_calls, args.seeds, store)
     if args.minutes:
-        campaign(args.model, args.guide, args.minutes, args.seeds, store)
+        campaign(args.model, args.guide, args.minutes, args.seeds, store, params)
     if args.memory_calls:
         memory(args.model, args.guide, args.memory_calls, args.seeds, store)
+    if args.yield_calls:
+        for guide in args.guides.split(","):
+            yield_curve(args.model, guide, args.yield_calls, args.seeds, store, params)
     if args.ray_seconds:
-        ray(args.model, args.guide, args.ray_seconds, args.seeds, store)
+        ray(args.model, args.guide, args.ray_seconds, args.seeds, store, params)
 
 
 if __name__ == "__main__":

@@ -93,3 +93,48 @@ def test_an_address_nobody_listens_at_fails_at_once():
             pass
     assert time.perf_counter() - t < 30
     assert ray.is_initialized() == up
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:                 # a port that was free a moment ago
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_generation_at_a_silent_address_leaves_no_run(model_file, tmp_path):
+    from rnncon_core.errors import InputError
+    from rnncon_core.jobs import run_generation
+    from rnncon_core.runs import RunStore
+    from rnncon_core.zoo import load_model
+    x = np.random.default_rng(7).random((4, 5, 3)).astype("float32")
+    y = np.asarray(load_model(model_file)(x)).argmax(1)
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(InputError, match="no Ray cluster answers"):
+        run_generation(model_file, "pgd", 4, inputs=x, labels=y, store=store, workers=2,
+                       ray_address=f"127.0.0.1:{_free_port()}", eps=0.2, step=0.05,
+                       iterations=2)
+    assert store.list() == []
+
+
+def test_a_campaign_at_a_silent_address_leaves_no_run(model_file, tmp_path, monkeypatch):
+    """A wrong --ray-address is an argument error: no failed campaign in the store."""
+    from rnncon_core.campaign import run_campaign
+    from rnncon_core.campaign import prepare as campaign_run
+    from rnncon_core.errors import InputError
+    from rnncon_core.jobs.distributed import runtime
+    from rnncon_core.runs import RunStore
+    from rnncon_core.zoo import load_model
+    path = model_file
+    x = np.random.default_rng(7).random((4, 5, 3)).astype("float32")
+    y = np.asarray(load_model(path)(x)).argmax(1)
+
+    def seeds(model_ref, dataset=None, n_seeds=100, inputs=None, labels=None):
+        return campaign_run._loaded(model_ref, load_model), x, y, x, "inputs"
+    monkeypatch.setattr(campaign_run, "load_seeds", seeds)
+    monkeypatch.setattr("rnncon_core.campaign.run.load_seeds", seeds)
+    store = RunStore(tmp_path / "runs")
+    with pytest.raises(InputError, match="no Ray cluster answers"):
+        run_campaign(path, guide="rconc", budget="100calls", store=store, workers=2,
+                     ray_address=f"127.0.0.1:{_free_port()}", ray_runtime=runtime)
+    assert store.list() == []

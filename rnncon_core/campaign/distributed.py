@@ -126,8 +126,9 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, guide_params, stor
                          f"workers: resume it with the same --workers")
     view = Campaign(keras_model, x, y, merged, values, seed, kind, None)      # the driver's
     view.queue.capacity = workers * values["max_queue"]
-    with store.start("campaign", model=model, method=guide, config=config) as run, \
-            ray_runtime(workers, ray_address) as ray:
+    with ray_runtime(workers, ray_address) as ray, \
+            store.start("campaign", model=model, method=guide, config=config) as run:
+        # the runtime first: a cluster that does not answer leaves no failed run behind
         run.save_npz("seeds", x=x, y=y)
         Worker = ray.remote(num_cpus=1)(_Worker)
         actors = [Worker.remote(model, x[w::workers], y[w::workers], guide, guide_params,

@@ -14,6 +14,24 @@ covered first; the guide takes every valid mutant, faults included). The unguide
 loop (Odena et al., ICML 2019: mutate an element, keep it if its coverage is new); neither
 handles recurrent models nor more than one criterion.
 
+Two declared options aim the loop's model calls at faults not found yet (most faulty mutants
+repeat a (true, predicted, abstract state) key already found, so the count of distinct faults
+grows ever slower with the calls):
+
+- ``explore_faults``: a mutant that is a NEW distinct fault enters the queue as a parent too
+  (with its lineage's reference, root and root label, so its own mutants stay within the same
+  validity bounds and are faults against the root seed's label). AFL's crash exploration mode
+  is the precedent (``afl-fuzz -C``: in ``save_if_interesting``, AFL++
+  ``src/afl-fuzz-bitmap.c``, a crashing input with new coverage bits is queued for further
+  fuzzing); DeepHunter does not do this (``ImageInputCorpus.save_if_interesting``,
+  ``deephunter/image_queue.py``, writes a crash to its crashes folder and never queues it). A mutant of a fault that keeps the wrong prediction but reaches another
+  abstract state is a new distinct fault by the campaign's own definition.
+- ``stale_picks``: per root seed, the picks in a row whose mutants found no new distinct fault
+  (``Campaign.stale``, part of the state); every entry of that root's lineage has its pick
+  weight halved every ``stale_picks`` such picks, and a new distinct fault resets the count
+  (the idea of AFLFast's power schedules, Böhme et al. CCS 2016, AFL++'s ``n_fuzz``: less
+  energy for what keeps being exercised).
+
 Randomness: one ``numpy.random.Generator`` (seeded with ``seed``) drives every choice; its state
 is part of the checkpoint, so a resumed campaign draws what the uninterrupted one would have.
 """
@@ -24,7 +42,7 @@ import time
 import numpy as np
 
 from ..errors import InputError
-from ..params import Interval, IntRange, Param, Params
+from ..params import Bool, Interval, IntRange, Param, Params
 from ..zoo import class_labels
 from .mutations import MUTATION_PARAMS, Mutator
 from .queue import FaultSet, SeedQueue
@@ -43,6 +61,13 @@ LOOP_PARAMS = Params(
           "probability.", kinds=("image", "text", "sequence"), level="cli"),
     Param("gamma", 5.0, Interval(0.0, 1e6, lo_open=True), "Picks over which the probability "
           "decays (DeepHunter's γ).", kinds=("image", "text", "sequence"), level="cli"),
+    Param("explore_faults", False, Bool(), "A mutant that is a new distinct fault enters the "
+          "queue as a parent too (AFL's crash exploration; DeepHunter keeps no fault): its "
+          "mutants stay within the bounds of its lineage's reference and are faults against "
+          "the root seed's label.", kinds=("image", "text", "sequence"), level="more"),
+    Param("stale_picks", 0.0, Interval(0.0, 1e6), "Picks of a root seed in a row whose "
+          "mutants found no new distinct fault over which the pick weight of its lineage "
+          "halves (0: off).", kinds=("image", "text", "sequence"), level="more"),
     Param("max_queue", 50_000, IntRange(1), "Most queue entries (memory bound).",
           kinds=("image", "text", "sequence"), level="more"),
     Param("components", 3, IntRange(1, 8), "Principal axes of the abstract state (DeepStellar) "
@@ -108,6 +133,7 @@ class Campaign:
         self.queue = SeedQueue(values["p_init"], values["p_min"], values["gamma"],
                                values["max_queue"])
         self.faults = FaultSet()
+        self.stale = np.zeros(len(x), np.int64)   # per root: picks in a row without a new fault
         self.curve: list[list[float]] = []
         self.calls, self.batches = 0, 0
         self.seconds = self.model_seconds = 0.0      # elapsed before this process's clock
@@ -217,7 +243,8 @@ class Campaign:
     def step(self) -> dict:
         """One batch; returns what it added (for the run store and the Ray driver)."""
         q, v = self.queue, self.values
-        idx = np.repeat(q.pick(self.rng, v["parents"]), v["mutants"])
+        picked = q.pick(self.rng, v["parents"], self._pick_scale())
+        idx = np.repeat(picked, v["mutants"])
         rows = q.rows
         x, ref, label = rows["x"][idx], rows["ref"][idx], rows["label"][idx]
         grad = None if self._grad is None else self.gradient
@@ -225,29 +252,53 @@ class Campaign:
             x, ref, rows["shifted"][idx], label, self.rng, grad)
         idx, label = idx[pos], label[pos]
         q_start, f_start = len(q), len(self.faults)
+        found = np.zeros(0, np.int64)            # parents of the new distinct faults
         if len(new):
             pred, hidden, gain = self.run(new)   # the guide takes every valid mutant
-            bad = pred != label
-            self._faults(new[bad], idx[bad], label[bad], pred[bad], np.array(ops)[bad],
-                         hidden[bad])
-            keep = ~bad & (gain > 0) if self.guide is not None else ~bad
+            bad = np.flatnonzero(pred != label)
+            kept = self._faults(new[bad], idx[bad], label[bad], pred[bad], np.array(ops)[bad],
+                                hidden[bad])
+            found = idx[bad[kept]]
+            keep = (pred == label) & (gain > 0) if self.guide is not None else pred == label
+            if v["explore_faults"]:              # a new distinct fault becomes a parent too
+                keep[bad[kept]] = True
             sel = np.flatnonzero(keep)
             parents = idx[sel]
             q.add(x=new[sel], ref=new_ref[sel], root=rows["root"][parents],
                   label=label[sel], shifted=shifted[sel], gain=gain[sel],
                   depth=rows["depth"][parents] + 1, parent=parents)
+        self._mark_stale(rows["root"][picked], rows["root"][found])
         self.batches += 1
         self._record()
         return {"queue": (q_start, len(q)), "faults": (f_start, len(self.faults))}
 
-    def _faults(self, x, parent, label, pred, ops, hidden) -> None:
+    def _pick_scale(self):
+        """Per queue entry: 0.5 ** (its root's fruitless picks in a row / ``stale_picks``)
+        (None when off)."""
+        half = self.values["stale_picks"]
+        if not half:
+            return None
+        return np.exp2(-np.minimum(self.stale[self.queue.rows["root"]] / half, 30.0))
+
+    def _mark_stale(self, picked_roots, fruitful_roots) -> None:
+        """A picked root's count of fruitless picks in a row: +1 per pick, back to 0 when
+        one of its mutants was a new distinct fault (kept whether or not ``stale_picks`` is
+        on, so the state is the same either way)."""
+        np.add.at(self.stale, picked_roots, 1)
+        self.stale[fruitful_roots] = 0
+
+    def _faults(self, x, parent, label, pred, ops, hidden) -> np.ndarray:
+        """Record the new distinct faults among these faulty mutants (re-predicted first);
+        returns the positions of those kept."""
+        none = np.zeros(0, np.int64)
         if not len(x):
-            return
+            return none
         self.faults.total += len(x)
         state = self.abstraction.states_of_hidden(hidden)
         new = self.faults.new_mask(label, pred, state)
         if not new.any():
-            return
+            return none
+        at = np.flatnonzero(new)
         x, parent, label, pred, state, ops = (a[new] for a in (x, parent, label, pred,
                                                                  state, ops))
         again = self.predict(x)                  # every fault re-predicted before it is kept
@@ -259,6 +310,7 @@ class Campaign:
                         state=state[stable], op=ops[stable].astype("<U24"),
                         batch=np.full(m, self.batches), calls=np.full(m, self.calls),
                         seconds=np.full(m, self.elapsed()))
+        return at[stable]
 
     def _record(self) -> None:
         self.curve.append([self.elapsed(), self.calls, self.coverage(), len(self.faults),
@@ -270,7 +322,7 @@ class Campaign:
         """Everything mutable besides the queue's and faults' rows (which only grow); the
         curve too unless ``curve=False`` (the run appends its new rows to a log)."""
         import json
-        out = {"picks": self.queue.picks.copy(),
+        out = {"picks": self.queue.picks.copy(), "stale": self.stale.copy(),
                "counters": np.array(json.dumps({
                    "calls": self.calls, "batches": self.batches, "seconds": self.elapsed(),
                    "model_seconds": self.model_seconds, "unstable": self.unstable,
@@ -292,6 +344,8 @@ class Campaign:
                                self.queue.capacity)
         self.queue.add(**{k: np.asarray(v)[:c["n_queue"]] for k, v in queue.items()})
         self.queue.picks = np.asarray(state["picks"], np.int64).copy()
+        if "stale" in state:                     # (checkpoints before it: all zeros)
+            self.stale = np.asarray(state["stale"], np.int64).copy()
         self.faults.load({k: np.asarray(v)[:c["n_faults"]] for k, v in (faults or {}).items()})
         self.faults.total = c["faults_total"]
         self.curve = np.asarray(state.get("curve", np.zeros((0, len(CURVE_COLUMNS))))).tolist()

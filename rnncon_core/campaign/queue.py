@@ -85,9 +85,10 @@ class SeedQueue:
         decay = np.maximum(self.p_min, self.p_init - self.picks / self.gamma)
         return decay * (1.0 + np.log1p(np.maximum(self.rows["gain"], 0.0)))
 
-    def pick(self, rng: np.random.Generator, k: int) -> np.ndarray:
-        """k entries, drawn by weight (without repeats while the queue is large enough)."""
-        w = self.weights()
+    def pick(self, rng: np.random.Generator, k: int, scale=None) -> np.ndarray:
+        """k entries, drawn by weight (times ``scale`` per entry, when given; without repeats
+        while the queue is large enough)."""
+        w = self.weights() if scale is None else self.weights() * scale
         idx = rng.choice(len(w), size=k, replace=len(w) < k, p=w / w.sum())
         np.add.at(self.picks, idx, 1)
         return np.asarray(idx, np.int64)

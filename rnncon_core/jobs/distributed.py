@@ -38,7 +38,7 @@ def _ray():
     return ray
 
 
-def _check_reachable(address: str, timeout: float = 5.0) -> None:
+def check_address(address: str, timeout: float = 5.0) -> None:
     """Fail at once, with what to do, when nothing listens at a cluster's host:port (Ray itself
     retries for minutes, printing warnings). "auto" and addresses without a port are left to
     Ray."""
@@ -62,7 +62,7 @@ def runtime(workers: int | None = None, address: str | None = None):
     if workers is not None and int(workers) < 1:
         raise InputError(f"--workers must be at least 1, got {workers}")
     if address:
-        _check_reachable(address)       # also when a runtime is already up in this process
+        check_address(address)       # also when a runtime is already up in this process
     started = False
     if not ray.is_initialized():
         try:

@@ -116,6 +116,8 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
         | ({"kind": kind} if kind else {}) \
         | ({"inputs_source": inputs_source} if inputs_source else {})
     name = str(model)
+    if workers or ray_address:                 # before the run exists: a wrong argument
+        _check_ray(gen, model, ray_address)    # leaves no failed run behind
     with store.start("generate", model=name, method=method, config=config) as run:
         run.save_npz("seeds", seed_index=idx, y_seed=y_all[idx])
         run.progress(0, len(idx), "starting")
@@ -188,6 +190,17 @@ def _seed_indices(seed_indices, keras_model, x_all, y_all, n_seeds, correct_only
     return idx
 
 
+def _check_ray(gen, model, ray_address) -> None:
+    """What a generation on Ray needs, checked before its run is recorded."""
+    if gen.needs_others or not isinstance(model, str):
+        raise InputError("--workers needs a model every worker can load (a shipped "
+                         "name or a .keras path) and is not for a method that "
+                         "compares models")
+    if ray_address:
+        from .distributed import check_address
+        check_address(ray_address)
+
+
 def _generate(run, gen, x, y, idx, name, progress, should_stop, workers, ray_address, model,
               method, seed, params):
     """Run the strategy on the seeds inside ``run`` (each finished batch appended to the run's
@@ -208,10 +221,6 @@ def _generate(run, gen, x, y, idx, name, progress, should_stop, workers, ray_add
 
     stop = (lambda: run.cancel_requested() or bool(should_stop and should_stop()))
     if workers or ray_address:
-        if gen.needs_others or not isinstance(model, str):
-            raise InputError("--workers needs a model every worker can load (a shipped "
-                             "name or a .keras path) and is not for a method that "
-                             "compares models")
         from .distributed import generate as on_ray
         result = on_ray(model, x, y, method, workers=workers or 2,
                         address=ray_address, progress=report, should_stop=stop, seed=seed,
