@@ -661,17 +661,24 @@ class Tracer:
 
         need_hw = "hW" in ta0 or step_fn is not None
         cell = {"lstm": _lstm_step, "gru": _gru_step}.get(kind, _simple_rnn_step)
+        # the loop reads its steps from TensorArrays: the gradient of a slice xz_t[t] of a
+        # captured tensor is a dense (T, N, .) tensor per step (T^2 work for the backward pass;
+        # 2/3 of a generator's gradient through a 28-step LSTM), a read's is the step's slice
+        per_step = {"xz": xz_t, **({"xU": xU_all} if step_fn is not None else {}),
+                    **({"mask": mask} if mask is not None else {})}
+        inputs = {k: tf.TensorArray(v.dtype, size=T).unstack(v) for k, v in per_step.items()}
 
         def step(t, h, c, ta):
-            h_new, c_new, gates, hW, hsrc = cell(xz_t[t], h, c, rk, act, rec_act, u, spec,
+            at = {k: v.read(t) for k, v in inputs.items()}
+            h_new, c_new, gates, hW, hsrc = cell(at["xz"], h, c, rk, act, rec_act, u, spec,
                                                  rec_bias, need_hw)
             if mask is not None:      # a masked step carries the state over
-                m = mask[t][:, None]
+                m = at["mask"][:, None]
                 h_new = tf.where(m, h_new, h)
                 c_new = tf.where(m, c_new, c)
             vals = {"h": h_new, "c": c_new, "hW": hW, "hsrc": hsrc}
             if step_fn is not None:
-                vals.update(step_fn(spec, xU_all[t], hW, None if mask is None else mask[t]))
+                vals.update(step_fn(spec, at["xU"], hW, at.get("mask")))
             new = {}
             for k, arr in ta.items():
                 v = tf.concat(gates, axis=1) if k == "gates" and len(gates) > 1 else \

@@ -550,6 +550,15 @@ class Criterion:
         """What coverage-guided generation ascends (by default graph_values)."""
         return self.graph_values(x, indices, embedded)
 
+    def row_values(self, x, union, pos, objective: bool = False, embedded: bool = False):
+        """(N, k): input n's values of its own items union[pos[n]] (a generator's per-seed
+        targets), those of graph_objective with ``objective``, else of graph_values (an eager
+        call checks its inputs as item_values). By default every union item's values, gathered;
+        a criterion may compute the rows' own items only (rconc: ``_unit_rows_graph``)."""
+        import tensorflow as tf
+        v = (self.graph_objective if objective else self.graph_values)(x, union, embedded)
+        return tf.gather(v, pos, axis=1, batch_dims=1)
+
     def dead_items(self) -> np.ndarray:
         """Items no input can cover (no target for generation); none by default."""
         return np.zeros(0, np.int64)

@@ -302,6 +302,29 @@ class ContributionCoverage(Criterion):
         n = tf.shape(normed[0])[1]
         return tf.concat([tf.reshape(tf.transpose(v, [1, 0, 2]), (n, -1)) for v in normed], 1)
 
+    def _unit_rows_graph(self, raw, items, objective: bool = False):
+        """(N, k) the normalized values of each input's own items (N, k), as
+        ``_unit_scores_graph`` gives them (the same float ops), from each scope's min and
+        1/range and a gather of the items' parts instead of the (N, total) matrix: its
+        transposes and their gradients cost a third of a generator's gradient step."""
+        import tensorflow as tf
+        parts = self._unit_parts(raw, surrogate=objective)
+        groups = self._group_min_max([tf.reduce_min(p, 2) for p in parts],
+                                     [tf.reduce_max(p, 2) for p in parts])
+        rows = tf.broadcast_to(tf.range(tf.shape(items)[0])[:, None], tf.shape(items))
+        out = tf.zeros(tf.shape(items), parts[0].dtype)
+        for group, (lo, hi) in zip(self._scope_groups, groups):
+            inv = _inverse_range(hi - lo, objective)
+            for b in group:
+                steps, j = self.segments[b].shape
+                rel = items - self.segments[b].offset
+                mine = (rel >= 0) & (rel < steps * j)
+                t, col = tf.where(mine, rel // j, 0), tf.where(mine, rel % j, 0)
+                at = tf.stack([t if self.normalize == "step" else tf.zeros_like(t), rows], -1)
+                v = tf.gather_nd(parts[b], tf.stack([t, rows, col], -1))
+                out = tf.where(mine, (v - tf.gather_nd(lo, at)) * tf.gather_nd(inv, at), out)
+        return out
+
     def _unit_chunk_graph(self, raw):
         """The update's graph: the parts, per input and scope min and 1/range, (N, S) each,
         and per block the maxima of the normalized values over each sub-batch of _SUB inputs,
@@ -409,6 +432,10 @@ class ContributionCoverage(Criterion):
             self._objective_fn = self._compile(
                 lambda tr, idx: tf.gather(self._unit_scores_graph(tr, objective=True), idx,
                                           axis=1), idx_sig, record=_UNIT_RECORD)
+            rows_sig = [tf.TensorSpec((None,), tf.int32), tf.TensorSpec((None, None), tf.int32)]
+            self._rows_fns = tuple(self._compile(
+                lambda tr, u, p, o=o: self._unit_rows_graph(tr, tf.gather(u, p), objective=o),
+                rows_sig, record=_UNIT_RECORD) for o in (False, True))
             # normalize="step": the scopes are reduced inside the trace's step loop
             step = self.normalize == "step"
             self._host_abs = step and self.values == "abs"    # parts come back signed
@@ -567,6 +594,17 @@ class ContributionCoverage(Criterion):
         if tf.executing_eagerly():
             x = self.tracer.check_inputs(x, embedded)
         return self._objective_fn(x, embedded, tf.cast(indices, tf.int32))
+
+    def row_values(self, x, union, pos, objective: bool = False, embedded: bool = False):
+        """... (unit granularity: only the rows' own items, ``_unit_rows_graph``)."""
+        import tensorflow as tf
+        if self.granularity != "unit":
+            return super().row_values(x, union, pos, objective, embedded)
+        if tf.executing_eagerly():
+            x = self.tracer.check_inputs(x, embedded)
+            union = self._check_indices(union)
+        return self._rows_fns[bool(objective)](x, embedded, tf.cast(union, tf.int32),
+                                               tf.cast(pos, tf.int32))
 
     def dead_items(self) -> np.ndarray:
         """Flat indices of contributions no input can activate: the recurrent part at a

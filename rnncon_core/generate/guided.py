@@ -206,9 +206,7 @@ class CoverageGuided(GradientGenerator):
 
     def _target_values(self, x, ctx):
         """tf (B, k): the normalized values of each seed's own targets."""
-        import tensorflow as tf
-        v = self.criterion.graph_objective(x, ctx["_union"])          # (B, U)
-        return tf.gather(v, ctx["pos"], axis=1, batch_dims=1)          # (B, k)
+        return self.criterion.row_values(x, ctx["_union"], ctx["pos"], objective=True)
 
     def _objective(self, x, y, ctx):
         """The joint objective (module docstring): prediction term plus coverage term."""
@@ -220,8 +218,8 @@ class CoverageGuided(GradientGenerator):
 
     def _activated(self, x: np.ndarray, ctx: dict) -> np.ndarray:
         """(B, k) bool: each target's value above the threshold (covered)."""
-        v = np.asarray(self.criterion.item_values(x, ctx["_union"]))
-        return np.take_along_axis(v, ctx["pos"], axis=1) > self.threshold
+        v = self.criterion.row_values(x, ctx["_union"], ctx["pos"])
+        return np.asarray(v) > self.threshold
 
     def _target_reached(self, x, ctx):
         return self._activated(x, ctx).all(axis=1)
@@ -235,8 +233,7 @@ class CoverageGuided(GradientGenerator):
         activated (their values minus the threshold; ``ctx["need"]`` marks them; the exact
         values the check reads, not the ascent's surrogate)."""
         import tensorflow as tf
-        v = tf.gather(self.criterion.graph_values(x, ctx["_union"]), ctx["pos"], axis=1,
-                      batch_dims=1)                                         # (B, k)
+        v = self.criterion.row_values(x, ctx["_union"], ctx["pos"])        # (B, k)
         slack = tf.where(ctx["need"] > 0, v - self.threshold, 1e3 * tf.ones_like(v))
         return [margin_term(self.forward(x), y), tf.reduce_min(slack, axis=1)]
 
