@@ -72,6 +72,8 @@ def widget(where, p: Param, key: str, default=None, layers: dict | None = None,
                                format_func=lambda v: "all layers" if v is None else str(v))
     if isinstance(value, (list, tuple)):            # e.g. a rectangle's rows, columns
         value = ",".join(str(v) for v in value)
+    if p.default is None:                           # say what an empty box means
+        kw["placeholder"] = "empty: the default (see ?)"
     return where.text_input(label, value=value or "", **kw) or None
 
 

@@ -157,6 +157,7 @@ class Card:
     done: int = 0
     total: int = 0
     message: str = ""
+    unit: str = ""                 # what done and total count (seeds, s, model calls)
     elapsed: float = 0.0
     error: str | None = None
     mine: bool = True              # started by this browser session
@@ -165,6 +166,11 @@ class Card:
     ident: str = ""                # the job's id (or the run's, for a run started elsewhere)
     rate: float | None = None      # items per second over the recent batches
     busy: float | None = None      # seconds since its run started (elapsed counts the loading)
+
+    @property
+    def count(self) -> str:
+        """"20 of 600 s", "3,000 of 12,000 model calls", "4 of 8" (no unit said)."""
+        return f"{self.done:,} of {self.total:,}" + (f" {self.unit}" if self.unit else "")
 
     @property
     def fraction(self) -> float:
@@ -242,6 +248,7 @@ def card_for_run(info, title: str, mine: bool, started: float | None = None,
     rate = PACE.observe(info.run_id, done) if info.status == "running" else None
     return Card(title=title, state=info.status, run_id=info.run_id, done=done,
                 total=int(progress.get("total", 0)), message=progress.get("message", ""),
+                unit=progress.get("unit", ""),
                 elapsed=max(0.0, end - began), error=error, mine=mine, ident=info.run_id,
                 rate=rate, origin=origin, model=info.model,
                 busy=max(0.0, end - _created_epoch(info.created)))
@@ -372,7 +379,7 @@ def render_card(card: Card, key: str, show_key: str | None = None,
             head += f" · started in {card.origin}"
         st.markdown(head)
         if card.state in ACTIVE:
-            text = f"{card.state}: {card.done} of {card.total}" if card.total else card.state
+            text = f"{card.state}: {card.count}" if card.total else card.state
             text += f" · {card.message}" if card.message else ""
             text += f" · elapsed {_fmt_seconds(card.elapsed)}"
             if card.state == "running" and card.total and card.done >= card.total:
@@ -390,7 +397,7 @@ def render_card(card: Card, key: str, show_key: str | None = None,
         if card.state == "finished":
             st.success(f"finished in {_fmt_seconds(card.elapsed)}", icon=":material/check:")
         elif card.state == "cancelled":
-            what = f"{card.done} of {card.total}" if card.total else "its start"
+            what = card.count if card.total else "its start"
             what += f" ({card.message})" if card.message and card.total else ""
             st.warning(f"cancelled after {what}; {cancelled_note}", icon=":material/cancel:")
         else:

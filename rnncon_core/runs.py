@@ -220,8 +220,9 @@ class Run:
         atomic_write_npz(p, {k: np.asarray(v) for k, v in arrays.items()})
         return p
 
-    def progress(self, done: int, total: int, message: str = "") -> None:
-        self.save_json("progress", {"done": int(done), "total": int(total),
+    def progress(self, done: int, total: int, message: str = "", unit: str = "") -> None:
+        """How far the run is: ``done`` of ``total`` ``unit`` (seeds, seconds, model calls)."""
+        self.save_json("progress", {"done": int(done), "total": int(total), "unit": unit,
                                     "message": message, "updated": _now()})
 
     # ---- cancellation

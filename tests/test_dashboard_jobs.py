@@ -129,6 +129,29 @@ def test_started_by_says_who_only_when_true(runs_dir):
     assert jobs.started_by(elsewhere.run_id, session="tab-1").startswith("outside")
 
 
+def test_a_card_says_what_its_progress_counts(runs_dir):
+    """A campaign in seconds said "20 of 600", which a user could not read as time."""
+    from rnncon_core.campaign.record import _progress, parse_budget
+
+    class Camp:
+        faults, calls = [1, 2], 3000
+
+        def coverage(self):
+            return 0.5
+
+        def elapsed(self):
+            return 20.4
+    store = RunStore(runs_dir)
+    for budget, said in (("10m", "20 of 600 s"), ("12000calls", "3,000 of 12,000 model calls")):
+        run = store.start("campaign", model="m")
+        _progress(run, Camp(), parse_budget(budget), None)
+        card = jobs.card_for_run(store.get(run.run_id), "c", mine=True)
+        assert card.count == said
+    run = store.start("generate", model="m")
+    run.progress(8, 40)                                   # a run that names no unit
+    assert jobs.card_for_run(store.get(run.run_id), "g", mine=True).count == "8 of 40"
+
+
 def test_eta_from_the_pace_so_far():
     assert jobs.eta_seconds(10.0, 2, 10) == pytest.approx(40.0)
     assert jobs.eta_seconds(10.0, 0, 10) is None

@@ -56,7 +56,9 @@ def test_widgets_ranges_and_prefilled_defaults():
     settings = "Constraint settings (used by the chosen constraint only)"
     assert [e.label for e in at.expander] == ["More settings", settings] * 2
     assert at.text_input(key="rconc_occlusion_size").value == "10,10"
-    assert at.text_input(key="rconc_occlusion_position").value == ""
+    position = at.text_input(key="rconc_occlusion_position")       # default None: empty,
+    assert position.value == "" and position.placeholder.startswith("empty: the default")
+    assert not at.text_input(key="rconc_occlusion_size").placeholder   # a default: none
     assert at.number_input(key="rconc_blackout_size").value == 6
 
 

@@ -27,6 +27,10 @@ class Budget:
             return min(camp.calls, self.calls), self.calls
         return int(min(camp.elapsed(), self.seconds)), int(self.seconds)
 
+    @property
+    def unit(self) -> str:
+        return "model calls" if self.calls is not None else "s"
+
     def text(self) -> str:
         return f"{self.calls} calls" if self.calls is not None else f"{self.seconds:g}s"
 
@@ -52,8 +56,9 @@ def parse_budget(text) -> Budget:
 
 def _progress(run, camp, budget, progress) -> None:
     done, total = budget.fraction(camp)
-    run.progress(done, total, f"{len(camp.faults)} distinct faults, coverage "
-                              f"{camp.coverage():.4f}, {camp.calls} model calls")
+    run.progress(done, total, f"{len(camp.faults):,} distinct faults, coverage "
+                              f"{camp.coverage():.4f}, {camp.calls:,} model calls",
+                 unit=budget.unit)
     if progress is not None:
         progress(done, total)
 

@@ -120,7 +120,7 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
         _check_ray(gen, model, ray_address)    # leaves no failed run behind
     with store.start("generate", model=name, method=method, config=config) as run:
         run.save_npz("seeds", seed_index=idx, y_seed=y_all[idx])
-        run.progress(0, len(idx), "starting")
+        run.progress(0, len(idx), "starting", unit="seeds")
 
         result = _generate(run, gen, x_all[idx], y_all[idx], idx, name, progress, should_stop,
                            workers, ray_address, model, method, seed, params)
@@ -215,7 +215,7 @@ def _generate(run, gen, x, y, idx, name, progress, should_stop, workers, ray_add
         run.save_json("summary", {**partial.summary(name), "partial": True})
 
     def report(done: int, total: int) -> None:
-        run.progress(done, total, f"{done}/{total} seeds")
+        run.progress(done, total, unit="seeds")
         if progress is not None:
             progress(done, total)
 
