@@ -434,6 +434,7 @@ class GradientGenerator(Generator):
 
     # True: _objective uses TF ops only and runs inside one compiled gradient step
     graph_objective: ClassVar[bool] = True
+    _step_out = None        # (x, the model's output at x) while the ascent's step runs
     revision = 2        # 2: the minimal-perturbation stage steps to the nearest point of its
     #                      constraints (C&W margin, target floors)
     params = Params(
@@ -494,7 +495,10 @@ class GradientGenerator(Generator):
 
     # ---- the loop
     def forward(self, x):
-        """The model's output for a float tf batch, compiled once (differentiable)."""
+        """The model's output for a float tf batch, compiled once (differentiable); inside the
+        ascent's step the output it already computed for that same x."""
+        if self._step_out is not None and x is self._step_out[0]:
+            return self._step_out[1]
         if self._forward is None:
             self._forward = compiled_forward(self.model)
         return self._forward(x)
@@ -508,9 +512,14 @@ class GradientGenerator(Generator):
         def step(xt, yt, ctx_t):
             with tf.GradientTape() as tape:
                 tape.watch(xt)
-                obj = self._objective(xt, yt, ctx_t)
+                out = self.forward(xt)      # once: for the objective and the predictions
+                self._step_out = (xt, out)
+                try:
+                    obj = self._objective(xt, yt, ctx_t)
+                finally:
+                    self._step_out = None
             grad = tape.gradient(obj, xt)
-            return (tf.zeros_like(xt) if grad is None else grad), self.forward(xt)
+            return (tf.zeros_like(xt) if grad is None else grad), out
 
         args = (tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(y, tf.int64),
                 {k: tf.convert_to_tensor(v) for k, v in ctx.items()})
