@@ -83,3 +83,46 @@ def test_one_worker_resumes_exactly(model_file, tmp_path, monkeypatch):
     a = store.get(resumed["run_id"]).load_npz("faults")
     b = store.get(whole["run_id"]).load_npz("faults")
     np.testing.assert_array_equal(a["x"], b["x"])
+
+
+def test_two_workers_share_faults_and_resume_exactly(model_file, tmp_path, monkeypatch):
+    """Each round's new distinct faults reach every worker (``_share_faults``); a stopped
+    two-worker campaign resumed goes on as the uninterrupted one (each worker's known keys
+    rebuilt from the checkpoint)."""
+    from rnncon_core.campaign import run_campaign
+    from rnncon_core.campaign import distributed
+    from rnncon_core.campaign import prepare as campaign_run
+    from rnncon_core.errors import JobCancelled, RNNConError
+    from rnncon_core.jobs.distributed import runtime
+    from rnncon_core.runs import RunStore
+    from rnncon_core.zoo import load_model
+    path, x = model_file
+    y = np.asarray(load_model(path)(x)).argmax(1)
+
+    def seeds(model_ref, dataset=None, n_seeds=100, inputs=None, labels=None):
+        return campaign_run._loaded(model_ref, load_model), x, y, x, "inputs"
+    monkeypatch.setattr(campaign_run, "load_seeds", seeds)
+    sent = []
+    share = distributed._share_faults
+    monkeypatch.setattr(distributed, "_share_faults",
+                        lambda view, f0, actors, ray: (sent.append(len(view.faults) - f0),
+                                                       share(view, f0, actors, ray)))
+    store = RunStore(tmp_path / "runs")
+    kw = dict(guide="none", budget="1200calls", seed=6, store=store, parents=4, mutants=4,
+              max_linf=1.0, noise=1.0, workers=2, ray_runtime=runtime)
+    try:
+        whole = run_campaign(path, **kw)
+    except RNNConError as e:
+        pytest.skip(f"Ray cannot start here: {e}")
+    assert whole["distinct_faults"] > 0 and sum(sent) == whole["distinct_faults"]
+    stops = iter([False] * 2 + [True] * 100)
+    with pytest.raises(JobCancelled):
+        run_campaign(path, should_stop=lambda: next(stops), **kw)
+    cut = store.list(kind="campaign", status="cancelled")[0]
+    resumed = run_campaign(path, budget="1200calls", resume=cut.run_id, store=store,
+                           ray_runtime=runtime, workers=2)
+    for key in ("calls", "distinct_faults", "distinct_pairs", "queue", "worker_faults"):
+        assert resumed[key] == whole[key], key
+    a = store.get(resumed["run_id"]).load_npz("faults")
+    b = store.get(whole["run_id"]).load_npz("faults")
+    np.testing.assert_array_equal(a["x"], b["x"])

@@ -45,8 +45,8 @@ def _fault_rows(model, camp):
 @pytest.mark.parametrize("guide", ["none", "rconc"])
 def test_explored_faults_enter_the_queue_with_their_parent(tiny_lstm, seeds, guide):
     x, y = seeds
-    plain = _run(_campaign(tiny_lstm, x, y, guide=guide), 12)
-    assert len(plain.faults) and not len(_fault_rows(tiny_lstm, plain))   # the default
+    plain = _run(_campaign(tiny_lstm, x, y, guide=guide, explore_faults=False), 12)
+    assert len(plain.faults) and not len(_fault_rows(tiny_lstm, plain))   # faults not queued
     camp = _run(_campaign(tiny_lstm, x, y, guide=guide, explore_faults=True), 12)
     rows, f = camp.queue.rows, camp.faults.rows
     bad = _fault_rows(tiny_lstm, camp)
@@ -89,7 +89,7 @@ def test_stale_counts_and_pick_weights(tiny_lstm, seeds):
     roots = camp.queue.rows["root"]
     np.testing.assert_allclose(scale[roots < 12], 0.25)
     np.testing.assert_allclose(scale[roots >= 12], 1.0)
-    off = _campaign(tiny_lstm, x, y)
+    off = _campaign(tiny_lstm, x, y, stale_picks=0.0)
     assert off._pick_scale() is None
 
 
@@ -107,6 +107,7 @@ def test_resume_with_the_yield_options_is_exact(tiny_lstm, seeds, guide):
     kw = dict(guide=guide, explore_faults=True, stale_picks=2.0)
     whole = _run(_campaign(tiny_lstm, x, y, **kw), 10)
     first = _run(_campaign(tiny_lstm, x, y, **kw), 5)
+    assert len(first.faults) < len(whole.faults) and whole.stale.any()
     state = first.state()
     assert "stale" in state
     second = _campaign(tiny_lstm, x, y, **kw)
@@ -130,14 +131,69 @@ def test_stored_campaign_with_the_options_resumes_after_a_stop(tiny_lstm, seeds,
     kw = dict(inputs=x, labels=y, seeds=len(x), guide="rconc", store=store, seed=5,
               parents=4, mutants=4, max_linf=0.5, noise=0.3, explore_faults=True,
               stale_picks=2.0)
-    whole = run_campaign(tiny_lstm, budget="400calls", **kw)
-    stops = iter([False] * 5 + [True] * 100)
+    whole = run_campaign(tiny_lstm, budget="240calls", **kw)
+    stops = iter([False] * 3 + [True] * 100)
     with pytest.raises(JobCancelled):
-        run_campaign(tiny_lstm, budget="400calls", should_stop=lambda: next(stops), **kw)
+        run_campaign(tiny_lstm, budget="240calls", should_stop=lambda: next(stops), **kw)
     cut = store.list(kind="campaign", status="cancelled")[0]
-    resumed = run_campaign(tiny_lstm, budget="400calls", resume=cut.run_id, store=store)
+    resumed = run_campaign(tiny_lstm, budget="240calls", resume=cut.run_id, store=store)
     for key in ("calls", "batches", "distinct_faults", "distinct_pairs", "queue", "coverage"):
         assert resumed[key] == whole[key], key
     a = store.get(resumed["run_id"]).load_npz("faults")
     b = store.get(whole["run_id"]).load_npz("faults")
     np.testing.assert_array_equal(a["x"], b["x"])
+
+
+def test_report_keeps_loop_versions_apart(tmp_path):
+    """Rows without a loop column ran the old loop: a report of the new loop leaves them out
+    (and the other way round), and says which loop it summarizes."""
+    import pandas as pd
+
+    from rnncon_core.campaign.loop import YIELD_BEFORE, loop_label
+    from rnncon_core.reports.campaign import write_report
+    old, new = loop_label(YIELD_BEFORE), loop_label({"explore_faults": True, "stale_picks": 4})
+    assert old != new
+    rows = pd.DataFrame({"model": "a", "guide": ["rconc", "rconc", "none", "none"] * 2,
+                         "repeat": [0, 1] * 4, "budget": "100calls",
+                         "distinct_faults": [5, 6, 3, 4, 50, 60, 30, 40], "distinct_pairs": 2,
+                         "coverage": 0.5, "calls": 100, "overhead": 2.0,
+                         "loop": [None] * 4 + [new] * 4})
+    rows.to_csv(tmp_path / "runs.csv", index=False)
+    pd.DataFrame({"model": "a", "guide": "none", "repeat": 0, "budget": "100calls",
+                  "axis": "calls", "at": 100, "faults": [3, 30],
+                  "loop": [None, new]}).to_csv(tmp_path / "curves.csv", index=False)
+    settings = {"budget": "100calls", "budgets": {"a": "100calls"}, "seeds": 10, "repeats": 2,
+                "models": ["a"], "guides": ["rconc", "none"], "params": {}}
+    for loop, rconc in ((None, 5.5), (new, 55.0)):
+        rep = write_report(tmp_path, {**settings, **({"loop": loop} if loop else {})})
+        got = {r["guide"]: r for r in rep["table"]}
+        assert got["rconc"]["repeats"] == 2 and got["rconc"]["faults"] == rconc
+        assert f"Loop: {loop or old}" in (tmp_path / "summary.md").read_text()
+
+
+def test_a_campaign_stored_before_the_options_resumes_with_the_old_loop(tiny_lstm, seeds,
+                                                                        tmp_path):
+    """Its config lacks explore_faults and stale_picks: resumed with them off (YIELD_BEFORE),
+    whatever the defaults, so it goes on as the uninterrupted old-loop campaign."""
+    import json
+
+    from rnncon_core.campaign.loop import YIELD_BEFORE
+    from rnncon_core.errors import JobCancelled
+    from rnncon_core.runs import RunStore
+    x, y = seeds
+    store = RunStore(tmp_path / "runs")
+    kw = dict(inputs=x, labels=y, seeds=len(x), guide="rconc", store=store, seed=5,
+              parents=4, mutants=4, max_linf=0.5, noise=0.3, **YIELD_BEFORE)
+    whole = run_campaign(tiny_lstm, budget="240calls", **kw)
+    stops = iter([False] * 3 + [True] * 100)
+    with pytest.raises(JobCancelled):
+        run_campaign(tiny_lstm, budget="240calls", should_stop=lambda: next(stops), **kw)
+    cut = store.list(kind="campaign", status="cancelled")[0]
+    cfg = json.loads((cut.path / "config.json").read_text())
+    for k in YIELD_BEFORE:
+        del cfg["params"][k]
+    (cut.path / "config.json").write_text(json.dumps(cfg))
+    resumed = run_campaign(tiny_lstm, budget="240calls", resume=cut.run_id, store=store)
+    assert store.get(resumed["run_id"]).config["params"]["explore_faults"] is False
+    for key in ("calls", "distinct_faults", "queue", "coverage"):
+        assert resumed[key] == whole[key], key

@@ -5,7 +5,9 @@ the seeds (worker w: seeds w, w + N, ...; its random stream ``default_rng(seed)`
 ``default_rng([seed, w])`` for the others), ``sync_every`` batches at a time. After each round
 the driver merges the workers' guide states (``Criterion.merge``: the union of what every
 worker covered) and sends the merged state back, so each queue keeps what is new to all of
-them; faults are deduplicated again across workers. With one worker the merged state is the
+them; faults are deduplicated again across workers, and each round's new distinct faults
+are sent to every worker (``_share_faults``), so a worker neither re-predicts nor explores
+(``explore_faults``) a fault another worker found. With one worker the merged state is the
 worker's own, so a campaign with ``workers=1`` and a budget in model calls finds the inputs and
 faults one process finds (tests/test_campaign_ray.py). The Ray runtime comes from the caller
 (``rnncon_core.jobs.distributed.runtime``, a layer above: it starts or joins the runtime).
@@ -77,6 +79,13 @@ class _Worker:
             out["guide"] = c.delta._state_arrays()
             c.delta.reset()
         return out
+
+    def learn(self, keys: dict) -> None:
+        """Fault keys the other workers found: no longer new here (not re-predicted, not
+        explored as parents, no reset of a root's stale count)."""
+        self.camp.faults.keys.update(zip(np.asarray(keys["label"]).tolist(),
+                                         np.asarray(keys["pred"]).tolist(),
+                                         np.asarray(keys["state"]).tolist()))
 
     def load_guide(self, arrays) -> None:
         self.camp.guide._load_state(arrays)
@@ -192,10 +201,22 @@ def _absorb(run, view: Campaign, deltas, actors, ray) -> None:
     elif guide is not None:                 # one worker: its own state is the whole state
         guide._load_state(deltas[0]["guide"] if deltas[0]["guide"] is not None else
                           ray.get(actors[0].guide_state.remote()))
+    _share_faults(view, f0, actors, ray)
     view._record()
     from .record import write_rows
     write_rows(run, view.queue.rows.arrays(q0) if len(view.queue) > q0 else {},
                view.faults.rows.arrays(f0) if len(view.faults) > f0 else {}, durable=False)
+
+
+def _share_faults(view: Campaign, f0: int, actors, ray) -> None:
+    """The distinct faults found since row ``f0`` sent to every worker (several workers only),
+    so none explores again what another found: the guide states are merged each round, and so
+    are the fault keys."""
+    if len(actors) < 2 or len(view.faults) <= f0:
+        return
+    rows = view.faults.rows.arrays(f0)
+    ref = ray.put({k: rows[k] for k in ("label", "pred", "state")})
+    ray.get([a.learn.remote(ref) for a in actors])
 
 
 def _worker_faults(view: Campaign, workers: int) -> list:
@@ -242,6 +263,7 @@ def _resume(run, view: Campaign, old, actors, ray, read_rows) -> None:
             _worker_faults(view, len(actors))[w].append(**mine_f)
         futures.append(actor.restore.remote(ws, wq))
     ray.get(futures)
+    _share_faults(view, 0, actors, ray)       # what each worker knew at the checkpoint
     write_rows(run, view.queue.rows.arrays(),
                view.faults.rows.arrays() if len(view.faults) else {})
     _save(run, view, actors, ray)

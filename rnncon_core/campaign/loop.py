@@ -61,11 +61,11 @@ LOOP_PARAMS = Params(
           "probability.", kinds=("image", "text", "sequence"), level="cli"),
     Param("gamma", 5.0, Interval(0.0, 1e6, lo_open=True), "Picks over which the probability "
           "decays (DeepHunter's γ).", kinds=("image", "text", "sequence"), level="cli"),
-    Param("explore_faults", False, Bool(), "A mutant that is a new distinct fault enters the "
+    Param("explore_faults", True, Bool(), "A mutant that is a new distinct fault enters the "
           "queue as a parent too (AFL's crash exploration; DeepHunter keeps no fault): its "
           "mutants stay within the bounds of its lineage's reference and are faults against "
           "the root seed's label.", kinds=("image", "text", "sequence"), level="more"),
-    Param("stale_picks", 0.0, Interval(0.0, 1e6), "Picks of a root seed in a row whose "
+    Param("stale_picks", 4.0, Interval(0.0, 1e6), "Picks of a root seed in a row whose "
           "mutants found no new distinct fault over which the pick weight of its lineage "
           "halves (0: off).", kinds=("image", "text", "sequence"), level="more"),
     Param("max_queue", 50_000, IntRange(1), "Most queue entries (memory bound).",
@@ -75,6 +75,15 @@ LOOP_PARAMS = Params(
     Param("cells", 10, IntRange(1, 1000), "Cells per axis of the abstract state.",
           kinds=("image", "text", "sequence"), level="more"))
 CAMPAIGN_PARAMS = Params(*MUTATION_PARAMS, *LOOP_PARAMS)
+# the loop's yield options as campaigns stored before they existed ran (their config lacks them)
+YIELD_BEFORE = {"explore_faults": False, "stale_picks": 0.0}
+
+
+def loop_label(values: dict) -> str:
+    """The yield options of a campaign's loop, as text ("explore_faults=True,stale_picks=4"):
+    what tells campaigns of the old loop (``YIELD_BEFORE``) from the new in a report."""
+    v = {**YIELD_BEFORE, **{k: values[k] for k in YIELD_BEFORE if k in values}}
+    return f"explore_faults={bool(v['explore_faults'])},stale_picks={float(v['stale_picks']):g}"
 
 
 def _grad_fn(model):
@@ -278,7 +287,7 @@ class Campaign:
         half = self.values["stale_picks"]
         if not half:
             return None
-        return np.exp2(-np.minimum(self.stale[self.queue.rows["root"]] / half, 30.0))
+        return np.exp2(-np.minimum(self.stale / half, 30.0))[self.queue.rows["root"]]
 
     def _mark_stale(self, picked_roots, fruitful_roots) -> None:
         """A picked root's count of fruitless picks in a row: +1 per pick, back to 0 when

@@ -14,7 +14,7 @@ import time
 from typing import Callable
 
 from ..errors import InputError, JobCancelled
-from .loop import CAMPAIGN_PARAMS, Campaign
+from .loop import CAMPAIGN_PARAMS, YIELD_BEFORE, Campaign
 from .mutations import input_kind
 from .prepare import (_lexicon, ensure_profile, guide_names, load_seeds, make_abstraction,
                       make_guide)
@@ -56,7 +56,7 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
         cfg = old.config
         model = cfg["model"] if isinstance(model, str) or model is None else model
         dataset, guide, seeds, seed = cfg["dataset"], cfg["guide"], cfg["seeds"], cfg["seed"]
-        guide_params, params = cfg["guide_params"], cfg["params"]
+        guide_params, params = cfg["guide_params"], {**YIELD_BEFORE, **cfg["params"]}
         workers = cfg.get("workers", 0) if not workers else workers
         if budget is None:
             budget = cfg["budget"]

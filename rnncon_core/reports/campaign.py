@@ -10,7 +10,10 @@ pairs at the budget, with 95 % t intervals over the repeats; per guide, the diff
 above 0. The curves (mean distinct faults against wall time) are drawn in ``curves.svg``.
 
 Rows are written to ``runs.csv`` after every campaign, and a rerun with the same settings skips
-the campaigns already there, so a long report can be stopped and continued.
+the campaigns already there, so a long report can be stopped and continued. Each row carries
+its loop's yield options (column ``loop``, ``campaign.loop.loop_label``; rows without it ran the
+loop before those options existed), and the summary reads only the rows of the current loop,
+so campaigns of two loop versions are never mixed.
 """
 from __future__ import annotations
 
@@ -173,7 +176,9 @@ def markdown(table: pd.DataFrame, verdicts: pd.DataFrame, settings: dict) -> str
              f"test inputs each model predicts right{source}), repeats = random seeds 0..r-1; "
              f"measured on this machine ({settings.get('machine', '')}). Distinct faults: "
              "distinct (true, predicted, DeepStellar abstract state) triples; pairs: distinct "
-             "(true, predicted). Intervals: 95 % t over the repeats.", "",
+             "(true, predicted). Intervals: 95 % t over the repeats. Loop: "
+             f"{_loop_of(settings.get('loop'))} (campaign parameters explore_faults and "
+             "stale_picks).", "",
              *([settings["note"], ""] if settings.get("note") else []),
              "| model | guide | n | distinct faults [95 % CI] | pairs [95 % CI] | per 1000 "
              "calls [95 % CI] | final coverage | model calls | loop / model time |",
@@ -221,6 +226,12 @@ def markdown(table: pd.DataFrame, verdicts: pd.DataFrame, settings: dict) -> str
     return "\n".join(lines)
 
 
+def _loop_of(value) -> str:
+    """A row's loop label (rows written before the column: the loop without yield options)."""
+    from ..campaign.loop import YIELD_BEFORE, loop_label
+    return value if isinstance(value, str) and value else loop_label(YIELD_BEFORE)
+
+
 def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30s",
                    seeds: int = 100, dataset: str | None = None,
                    out_dir: str = "reports/campaign", store=None,
@@ -237,8 +248,11 @@ def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30
     curve_rows = pd.read_csv(out / "curves.csv").to_dict("records") \
         if (out / "curves.csv").exists() else []
     per_model = budgets_of(budget, models)
+    from ..campaign import CAMPAIGN_PARAMS
+    from ..campaign.loop import loop_label
+    loop = loop_label(CAMPAIGN_PARAMS.check("the report's campaigns", params))
     settings = {"budget": budget, "budgets": per_model, "seeds": seeds, "repeats": repeats,
-                "models": models, "guides": guides, "params": params,
+                "models": models, "guides": guides, "params": params, "loop": loop,
                 **({"dataset": str(dataset)} if dataset else {})}
     for model in models:
         mb = per_model[model]
@@ -246,19 +260,20 @@ def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30
         for r in range(repeats):
             for guide in guides:
                 if any(x["model"] == model and x["guide"] == guide and x["repeat"] == r
-                       and x["budget"] == mb and x["seeds"] == seeds for x in rows):
+                       and x["budget"] == mb and x["seeds"] == seeds
+                       and _loop_of(x.get("loop")) == loop for x in rows):
                     continue
                 s = run_campaign(model, dataset, guide=guide, budget=mb, seeds=seeds, seed=r,
                                  store=store, **params)
                 rows.append({"model": model, "guide": guide, "repeat": r, "budget": mb,
-                             "seeds": seeds, **{k: s[k] for k in (
+                             "seeds": seeds, "loop": loop, **{k: s[k] for k in (
                                  "run_id", "distinct_faults", "distinct_pairs", "faults_total",
                                  "coverage_start", "coverage", "calls", "seconds", "overhead",
                                  "queue", "memory_mb")},
                              "load_avg_1min": round(__import__("os").getloadavg()[0], 2)})
                 curve = load_campaign(store.get(s["run_id"]))["curve"]
                 curve_rows += [{"model": model, "guide": guide, "repeat": r, "budget": mb,
-                                "axis": axis, "at": t, "faults": f}
+                                "loop": loop, "axis": axis, "at": t, "faults": f}
                                for t, f in zip(grid, _grid_values(curve, grid, axis))]
                 log(f"[campaign] {model} {guide} repeat {r}: {s['distinct_faults']} distinct "
                     f"faults, {s['distinct_pairs']} pairs, coverage {s['coverage']:.4f}")
@@ -269,12 +284,16 @@ def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30
 def write_report(out: Path, settings: dict) -> dict:
     rows = pd.read_csv(out / "runs.csv")
     budgets = settings.get("budgets") or {}
-    rows = rows[[budgets.get(m, settings["budget"]) == b for m, b in zip(rows.model,
-                                                                          rows.budget)]]
+    loop = _loop_of(settings.get("loop"))
+
+    def mine(df):       # this report's budgets and loop version only
+        loops = df["loop"] if "loop" in df else [None] * len(df)
+        return df[[budgets.get(m, settings["budget"]) == b and _loop_of(v) == loop
+                   for m, b, v in zip(df.model, df.budget, loops)]]
+    rows = mine(rows)
     table, verdicts = summarize(rows)
     curves = pd.read_csv(out / "curves.csv")
-    curves = curves[[budgets.get(m, settings["budget"]) == b for m, b in zip(curves.model,
-                                                                              curves.budget)]]
+    curves = mine(curves)
     mean = curves.groupby(["model", "guide", "axis", "at"], sort=False)["faults"].mean() \
         .reset_index()
     report = {"settings": settings, "table": table.to_dict("records"),
