@@ -130,8 +130,6 @@ CASES = [
      "must be integers"),
     ("generate-ids-outside-vocabulary", "generate --model {d}/text.keras --method eda --inputs "
      "{d}/ids_big.npy --labels {d}/y_text.npy --runs-dir {d}/runs", "own vocabulary"),
-    ("generate-values-outside-0-1", "generate --model {d}/series.keras --method fgsm --inputs "
-     "{d}/series_wide.npy --labels {d}/y.npy --runs-dir {d}/runs", "keeps inputs in [0, 1]"),
     ("file-missing", "coverage --model {d}/image.keras --inputs {d}/none.npy", "no such file"),
     ("file-not-npy", "coverage --model {d}/image.keras --inputs {d}/table.csv", "not a .npy file"),
     ("file-npz", "coverage --model {d}/image.keras --inputs {d}/arrays.npz", ".npz archive"),

@@ -475,4 +475,4 @@ def test_run_generation_progress_per_seed(model_file, tmp_path):
     done = [d for d, _ in calls]
     assert done == sorted(done) and done[-1] == 6 and any(0 < d < 6 for d in done), done
     (info,) = store.list()
-    assert info.progress()["done"] == 6 and info.progress()["message"] == "6/6 seeds"
+    assert info.progress()["done"] == 6 and info.progress()["unit"] == "seeds"

@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import InputError
 from ..params import Bool, IntRange, Interval, OneOf, Param, Params
 from ..zoo import class_labels, class_probabilities, output_head
-from .constraints import CONSTRAINTS, get_constraint
+from .constraints import CONSTRAINTS, UNIT_BOX, get_constraint
 
 ProgressFn = Callable[[int, int], None]
 StopFn = Callable[[], bool]
@@ -148,9 +148,20 @@ class GenerationResult:
             extras={key: np.concatenate([p.extras[key] for p in parts]) for key in first.extras})
 
 
+def data_box(x: np.ndarray) -> tuple:
+    """The box the float methods keep generated inputs in: [0, 1] when the inputs lie in it
+    (images, scaled features), else each feature's range over the inputs (real-valued
+    sequences: z-scores, sensor readings), as two arrays over the last axis."""
+    x = np.asarray(x, np.float32)
+    if x.size == 0 or (x.min() >= 0 and x.max() <= 1):
+        return UNIT_BOX
+    axes = tuple(range(x.ndim - 1))
+    return x.min(axis=axes), x.max(axis=axes)
+
+
 def check_unit_range(x: np.ndarray, method: str) -> None:
-    """The float methods keep every value in [0, 1] (not only for images): seeds outside it
-    are an InputError that says to scale them."""
+    """Images: the float methods keep every pixel in [0, 1]; images outside it are an
+    InputError that says to scale them."""
     lo, hi = float(np.min(x)), float(np.max(x))
     if lo < 0 or hi > 1:
         raise InputError(f"method {method!r} keeps inputs in [0, 1]; the seeds range from "
@@ -267,6 +278,7 @@ class Generator(metaclass=_Declared):
         self.model = model
         self.batch_size = int(batch_size)
         self.seed = int(seed)
+        self.box = UNIT_BOX            # what generated inputs stay in (set by validate)
 
     # ---- the template method
     def generate(self, x, y, progress: ProgressFn | None = None,
@@ -350,8 +362,14 @@ class Generator(metaclass=_Declared):
                              f"x.astype('float32') / 255")
         x = check_model_inputs(self.model, x, "seed inputs")
         if self.input_kind == "image":
-            check_unit_range(x, self.method)
+            if domain == "image":
+                check_unit_range(x, self.method)
+            self.box = UNIT_BOX if domain == "image" else data_box(x)
         return x, self.head.check_labels(y)
+
+    def _clip(self, x: np.ndarray) -> np.ndarray:
+        """x within the seeds' box (``data_box``; [0, 1] for images)."""
+        return np.clip(x, *self.box)
 
     # ---- hooks
     def _prepare(self, x: np.ndarray, y: np.ndarray) -> None:
@@ -434,6 +452,7 @@ class GradientGenerator(Generator):
 
     # True: _objective uses TF ops only and runs inside one compiled gradient step
     graph_objective: ClassVar[bool] = True
+    _step_out = None        # (x, the model's output at x) while the ascent's step runs
     revision = 2        # 2: the minimal-perturbation stage steps to the nearest point of its
     #                      constraints (C&W margin, target floors)
     params = Params(
@@ -467,6 +486,12 @@ class GradientGenerator(Generator):
         self._keep_fn = None
 
     # ---- what subclasses provide
+    def validate(self, x, y):
+        """... and the constraint keeps the perturbed input in the seeds' box too."""
+        x, y = super().validate(x, y)
+        self.constraint.box = self.box
+        return x, y
+
     @abstractmethod
     def _objective(self, x, y, ctx: dict):
         """tf: (B,) values to maximize, differentiable w.r.t. the float input x (B, T, F)."""
@@ -494,7 +519,10 @@ class GradientGenerator(Generator):
 
     # ---- the loop
     def forward(self, x):
-        """The model's output for a float tf batch, compiled once (differentiable)."""
+        """The model's output for a float tf batch, compiled once (differentiable); inside the
+        ascent's step the output it already computed for that same x."""
+        if self._step_out is not None and x is self._step_out[0]:
+            return self._step_out[1]
         if self._forward is None:
             self._forward = compiled_forward(self.model)
         return self._forward(x)
@@ -508,9 +536,14 @@ class GradientGenerator(Generator):
         def step(xt, yt, ctx_t):
             with tf.GradientTape() as tape:
                 tape.watch(xt)
-                obj = self._objective(xt, yt, ctx_t)
+                out = self.forward(xt)      # once: for the objective and the predictions
+                self._step_out = (xt, out)
+                try:
+                    obj = self._objective(xt, yt, ctx_t)
+                finally:
+                    self._step_out = None
             grad = tape.gradient(obj, xt)
-            return (tf.zeros_like(xt) if grad is None else grad), self.forward(xt)
+            return (tf.zeros_like(xt) if grad is None else grad), out
 
         args = (tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(y, tf.int64),
                 {k: tf.convert_to_tensor(v) for k, v in ctx.items()})
@@ -550,7 +583,7 @@ class GradientGenerator(Generator):
             if len(idx) == 0:
                 break
             sub = _subset(ctx, idx)
-            xa = np.clip(x0[idx] + p[idx], 0.0, 1.0)
+            xa = self._clip(x0[idx] + p[idx])
             grad, pred = self._gradient_and_prediction(xa, y[idx], sub)
             # done: predicted wrong (adversarial; at iteration 0, a seed that starts wrong
             # is not worked on)
@@ -568,7 +601,7 @@ class GradientGenerator(Generator):
                 iters[ids] += 1
                 live[ids[iters[ids] >= self.iterations]] = False   # budget spent: judged below
             self._finished(B - int(live.sum()))
-        x_gen = np.clip(x0 + p, 0.0, 1.0).astype(np.float32)
+        x_gen = self._clip(x0 + p).astype(np.float32)
         extras = {}
         if self.minimize:
             x_gen, extras = self._minimal(x0, y, p, ctx, cstate, rng)
@@ -632,7 +665,7 @@ class GradientGenerator(Generator):
         activated; the others keep theirs. Returns the images and per-seed extras (the
         norms before the stage, the stage's seconds)."""
         t0 = time.perf_counter()
-        x_adv = np.clip(x0 + p, 0.0, 1.0).astype(np.float32)
+        x_adv = self._clip(x0 + p).astype(np.float32)
         extras = {f"pre_{k}": v for k, v in perturbation_norms(x_adv - x0).items()}
         x_gen = x_adv.copy()
         idx = np.flatnonzero(self._adversarial(x_adv, y))
@@ -662,7 +695,7 @@ class GradientGenerator(Generator):
         art/attacks/evasion/fast_gradient.py, FastGradientMethod._minimal_perturbation), then
         ``min_steps`` steps that lower the L2 norm under the constraint (``_refine``)."""
         def ok(d, rows):
-            x = np.clip(x0[rows] + d, 0.0, 1.0)
+            x = self._clip(x0[rows] + d)
             good = self._adversarial(x, y[rows])
             if need is not None:
                 good &= (self._kept(x, _subset(ctx, rows)) | ~need[rows]).all(axis=1)
@@ -676,7 +709,7 @@ class GradientGenerator(Generator):
             d = self._refine(x0, y, d, ctx, cstate, ok, rng)
             for kind in ("adam", "fab") if self.polish_steps else ():
                 d = self._polish(kind, x0, y, d, ctx, cstate, ok, rng)
-        return np.clip(x0 + d, 0.0, 1.0).astype(np.float32)
+        return self._clip(x0 + d).astype(np.float32)
 
     def _refine(self, x0, y, d, ctx, cstate, ok, rng) -> np.ndarray:
         """Steps toward the nearest point of the linearized constraints (DeepFool's step,
@@ -694,11 +727,12 @@ class GradientGenerator(Generator):
             if not len(rows):
                 break
             dr, x0r = d[rows], x0[rows]
-            vals, grads = self._keep_gradients(np.clip(x0r + dr, 0.0, 1.0), y[rows],
+            vals, grads = self._keep_gradients(self._clip(x0r + dr), y[rows],
                                                _subset(ctx, rows))
             shaped = self._shaped(grads, x0r, dr, cstate, rows, rng)
             # a floor moves along +g only (its multiplier is >= 0): keep it inside the box
-            shaped = [_inside(g, x0r) if f == "floor" else g for g, f in zip(shaped, floors)]
+            shaped = [_inside(g, x0r, self.box) if f == "floor" else g
+                      for g, f in zip(shaped, floors)]
             # first order: v + g.(d' - d) >= 0 ("floor") or = v ("hold")
             bounds = [np.sum(_flat(g) * _flat(dr), axis=1) - (v if f == "floor" else 0.0)
                       for g, v, f in zip(shaped, vals, floors)]
@@ -742,7 +776,7 @@ class GradientGenerator(Generator):
             if not len(rows):
                 break
             wr, x0r = w[rows], x0[rows]
-            vals, grads = self._keep_gradients(np.clip(x0r + wr, 0.0, 1.0), y[rows],
+            vals, grads = self._keep_gradients(self._clip(x0r + wr), y[rows],
                                                _subset(ctx, rows))
             passes = np.all([v > 0 for v, f in zip(vals, floors) if f == "floor"], axis=0)
             better = passes & (_l2(wr) < best_l2[rows])
@@ -783,9 +817,9 @@ class GradientGenerator(Generator):
         current point (e) and from the seed (t0), mixed; from a passing point, then scaled
         toward the seed by FAB_BETA."""
         hold = tuple(f == "hold" for f in floors)
-        xr = np.clip(x0r + wr, 0.0, 1.0)
+        xr = self._clip(x0r + wr)
         # first order at the current point: v + g.(d' - w) >= 0 ("floor") or = v ("hold")
-        inside = lambda x: [g if h else _inside(g, x) for g, h in zip(grads, hold)]  # noqa
+        inside = lambda x: [g if h else _inside(g, x, self.box) for g, h in zip(grads, hold)]  # noqa
         from_seed = _nearest(inside(x0r),
                              [np.sum(_flat(g) * _flat(wr), axis=1) - (0.0 if h else v)
                               for g, v, h in zip(grads, vals, hold)], hold)
@@ -874,11 +908,12 @@ def _along(g: np.ndarray, direction: np.ndarray) -> np.ndarray:
     return (coef[:, None] * uf).reshape(g.shape)
 
 
-def _inside(g: np.ndarray, x0: np.ndarray) -> np.ndarray:
-    """g without the pixels it would push out of [0, 1] from the seed (a move along +g from
-    x0 there is clipped away): the box's active bounds, as FAB's projection (Croce and Hein
-    2020) keeps them."""
-    return np.where(((x0 <= 0) & (g < 0)) | ((x0 >= 1) & (g > 0)), 0.0, g).astype(g.dtype)
+def _inside(g: np.ndarray, x0: np.ndarray, box: tuple = UNIT_BOX) -> np.ndarray:
+    """g without the values it would push out of the box (``data_box``) from the seed (a move
+    along +g from x0 there is clipped away): the box's active bounds, as FAB's projection
+    (Croce and Hein 2020) keeps them."""
+    lo, hi = box
+    return np.where(((x0 <= lo) & (g < 0)) | ((x0 >= hi) & (g > 0)), 0.0, g).astype(g.dtype)
 
 
 def _nearest(grads: list[np.ndarray], bounds: list[np.ndarray],

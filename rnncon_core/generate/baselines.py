@@ -9,6 +9,7 @@ from ..errors import InputError
 from ..params import Bool, IntRange, Interval, Param, Params
 from ..zoo import class_probabilities
 from .base import BatchOutput, Generator, GradientGenerator
+from .constraints import UNIT_BOX
 
 EPS = Param("eps", 0.3, Interval(0.0, 1.0, lo_open=True), "L-infinity radius of the change.",
             label="ε (L∞ radius)")
@@ -103,7 +104,7 @@ class Noise(Generator):
         used = np.zeros(B, np.int64)
         for t in range(self.tries):
             noise = rng.standard_normal(x.shape).astype(np.float32)
-            cand = clipped_to_l2(x, noise, target)
+            cand = clipped_to_l2(x, noise, target, self.box)
             pred = self.predict(cand).argmax(1)
             new = ~found
             best[new] = cand[new]
@@ -119,13 +120,13 @@ class Noise(Generator):
 
 
 def clipped_to_l2(x0: np.ndarray, direction: np.ndarray, l2: np.ndarray,
-                  rounds: int = 40) -> np.ndarray:
-    """clip(x0 + s * direction, 0, 1) with s chosen per seed (bisection) so that the actual
-    perturbation's L2 norm is ``l2`` (or as close as the [0, 1] box allows)."""
+                  box: tuple = UNIT_BOX, rounds: int = 40) -> np.ndarray:
+    """clip(x0 + s * direction, *box) with s chosen per seed (bisection) so that the actual
+    perturbation's L2 norm is ``l2`` (or as close as the box allows)."""
     B = len(x0)
     shape = (B,) + (1,) * (x0.ndim - 1)
     d = direction / (np.linalg.norm(direction.reshape(B, -1), axis=1).reshape(shape) + 1e-12)
-    norm = lambda s: np.linalg.norm((np.clip(x0 + s.reshape(shape) * d, 0, 1) - x0)  # noqa
+    norm = lambda s: np.linalg.norm((np.clip(x0 + s.reshape(shape) * d, *box) - x0)  # noqa
                                     .reshape(B, -1), axis=1)
     lo = np.zeros(B, np.float32)
     hi = np.maximum(l2, 1e-6).astype(np.float32)
@@ -138,4 +139,4 @@ def clipped_to_l2(x0: np.ndarray, direction: np.ndarray, l2: np.ndarray,
         mid = (lo + hi) / 2
         below = norm(mid) < l2
         lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    return np.clip(x0 + hi.reshape(shape) * d, 0, 1).astype(np.float32)
+    return np.clip(x0 + hi.reshape(shape) * d, *box).astype(np.float32)

@@ -59,10 +59,14 @@ def _rms(a: np.ndarray, axis=(1, 2)) -> np.ndarray:
     return np.sqrt(np.mean(np.square(a), axis=axis, keepdims=True))
 
 
+UNIT_BOX = (0.0, 1.0)          # images; real-valued sequences: each feature's range (data_box)
+
+
 class Constraint:
     """The gradient, scaled to unit per-pixel RMS (no constraint)."""
     name = "none"
     params = Params()          # what a constraint takes, declared (checked by get_constraint)
+    box = UNIT_BOX             # the (lo, hi) the perturbed input stays in (set by the generator)
 
     # the minimal-perturbation stage (base.py) may reshape the perturbation pixel by pixel;
     # False: it only scales it (one brightness shift, dark patches stay patches)
@@ -76,12 +80,12 @@ class Constraint:
         return grad / (_rms(grad) + _EPS)
 
     def project(self, p: np.ndarray, x0: np.ndarray) -> np.ndarray:
-        return np.clip(x0 + p, 0.0, 1.0) - x0
+        return np.clip(x0 + p, *self.box) - x0
 
     def effective(self, p: np.ndarray, x0: np.ndarray) -> np.ndarray:
         """The part of the perturbation p that reaches the image (what the minimal stage
         scales down)."""
-        return np.clip(x0 + p, 0.0, 1.0) - x0
+        return np.clip(x0 + p, *self.box) - x0
 
     def get_config(self) -> dict:
         return {"name": self.name}

@@ -171,7 +171,7 @@ def _seed_data(model, keras_model, cls, head, inputs, labels, dataset, split, ki
                          f"a text method ({', '.join(m for m in ('eda', 'synonym-gradient'))})")
     if cls.input_kind == "text" and ds_kind != "text":
         raise InputError(f"method {method!r} edits text, but {model} reads {ds_kind}")
-    if cls.input_kind == "image":
+    if cls.input_kind == "image" and input_domain(keras_model) == "image":
         check_unit_range(x_all, method)                    # before any seed is picked
     return keras_model, x_all, y_all, ds_name, split
 
