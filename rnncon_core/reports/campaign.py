@@ -247,6 +247,8 @@ def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30
     rows = pd.read_csv(csv).to_dict("records") if csv.exists() else []
     curve_rows = pd.read_csv(out / "curves.csv").to_dict("records") \
         if (out / "curves.csv").exists() else []
+    for x in rows + curve_rows:              # rows of a report written before the column
+        x["loop"] = _loop_of(x.get("loop"))
     per_model = budgets_of(budget, models)
     from ..campaign import CAMPAIGN_PARAMS
     from ..campaign.loop import loop_label
