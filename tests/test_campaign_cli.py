@@ -144,23 +144,20 @@ def test_report_campaign_on_your_own_model_and_data(tmp_path, capsys, tiny_lstm)
     tiny_lstm.save(tmp_path / "mine.keras")
     np.savez(tmp_path / "mine.npz", x_train=x, y_train=y, x_test=x, y_test=y)
     out_dir = tmp_path / "report"
-    code, out = _run(["report", "campaign", "--models", str(tmp_path / "mine.keras"),
-                      "--dataset", str(tmp_path / "mine.npz"), "--guides", "nc,none",
-                      "--repeats", "2", "--budget", "60calls", "--seeds", "10",
-                      "--max-linf", "0.5", "--out-dir", str(out_dir),
-                      "--runs-dir", str(tmp_path / "runs")], capsys)
-    assert code in (0, None), out.err
-    rows = pd.read_csv(out_dir / "runs.csv")
+
+    def report(repeats: int) -> pd.DataFrame:
+        code, out = _run(["report", "campaign", "--models", str(tmp_path / "mine.keras"),
+                          "--dataset", str(tmp_path / "mine.npz"), "--guides", "nc,none",
+                          "--repeats", str(repeats), "--budget", "60calls", "--seeds", "10",
+                          "--max-linf", "0.5", "--out-dir", str(out_dir),
+                          "--runs-dir", str(tmp_path / "runs")], capsys)
+        assert code in (0, None), out.err
+        return pd.read_csv(out_dir / "runs.csv")
+    rows = report(2)
     assert len(rows) == 4 and set(rows.guide) == {"nc", "none"}
     assert f"from {tmp_path / 'mine.npz'}" in (out_dir / "summary.md").read_text()
     # a report written before the loop column goes on: its rows are the old loop's, kept
     for name in ("runs.csv", "curves.csv"):
         pd.read_csv(out_dir / name).drop(columns="loop").to_csv(out_dir / name, index=False)
-    code, out = _run(["report", "campaign", "--models", str(tmp_path / "mine.keras"),
-                      "--dataset", str(tmp_path / "mine.npz"), "--guides", "nc,none",
-                      "--repeats", "1", "--budget", "60calls", "--seeds", "10",
-                      "--max-linf", "0.5", "--out-dir", str(out_dir),
-                      "--runs-dir", str(tmp_path / "runs")], capsys)
-    assert code in (0, None), out.err
-    rows = pd.read_csv(out_dir / "runs.csv")
+    rows = report(1)
     assert len(rows) == 6 and rows.loop.str.startswith("explore_faults=False").sum() == 4
