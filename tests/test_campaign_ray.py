@@ -20,21 +20,27 @@ def model_file(tiny_lstm, tmp_path_factory):
     return str(path), x
 
 
-def test_one_worker_equals_one_process(model_file, tmp_path, monkeypatch):
-    from rnncon_core.campaign import run_campaign
+@pytest.fixture
+def seeded(model_file, monkeypatch):
+    """The campaign's seeds are model_file's inputs, labelled by the model: (path, x, y)."""
     from rnncon_core.campaign import prepare as campaign_run
-    from rnncon_core.errors import RNNConError
-    from rnncon_core.jobs.distributed import runtime
-    from rnncon_core.runs import RunStore
     from rnncon_core.zoo import load_model
     path, x = model_file
     y = np.asarray(load_model(path)(x)).argmax(1)
 
     def seeds(model_ref, dataset=None, n_seeds=100, inputs=None, labels=None):
-        model = campaign_run._loaded(model_ref, load_model)
-        return model, x, y, x, "inputs"
+        return campaign_run._loaded(model_ref, load_model), x, y, x, "inputs"
     monkeypatch.setattr(campaign_run, "load_seeds", seeds)
     monkeypatch.setattr("rnncon_core.campaign.run.load_seeds", seeds)
+    return path, x, y
+
+
+def test_one_worker_equals_one_process(seeded, tmp_path):
+    from rnncon_core.campaign import run_campaign
+    from rnncon_core.errors import RNNConError
+    from rnncon_core.jobs.distributed import runtime
+    from rnncon_core.runs import RunStore
+    path = seeded[0]
     store = RunStore(tmp_path / "runs")
     kw = dict(guide="rconc", budget="300calls", seed=4, store=store, parents=4, mutants=4,
               max_linf=0.5, noise=0.3)
@@ -52,19 +58,12 @@ def test_one_worker_equals_one_process(model_file, tmp_path, monkeypatch):
     np.testing.assert_array_equal(a["pred"], b["pred"])
 
 
-def test_one_worker_resumes_exactly(model_file, tmp_path, monkeypatch):
+def test_one_worker_resumes_exactly(seeded, tmp_path):
     from rnncon_core.campaign import run_campaign
-    from rnncon_core.campaign import prepare as campaign_run
     from rnncon_core.errors import JobCancelled, RNNConError
     from rnncon_core.jobs.distributed import runtime
     from rnncon_core.runs import RunStore
-    from rnncon_core.zoo import load_model
-    path, x = model_file
-    y = np.asarray(load_model(path)(x)).argmax(1)
-
-    def seeds(model_ref, dataset=None, n_seeds=100, inputs=None, labels=None):
-        return campaign_run._loaded(model_ref, load_model), x, y, x, "inputs"
-    monkeypatch.setattr(campaign_run, "load_seeds", seeds)
+    path = seeded[0]
     store = RunStore(tmp_path / "runs")
     kw = dict(guide="rconc", budget="400calls", seed=6, store=store, parents=4, mutants=4,
               max_linf=0.5, noise=0.3, workers=1, ray_runtime=runtime)
@@ -85,23 +84,16 @@ def test_one_worker_resumes_exactly(model_file, tmp_path, monkeypatch):
     np.testing.assert_array_equal(a["x"], b["x"])
 
 
-def test_two_workers_share_faults_and_resume_exactly(model_file, tmp_path, monkeypatch):
+def test_two_workers_share_faults_and_resume_exactly(seeded, tmp_path, monkeypatch):
     """Each round's new distinct faults reach every worker (``_share_faults``); a stopped
     two-worker campaign resumed goes on as the uninterrupted one (each worker's known keys
     rebuilt from the checkpoint)."""
     from rnncon_core.campaign import run_campaign
     from rnncon_core.campaign import distributed
-    from rnncon_core.campaign import prepare as campaign_run
     from rnncon_core.errors import JobCancelled, RNNConError
     from rnncon_core.jobs.distributed import runtime
     from rnncon_core.runs import RunStore
-    from rnncon_core.zoo import load_model
-    path, x = model_file
-    y = np.asarray(load_model(path)(x)).argmax(1)
-
-    def seeds(model_ref, dataset=None, n_seeds=100, inputs=None, labels=None):
-        return campaign_run._loaded(model_ref, load_model), x, y, x, "inputs"
-    monkeypatch.setattr(campaign_run, "load_seeds", seeds)
+    path = seeded[0]
     sent = []
     share = distributed._share_faults
     monkeypatch.setattr(distributed, "_share_faults",

@@ -83,9 +83,7 @@ class _Worker:
     def learn(self, keys: dict) -> None:
         """Fault keys the other workers found: no longer new here (not re-predicted, not
         explored as parents, no reset of a root's stale count)."""
-        self.camp.faults.keys.update(zip(np.asarray(keys["label"]).tolist(),
-                                         np.asarray(keys["pred"]).tolist(),
-                                         np.asarray(keys["state"]).tolist()))
+        self.camp.faults.know(keys["label"], keys["pred"], keys["state"])
 
     def load_guide(self, arrays) -> None:
         self.camp.guide._load_state(arrays)

@@ -121,9 +121,12 @@ class FaultSet:
 
     def add(self, **cols) -> None:
         self.rows.append(**cols)
-        self.keys.update(zip(np.asarray(cols["label"]).tolist(),
-                             np.asarray(cols["pred"]).tolist(),
-                             np.asarray(cols["state"]).tolist()))
+        self.know(cols["label"], cols["pred"], cols["state"])
+
+    def know(self, label, pred, state) -> None:
+        """These keys are found (by this set's rows, or by another Ray worker's)."""
+        self.keys.update(zip(np.asarray(label).tolist(), np.asarray(pred).tolist(),
+                             np.asarray(state).tolist()))
 
     def load(self, arrays: dict) -> None:
         self.rows = Rows()

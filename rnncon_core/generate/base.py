@@ -159,6 +159,16 @@ def data_box(x: np.ndarray) -> tuple:
     return x.min(axis=axes), x.max(axis=axes)
 
 
+def seed_box(model, x: np.ndarray, method: str) -> tuple:
+    """The box a float method keeps these seeds in: [0, 1] for a model that reads images
+    (images outside it are refused: ``check_unit_range``), else ``data_box``."""
+    from ..trace import input_domain
+    if input_domain(model) == "image":
+        check_unit_range(x, method)
+        return UNIT_BOX
+    return data_box(x)
+
+
 def check_unit_range(x: np.ndarray, method: str) -> None:
     """Images: the float methods keep every pixel in [0, 1]; images outside it are an
     InputError that says to scale them."""
@@ -362,9 +372,7 @@ class Generator(metaclass=_Declared):
                              f"x.astype('float32') / 255")
         x = check_model_inputs(self.model, x, "seed inputs")
         if self.input_kind == "image":
-            if domain == "image":
-                check_unit_range(x, self.method)
-            self.box = UNIT_BOX if domain == "image" else data_box(x)
+            self.box = seed_box(self.model, x, self.method)
         return x, self.head.check_labels(y)
 
     def _clip(self, x: np.ndarray) -> np.ndarray:

@@ -142,7 +142,7 @@ def _seed_data(model, keras_model, cls, head, inputs, labels, dataset, split, ki
     data set), checked against the model and the strategy; returns the model fixed to their
     number of steps, the inputs, the labels, the data's name and the split."""
     from ..data import class_labels, load_dataset
-    from ..generate.base import check_unit_range
+    from ..generate.base import seed_box
     from ..trace import check_model_inputs, input_domain, set_kind
     from ..zoo import with_steps
     method = cls.method
@@ -171,8 +171,8 @@ def _seed_data(model, keras_model, cls, head, inputs, labels, dataset, split, ki
                          f"a text method ({', '.join(m for m in ('eda', 'synonym-gradient'))})")
     if cls.input_kind == "text" and ds_kind != "text":
         raise InputError(f"method {method!r} edits text, but {model} reads {ds_kind}")
-    if cls.input_kind == "image" and input_domain(keras_model) == "image":
-        check_unit_range(x_all, method)                    # before any seed is picked
+    if cls.input_kind == "image":
+        seed_box(keras_model, x_all, method)               # before any seed is picked
     return keras_model, x_all, y_all, ds_name, split
 
 
