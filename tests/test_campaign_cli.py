@@ -28,6 +28,9 @@ def _run(argv, capsys):
     (["check", "--model", "mnist-lstm", "--min-coverage", "rconc=2"], "--min-coverage"),
     (["check", "--model", "mnist-lstm", "--min-coverage", "zzz=0.5"], "--min-coverage"),
     (["check", "--model", "mnist-lstm", "--max-faults", "-1"], "--max-faults"),
+    (["campaign", "--model", "mnist-lstm", "--inputs", "x.npy"], "--labels"),
+    (["check", "--model", "mnist-lstm", "--max-faults", "0", "--labels", "y.npy"], "--inputs"),
+    (["campaign", "--resume", "r1", "--inputs", "x.npy", "--labels", "y.npy"], "--resume"),
 ])
 def test_bad_input_is_one_line(argv, words, capsys, tmp_path):
     code, out = _run(argv + ["--runs-dir", str(tmp_path)], capsys)
@@ -161,3 +164,30 @@ def test_report_campaign_on_your_own_model_and_data(tmp_path, capsys, tiny_lstm)
         pd.read_csv(out_dir / name).drop(columns="loop").to_csv(out_dir / name, index=False)
     rows = report(1)
     assert len(rows) == 6 and rows.loop.str.startswith("explore_faults=False").sum() == 4
+
+
+def test_campaign_and_check_on_your_own_inputs(tmp_path, capsys, tiny_lstm):
+    """`campaign`/`check --inputs X.npy --labels Y.npy`: a user's model no shipped data set
+    fits, its own seeds (the error without them names these options)."""
+    import json
+    rng = np.random.default_rng(6)
+    x = rng.random((30, 5, 3)).astype("float32")
+    y = np.asarray(tiny_lstm(x)).argmax(1)
+    tiny_lstm.save(tmp_path / "mine.keras")
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    mine = ["--model", str(tmp_path / "mine.keras"), "--runs-dir", str(tmp_path / "runs")]
+    code, out = _run(["campaign", *mine, "--budget", "60calls"], capsys)
+    assert code == 2 and "--inputs X.npy --labels Y.npy" in out.err
+    own = ["--inputs", str(tmp_path / "x.npy"), "--labels", str(tmp_path / "y.npy")]
+    code, out = _run(["campaign", *mine, *own, "--budget", "60calls", "--max-linf", "0.5",
+                      "--json"], capsys)
+    assert code in (0, None), out.err
+    run = json.loads(out.out)
+    from rnncon_core.runs import RunStore
+    seeds = RunStore(tmp_path / "runs").get(run["run_id"]).load_npz("seeds")
+    np.testing.assert_array_equal(seeds["x"], x[:len(seeds["x"])])
+    code, out = _run(["check", *mine, *own, "--budget", "60calls", "--min-coverage", "nc=0.0",
+                      "--junit", str(tmp_path / "out.xml")], capsys)
+    assert code in (0, None), out.err
+    assert ET.parse(tmp_path / "out.xml").getroot().find("testsuite").get("failures") == "0"

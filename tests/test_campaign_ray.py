@@ -21,18 +21,13 @@ def model_file(tiny_lstm, tmp_path_factory):
 
 
 @pytest.fixture
-def seeded(model_file, monkeypatch):
-    """The campaign's seeds are model_file's inputs, labelled by the model: (path, x, y)."""
-    from rnncon_core.campaign import prepare as campaign_run
+def seeded(model_file):
+    """model_file's inputs labelled by the model, given as the user's own seeds (the Ray path
+    must take them as one process does): (path, run_campaign's seed arguments)."""
     from rnncon_core.zoo import load_model
     path, x = model_file
     y = np.asarray(load_model(path)(x)).argmax(1)
-
-    def seeds(model_ref, dataset=None, n_seeds=100, inputs=None, labels=None):
-        return campaign_run._loaded(model_ref, load_model), x, y, x, "inputs"
-    monkeypatch.setattr(campaign_run, "load_seeds", seeds)
-    monkeypatch.setattr("rnncon_core.campaign.run.load_seeds", seeds)
-    return path, x, y
+    return path, dict(inputs=x, labels=y, seeds=len(x))
 
 
 def test_one_worker_equals_one_process(seeded, tmp_path):
@@ -40,10 +35,10 @@ def test_one_worker_equals_one_process(seeded, tmp_path):
     from rnncon_core.errors import RNNConError
     from rnncon_core.jobs.distributed import runtime
     from rnncon_core.runs import RunStore
-    path = seeded[0]
+    path, own = seeded
     store = RunStore(tmp_path / "runs")
     kw = dict(guide="rconc", budget="300calls", seed=4, store=store, parents=4, mutants=4,
-              max_linf=0.5, noise=0.3)
+              max_linf=0.5, noise=0.3, **own)
     local = run_campaign(path, **kw)
     try:
         ray = run_campaign(path, workers=1, ray_runtime=runtime, **kw)
@@ -56,6 +51,7 @@ def test_one_worker_equals_one_process(seeded, tmp_path):
     b = store.get(local["run_id"]).load_npz("faults")
     np.testing.assert_array_equal(a["x"], b["x"])
     np.testing.assert_array_equal(a["pred"], b["pred"])
+    np.testing.assert_array_equal(store.get(ray["run_id"]).load_npz("seeds")["x"], own["inputs"])
 
 
 def test_one_worker_resumes_exactly(seeded, tmp_path):
@@ -63,10 +59,10 @@ def test_one_worker_resumes_exactly(seeded, tmp_path):
     from rnncon_core.errors import JobCancelled, RNNConError
     from rnncon_core.jobs.distributed import runtime
     from rnncon_core.runs import RunStore
-    path = seeded[0]
+    path, own = seeded
     store = RunStore(tmp_path / "runs")
     kw = dict(guide="rconc", budget="400calls", seed=6, store=store, parents=4, mutants=4,
-              max_linf=0.5, noise=0.3, workers=1, ray_runtime=runtime)
+              max_linf=0.5, noise=0.3, workers=1, ray_runtime=runtime, **own)
     try:
         whole = run_campaign(path, **kw)
     except RNNConError as e:
@@ -93,7 +89,7 @@ def test_two_workers_share_faults_and_resume_exactly(seeded, tmp_path, monkeypat
     from rnncon_core.errors import JobCancelled, RNNConError
     from rnncon_core.jobs.distributed import runtime
     from rnncon_core.runs import RunStore
-    path = seeded[0]
+    path, own = seeded
     sent = []
     share = distributed._share_faults
     monkeypatch.setattr(distributed, "_share_faults",
@@ -101,7 +97,7 @@ def test_two_workers_share_faults_and_resume_exactly(seeded, tmp_path, monkeypat
                                                        share(view, f0, actors, ray)))
     store = RunStore(tmp_path / "runs")
     kw = dict(guide="none", budget="1200calls", seed=6, store=store, parents=4, mutants=4,
-              max_linf=1.0, noise=1.0, workers=2, ray_runtime=runtime)
+              max_linf=1.0, noise=1.0, workers=2, ray_runtime=runtime, **own)
     try:
         whole = run_campaign(path, **kw)
     except RNNConError as e:

@@ -103,7 +103,8 @@ class _Worker:
         return self._delta(len(self.camp.queue), len(self.camp.faults))
 
 
-def run_on_ray(model, dataset, *, guide, budget, seeds, seed, guide_params, store, progress,
+def run_on_ray(model, dataset, *, guide, budget, seeds, seed, inputs, labels, guide_params,
+               store, progress,
                should_stop, old, workers, ray_address, values, log, ray_runtime=None,
                sync_every: int = SYNC_EVERY) -> dict:
     """run_campaign's Ray path (same arguments); returns the summary with ``run_id``."""
@@ -115,7 +116,7 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, guide_params, stor
     if not isinstance(model, str):
         raise InputError("--workers needs a model every worker can load (a shipped name or a "
                          ".keras path)")
-    keras_model, x, y, x_train, ds_name = load_seeds(model, dataset, seeds)
+    keras_model, x, y, x_train, ds_name = load_seeds(model, dataset, seeds, inputs, labels)
     seeds = len(x) if seeds is None else seeds
     if workers > len(x):
         raise InputError(f"{workers} workers for {len(x)} seeds: each worker needs a seed of "

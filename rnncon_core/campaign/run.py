@@ -70,7 +70,7 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
     if workers or ray_address:
         from .distributed import run_on_ray
         return run_on_ray(model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed,
-                          guide_params=guide_params, store=store, progress=progress,
+                          inputs=inputs, labels=labels, guide_params=guide_params, store=store, progress=progress,
                           should_stop=should_stop, old=old, workers=workers or 1,
                           ray_address=ray_address, values=values, log=log,
                           ray_runtime=ray_runtime)

@@ -89,6 +89,10 @@ RAY_OPT = typer.Option(None, "--ray-address", help="Join this Ray cluster instea
                                                    "runtime (with --workers).")
 # the declared parameters of a method or criterion come after the command's own options
 DECLARED = {"ignore_unknown_options": True, "allow_extra_args": True}
+SEED_INPUTS_OPT = typer.Option(None, "--inputs", help="Your own seed inputs (.npy), with "
+                                                     "--labels.")
+SEED_LABELS_OPT = typer.Option(None, "--labels", help="Their class labels (.npy, one int per "
+                                                     "input, or one-hot rows).")
 PARAM_OPT = typer.Option(None, "--param", help="NAME=VALUE: a parameter of the method or "
                                                "criterion (repeatable; the same as --NAME "
                                                "VALUE).")
@@ -125,6 +129,22 @@ def read_npy(path_text: str, option: str):
     except OSError as e:
         raise InputError(f"{option} {path} cannot be read ({e.strerror or e})") from None
     return read(content, path.name, option)
+
+
+def seed_inputs(inputs: str | None, labels: str | None, dataset: str | None):
+    """The user's own seeds (--inputs / --labels, given together, not with --dataset):
+    (x, y, their resolved paths), or (None, None, None)."""
+    from pathlib import Path
+
+    if (inputs is None) != (labels is None):
+        raise InputError("give --inputs X.npy and --labels Y.npy together (one label per input)")
+    if inputs is not None and dataset is not None:
+        raise InputError("give either --dataset NAME or --inputs X.npy --labels Y.npy, not both")
+    x = read_npy(inputs, "--inputs") if inputs is not None else None
+    y = read_labels(labels, len(x)) if labels is not None else None
+    source = {"inputs": str(Path(inputs).resolve()), "labels": str(Path(labels).resolve())} \
+        if inputs is not None else None
+    return x, y, source
 
 
 def read_labels(path_text: str, n_inputs: int | None = None):

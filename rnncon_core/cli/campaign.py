@@ -11,14 +11,16 @@ from typing import List, Optional
 
 import typer
 
-from . import (DECLARED, JSON_OPT, PARAM_OPT, RAY_OPT, RUNS_DIR_OPT, app, declared_values,
-               emit, log, names, report_app, store)
+from . import (DECLARED, JSON_OPT, PARAM_OPT, RAY_OPT, RUNS_DIR_OPT, SEED_INPUTS_OPT,
+               SEED_LABELS_OPT, app, declared_values, emit, log, names, report_app,
+               seed_inputs, store)
 from ..errors import InputError
 from ..registry import CRITERIA
 
 MODEL_OPT = typer.Option(..., "--model", help="Shipped model name or .keras path.")
-DATASET_OPT = typer.Option(None, "--dataset", help="Seeds from this data set's test split "
-                                                   "(default: the model's).")
+DATASET_OPT = typer.Option(None, "--dataset", help="Seeds from this data set's test split: a "
+                                                   "name or your own .npz (default: the "
+                                                   "model's).")
 BUDGET_OPT = typer.Option("10m", "--budget", help="How long: 10m, 90s, 1h, or model calls "
                                                   "such as 5000calls.")
 GUIDE_HELP = (f"A coverage criterion (one of {', '.join(CRITERIA.names())}; `rnncon criteria` "
@@ -91,6 +93,8 @@ def campaign_cmd(
                                          "the total, including what the run spent."),
     guide: str = typer.Option("rconc", "--guide", help=GUIDE_HELP),
     seeds: Optional[int] = SEEDS_OPT,
+    inputs: Optional[str] = SEED_INPUTS_OPT,
+    labels: Optional[str] = SEED_LABELS_OPT,
     seed: int = typer.Option(0, "--seed", help="Random seed (same seed and budget in calls: "
                                                "the same campaign)."),
     guide_param: Optional[List[str]] = typer.Option(None, "--guide-param",
@@ -111,9 +115,10 @@ def campaign_cmd(
     from ..campaign import guide_names, run_campaign
     if resume is None and model is None:
         raise InputError("give --model NAME (or --resume RUN_ID to go on with a campaign)")
-    if resume is not None and (ctx.args or param or guide_param):
+    if resume is not None and (ctx.args or param or guide_param or inputs or labels):
         raise InputError("--resume takes the run's own settings: give only --budget (and "
                          "--workers) with it")
+    x, y, _ = seed_inputs(inputs, labels, dataset)
     if guide not in guide_names():
         raise InputError(f"unknown guide {guide!r}; choose one of {', '.join(guide_names())}")
     params = _params(ctx, param) if resume is None else {}
@@ -121,7 +126,8 @@ def campaign_cmd(
     runs = store(runs_dir)
     with _interruptible() as interrupted:
         out = run_campaign(model, dataset, guide=guide, budget=budget or (
-            None if resume else "10m"), seeds=seeds, seed=seed, guide_params=gparams,
+            None if resume else "10m"), seeds=seeds, seed=seed, inputs=x, labels=y,
+            guide_params=gparams,
             store=runs, should_stop=interrupted, resume=resume, workers=workers or 0,
             ray_address=ray_address, ray_runtime=_ray_runtime(), log=log,
             progress=_progress_log(), **params)
@@ -159,6 +165,8 @@ def check_cmd(
     guide: Optional[str] = typer.Option(None, "--guide", help="Default: the first criterion of "
                                         "--min-coverage, else none."),
     seeds: Optional[int] = SEEDS_OPT,
+    inputs: Optional[str] = SEED_INPUTS_OPT,
+    labels: Optional[str] = SEED_LABELS_OPT,
     seed: int = typer.Option(0, "--seed"),
     junit: Optional[str] = typer.Option(None, "--junit", help="Write JUnit XML here."),
     html: Optional[str] = typer.Option(None, "--html", help="Write the HTML report here "
@@ -179,15 +187,16 @@ def check_cmd(
     if max_faults is not None and max_faults < 0:
         raise InputError(f"--max-faults must be 0 or more, got {max_faults}")
     guide = guide or next(iter(bounds), "none")
+    x, y, _ = seed_inputs(inputs, labels, dataset)
     params = _params(ctx, param)
     runs = store(runs_dir)
     t0 = time.perf_counter()
     with _interruptible() as interrupted:
         out = run_campaign(model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed,
-                           store=runs, should_stop=interrupted, log=log, **params)
+                           inputs=x, labels=y, store=runs, should_stop=interrupted, log=log, **params)
     info = runs.get(out["run_id"])
     from ..campaign.prepare import load_seeds
-    keras_model = load_seeds(model, dataset, 1)[0]
+    keras_model = load_seeds(model, dataset, 1, x, y)[0]
     table = check_bounds(info, keras_model, bounds, max_faults)
     html_path = Path(html) if html else (Path(junit).with_suffix(".html") if junit
                                          else Path("rnncon-check.html"))

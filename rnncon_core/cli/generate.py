@@ -7,8 +7,8 @@ from typing import List, Optional
 import typer
 
 from . import (DECLARED, JSON_OPT, NAME_OPT, PARAM_OPT, RAY_OPT, ROOT_OPT, RUNS_DIR_OPT,
-               TAGS_OPT, app, checked, declared_values, emit, log, names, report_app,
-               show_params, store)
+               SEED_INPUTS_OPT, SEED_LABELS_OPT, TAGS_OPT, app, checked, declared_values, emit,
+               log, names, report_app, seed_inputs, show_params, store)
 from ..errors import InputError
 from ..registry import GENERATORS
 
@@ -80,11 +80,8 @@ def generate_cmd(
                                                                   "test split: a name or your "
                                                                   "own .npz (default: the "
                                                                   "model's)."),
-    inputs: Optional[str] = typer.Option(None, "--inputs", help="Your own seed inputs (.npy), "
-                                                                "with --labels."),
-    labels: Optional[str] = typer.Option(None, "--labels", help="Their class labels (.npy, one "
-                                                                "int per input, or one-hot "
-                                                                "rows)."),
+    inputs: Optional[str] = SEED_INPUTS_OPT,
+    labels: Optional[str] = SEED_LABELS_OPT,
     kind: Optional[str] = typer.Option(None, "--kind", help="image | sequence | text "
                                        "(default: guessed from the model's input shape)."),
     seed: int = typer.Option(0, "--seed", help="Random seed (same seed, same run)."),
@@ -109,7 +106,7 @@ def generate_cmd(
     checked(seeds=seeds, seed=seed, kind=kind, workers=workers, batch_size=batch_size)
     params = declared_values(method_params(generator_class(method), ctx.args, param),
                              ctx.args, param, f"method {method!r}", _declared_elsewhere)
-    x, y, source = _seed_inputs(inputs, labels, dataset)
+    x, y, source = seed_inputs(inputs, labels, dataset)
     if params.get("vocab") is not None:
         _check_vocab(params["vocab"])
     runs = store(runs_dir, root).named(name, tags or ())   # an unusable store fails here
@@ -123,23 +120,6 @@ def generate_cmd(
         emit(_json_summary(out))
     else:
         _print_run(out)
-
-
-def _seed_inputs(inputs: str | None, labels: str | None, dataset: str | None):
-    """The user's own seeds (--inputs / --labels, given together, not with --dataset):
-    (x, y, their resolved paths), or (None, None, None)."""
-    from pathlib import Path
-
-    from . import read_labels, read_npy
-    if (inputs is None) != (labels is None):
-        raise InputError("give --inputs X.npy and --labels Y.npy together (one label per input)")
-    if inputs is not None and dataset is not None:
-        raise InputError("give either --dataset NAME or --inputs X.npy --labels Y.npy, not both")
-    x = read_npy(inputs, "--inputs") if inputs is not None else None
-    y = read_labels(labels, len(x)) if labels is not None else None
-    source = {"inputs": str(Path(inputs).resolve()), "labels": str(Path(labels).resolve())} \
-        if inputs is not None else None
-    return x, y, source
 
 
 def _other_models(model: str, method: str, models: str | None) -> list[str]:
