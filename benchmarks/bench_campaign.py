@@ -176,18 +176,19 @@ def memory(model, guide, calls, seeds, store) -> None:
           distinct_faults=s["distinct_faults"], target="<= 2048 MB")
 
 
-def yield_curve(model, guide, calls, seeds, store, params) -> None:
+def yield_curve(model, guide, calls, seeds, store, params, pool) -> None:
     from rnncon_core.campaign import load_campaign, run_campaign
     t0 = time.perf_counter()
     r = run_campaign(model, guide=guide, budget=f"{calls}calls", seeds=seeds, store=store,
-                     **params)
+                     **_pool(model, pool), **params)
     c = load_campaign(store.get(r["run_id"]))["curve"]
     out = {}
     for n in (calls // 8, calls // 4, calls // 2, calls):
         i = min(int(np.searchsorted(c["calls"], n)), len(c["calls"]) - 1)
         out[f"f@{n}"] = int(c["distinct_faults"][i])
         out[f"p@{n}"] = int(c["distinct_pairs"][i])
-    _line(measure="yield", model=model, guide=guide, seeds=seeds, params=params, **out,
+    _line(measure="yield", model=model, guide=guide, seeds=_n_seeds(store, r), pool=pool, params=params,
+          **out,
           faults_total=r["faults_total"], queue=r["queue"],
           seconds=round(time.perf_counter() - t0, 1))
 
@@ -202,27 +203,55 @@ def _params(text: str) -> dict:
     return out
 
 
-def ray(model, guide, seconds, seeds, store, params) -> None:
+def _n_seeds(store, r) -> int:
+    """The seeds a campaign ran from (fewer than asked when the model gets fewer right)."""
+    return len(store.get(r["run_id"]).load_npz("seeds")["y"])
+
+
+def _pool(model: str, pool: str) -> dict:
+    """run_campaign's seed arguments: "test", the data set's test split (its first --seeds
+    inputs the model predicts right); "all", its training and test splits together, given as
+    the user's own inputs (a larger pool for campaigns that outgrow one process)."""
+    if pool == "test":
+        return {}
+    from rnncon_core.data import load_dataset
+    from rnncon_core.zoo import model_datasets
+    ds = load_dataset(model_datasets(model, None)[0])
+    return {"inputs": np.concatenate([ds.x_test, ds.x_train]),
+            "labels": np.concatenate([ds.y_test, ds.y_train])}
+
+
+def ray(model, guide, seconds, seeds, store, params, pool) -> None:
     from rnncon_core.campaign import load_campaign, run_campaign
     from rnncon_core.jobs.distributed import runtime
     out = {}
     for workers in (1, 2):
         t0 = time.perf_counter()
         r = run_campaign(model, guide=guide, budget=f"{seconds:g}s", seeds=seeds,
-                         store=store, workers=workers, ray_runtime=runtime, **params)
+                         store=store, workers=workers, ray_runtime=runtime,
+                         **_pool(model, pool), **params)
         curve = load_campaign(store.get(r["run_id"]))["curve"]
         out[workers] = (r, curve)
-        _line(measure="ray", workers=workers, seeds=seeds, budget=f"{seconds:g}s",
+        _line(measure="ray", workers=workers, seeds=_n_seeds(store, r), pool=pool,
+              budget=f"{seconds:g}s",
               seconds=r["seconds"], distinct_faults=r["distinct_faults"],
               distinct_pairs=r["distinct_pairs"], worker_faults=r.get("worker_faults"),
               duplicate_faults=r.get("duplicate_faults"), calls=r["calls"],
               calls_per_second=round(r["calls"] / r["seconds"], 1),
               faults_per_minute=round(60 * r["distinct_faults"] / r["seconds"], 1),
               wall_with_startup=round(time.perf_counter() - t0, 1))
-    (r1, _), (r2, c2) = out[1], out[2]
+    (r1, c1), (r2, c2) = out[1], out[2]
     reach = np.flatnonzero(np.asarray(c2["distinct_faults"]) >= r1["distinct_faults"])
     t_reach = float(np.asarray(c2["seconds"])[reach[0]]) if len(reach) else None
-    _line(measure="ray-speedup", seeds=seeds, params=params,
+
+    def at(curve, t):               # distinct faults found by wall time t (s)
+        i = int(np.searchsorted(np.asarray(curve["seconds"]), t, side="right")) - 1
+        return int(np.asarray(curve["distinct_faults"])[i]) if i >= 0 else 0
+    windows = [t for t in (10, 15, 20, 30, 45, 60, 90, 120) if t <= seconds]
+    _line(measure="ray-curves", pool=pool, seconds=windows,
+          one_worker=[at(c1, t) for t in windows], two_workers=[at(c2, t) for t in windows],
+          ratio=[round(at(c2, t) / max(1, at(c1, t)), 3) for t in windows])
+    _line(measure="ray-speedup", seeds=_n_seeds(store, r1), pool=pool, params=params,
           calls_per_second=round((r2["calls"] / r2["seconds"]) / (r1["calls"] / r1["seconds"]),
                                  3),
           faults_per_minute_same_wall=round((r2["distinct_faults"] / r2["seconds"]) /
@@ -243,6 +272,9 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=100)
     ap.add_argument("--ray-seconds", type=float, default=0.0)
     ap.add_argument("--yield-calls", type=int, default=0)
+    ap.add_argument("--pool", choices=("test", "all"), default="test",
+                    help="seeds of --yield-calls and --ray-seconds: the first --seeds test "
+                         "inputs, or of the training and test splits together")
     ap.add_argument("--params", default="", help="campaign parameters of --minutes, "
                     "--yield-calls and --ray-seconds, e.g. explore_faults=true,stale_picks=4")
     args = ap.parse_args()
@@ -259,9 +291,10 @@ def main() -> None:
         memory(args.model, args.guide, args.memory_calls, args.seeds, store)
     if args.yield_calls:
         for guide in args.guides.split(","):
-            yield_curve(args.model, guide, args.yield_calls, args.seeds, store, params)
+            yield_curve(args.model, guide, args.yield_calls, args.seeds, store, params,
+                        args.pool)
     if args.ray_seconds:
-        ray(args.model, args.guide, args.ray_seconds, args.seeds, store, params)
+        ray(args.model, args.guide, args.ray_seconds, args.seeds, store, params, args.pool)
 
 
 if __name__ == "__main__":
