@@ -24,6 +24,8 @@ def _run(argv, capsys):
     (["campaign", "--model", "mnist-lstm", "--max-linf", "3"], "max_linf"),
     (["campaign", "--model", "mnist-lstm", "--guide", "none", "--guide-param", "threshold=0.3"],
      "no parameters"),
+    (["campaign", "--model", "mnist-lstm", "--guide", "faults", "--guide-param", "k=3"],
+     "no parameters"),
     (["check", "--model", "mnist-lstm"], "at least one bound"),
     (["check", "--model", "mnist-lstm", "--min-coverage", "rconc=2"], "--min-coverage"),
     (["check", "--model", "mnist-lstm", "--min-coverage", "zzz=0.5"], "--min-coverage"),
@@ -191,3 +193,71 @@ def test_campaign_and_check_on_your_own_inputs(tmp_path, capsys, tiny_lstm):
                       "--junit", str(tmp_path / "out.xml")], capsys)
     assert code in (0, None), out.err
     assert ET.parse(tmp_path / "out.xml").getroot().find("testsuite").get("failures") == "0"
+
+
+def test_guide_faults_from_the_cli(tmp_path, capsys, tiny_lstm):
+    """`campaign --guide faults` and `check --guide faults` on a user's own seeds: the queue
+    grows only by the distinct faults (seeds + faults), coverage is not measured."""
+    import json
+    pool = np.random.default_rng(11).random((4000, 5, 3)).astype("float32")
+    p = np.asarray(tiny_lstm(pool))
+    x = pool[np.argsort(np.abs(p[:, 1] - p[:, 0]))[:20]]      # near the decision boundary
+    y = p.argmax(1)[np.argsort(np.abs(p[:, 1] - p[:, 0]))[:20]]
+    tiny_lstm.save(tmp_path / "mine.keras")
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    mine = ["--model", str(tmp_path / "mine.keras"), "--runs-dir", str(tmp_path / "runs"),
+            "--inputs", str(tmp_path / "x.npy"), "--labels", str(tmp_path / "y.npy"),
+            "--budget", "200calls", "--max-linf", "0.5", "--noise", "0.3", "--mutations",
+            "noise", "--guide", "faults", "--seeds", "20"]
+    code, out = _run(["campaign", *mine, "--json"], capsys)
+    assert code in (0, None), out.err
+    run = json.loads(out.out)
+    assert run["guide"] == "faults" and run["distinct_faults"] > 0
+    assert run["queue"] == 20 + run["distinct_faults"] and np.isnan(run["coverage"])
+    code, out = _run(["check", *mine, "--max-faults", "100000"], capsys)
+    assert code in (0, None), out.err
+
+
+def test_report_defaults_and_help_name_every_guide(capsys):
+    """The report runs every baseline by default; `report campaign --help` and `campaign
+    --help` name every default guide."""
+    from rnncon_core.campaign import BASELINES, guide_names
+    from rnncon_core.reports.campaign import GUIDES
+    assert set(BASELINES) <= set(GUIDES) <= set(guide_names())
+    for argv, names in ((["report", "campaign", "--help"], GUIDES),
+                        (["campaign", "--help"], BASELINES)):
+        code, out = _run(argv, capsys)
+        text = " ".join(out.out.split())
+        assert all(g in text for g in names), argv
+
+
+def test_summary_compares_with_both_baselines(tmp_path):
+    """Every criterion guide against none and against faults (faults against none only);
+    the verdict names which guide beats each baseline."""
+    from rnncon_core.reports.campaign import write_report
+    faults = {"rconc": [30, 31, 32], "nc": [19, 20, 21], "none": [10, 11, 12],
+              "faults": [20, 21, 22]}
+    rows = pd.DataFrame([{"model": "a", "guide": g, "repeat": r, "budget": "100calls",
+                          "distinct_faults": v, "distinct_pairs": 2, "coverage": 0.5,
+                          "calls": 100, "overhead": 2.0, "loop": "L"}
+                         for g, vs in faults.items() for r, v in enumerate(vs)]).sample(
+        frac=1, random_state=0)                                 # any order in the file
+    rows.to_csv(tmp_path / "runs.csv", index=False)
+    pd.DataFrame({"model": "a", "guide": list(faults), "repeat": 0, "budget": "100calls",
+                  "axis": "calls", "at": 100, "faults": 3, "loop": "L"}).to_csv(
+        tmp_path / "curves.csv", index=False)
+    rep = write_report(tmp_path, {"budget": "100calls", "budgets": {"a": "100calls"},
+                                  "seeds": 10, "repeats": 3, "models": ["a"],
+                                  "guides": list(faults), "params": {}, "loop": "L"})
+    got = {(r["guide"], r["baseline"]): r["verdict"] for r in rep["against_baselines"]}
+    assert got == {("rconc", "none"): "beats none", ("rconc", "faults"): "beats faults",
+                   ("nc", "none"): "beats none", ("nc", "faults"): "no difference shown",
+                   ("faults", "none"): "beats none"}
+    text = (tmp_path / "summary.md").read_text()
+    assert "## Against the unguided baseline none" in text
+    assert "## Against the unguided baseline faults" in text
+    verdict = text.split("**Verdict:**")[1]
+    assert "Against none: rconc on a; nc on a; faults on a beat it" in verdict
+    assert "Against faults: rconc on a beats it" in verdict
+    assert text.index("| a | nc |") < text.index("| a | none |") < text.index("| a | faults |")

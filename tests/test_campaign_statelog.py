@@ -107,7 +107,7 @@ class Killed(BaseException):
     pass
 
 
-@pytest.mark.parametrize("guide", ["rconc", "none"])
+@pytest.mark.parametrize("guide", ["rconc", "none", "faults"])
 def test_killed_campaign_with_logged_changes_resumes_exactly(tiny_lstm, tmp_path, guide):
     """Killed (no clean stop: the state is a snapshot plus logged changes, the last record
     cut short) and resumed: the same queue, faults, curve and guide state as the whole."""

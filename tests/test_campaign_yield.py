@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rnncon_core.campaign import CAMPAIGN_PARAMS, Campaign, make_guide, run_campaign
+from rnncon_core.campaign import (CAMPAIGN_PARAMS, Campaign, faults_only, make_guide,
+                                  run_campaign)
 from rnncon_core.campaign.prepare import make_abstraction
 from rnncon_core.campaign.queue import SeedQueue
 
@@ -25,7 +26,7 @@ def _campaign(model, x, y, guide="none", seed=3, **kw):
     values = CAMPAIGN_PARAMS.check("test", {"parents": 4, "mutants": 4, "max_linf": 0.5,
                                             "noise": 0.3, "mutations": "noise", **kw})
     return Campaign(model, x, y, make_guide(guide, model, {}), values, seed, "sequence",
-                    make_abstraction(model, values))
+                    make_abstraction(model, values), faults_only=faults_only(guide))
 
 
 def _run(camp, steps):
@@ -101,7 +102,7 @@ def test_pick_scale_steers_the_draws():
     assert np.mean(got >= 50) > 0.99
 
 
-@pytest.mark.parametrize("guide", ["none", "rconc"])
+@pytest.mark.parametrize("guide", ["none", "rconc", "faults"])
 def test_resume_with_the_yield_options_is_exact(tiny_lstm, seeds, guide):
     x, y = seeds
     kw = dict(guide=guide, explore_faults=True, stale_picks=2.0)
@@ -197,3 +198,21 @@ def test_a_campaign_stored_before_the_options_resumes_with_the_old_loop(tiny_lst
     assert store.get(resumed["run_id"]).config["params"]["explore_faults"] is False
     for key in ("calls", "distinct_faults", "queue", "coverage"):
         assert resumed[key] == whole[key], key
+
+
+@pytest.mark.parametrize("explore", [True, False])
+def test_guide_faults_keeps_only_new_distinct_faults(tiny_lstm, seeds, explore):
+    """Guide ``faults``: every queue entry beyond the seeds is a kept distinct fault (with
+    explore_faults off too), one per fault re-predicted stable; coverage is not measured."""
+    from rnncon_core.campaign import GUIDE_FAULTS
+    x, y = seeds
+    camp = _run(_campaign(tiny_lstm, x, y, guide=GUIDE_FAULTS, explore_faults=explore), 12)
+    assert camp.faults_only and camp.guide is None
+    rows, f = camp.queue.rows, camp.faults.rows
+    assert len(f) > 0 and len(rows) == len(x) + len(f)
+    pred = np.asarray(tiny_lstm(rows["x"][len(x):])).argmax(1)
+    assert np.all(pred != rows["label"][len(x):])                   # all faults
+    np.testing.assert_array_equal(rows["x"][len(x):], f["x"])        # the kept ones, in order
+    assert np.isnan(camp.coverage()) and np.all(rows["gain"] == 0)
+    none = _run(_campaign(tiny_lstm, x, y, guide="none", explore_faults=explore), 12)
+    assert len(none.queue) - len(x) > len(none.faults)              # none keeps more

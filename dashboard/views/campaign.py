@@ -16,11 +16,14 @@ class _Declared:
     params = camp.CAMPAIGN_PARAMS
 
 
+BASELINES = "; ".join(f"{k} {v}" for k, v in camp.BASELINE_TEXT.items())
+
 st.title("Campaign")
 st.caption("A DeepHunter-style loop: pick inputs from a queue, mutate them within validity "
            "bounds, keep what raises the guide's coverage, and record every input the model "
            "now gets wrong as a fault (distinct by true and predicted label and by the "
-           "abstract state of the last hidden state). `none` is the unguided baseline. "
+           "abstract state of the last hidden state). Unguided baselines (no criterion): " +
+           BASELINES + ". "
            "docs/campaign.md")
 
 sel = state.require_model()
@@ -31,7 +34,7 @@ with st.form("camp_form"):
     c = st.columns(4)
     guides = camp.guide_names()
     guide = c[0].selectbox("Guide", guides, index=guides.index("rconc"), key="camp_guide",
-                           help="A coverage criterion, or none (no guidance).")
+                           help=f"A coverage criterion, or a baseline without one: {BASELINES}.")
     budget = c[1].text_input("Budget", "2m", key="camp_budget",
                              help="10m, 90s, 1h, or model calls such as 5000calls.")
     n_seeds = c[2].number_input("Seeds", 1, 2000, camp.DEFAULT_SEEDS[kind], key="camp_seeds",

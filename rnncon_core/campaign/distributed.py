@@ -45,10 +45,11 @@ class _Worker:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         _one_cpu()
         from ..zoo import load_model, with_steps
-        from .prepare import _lexicon, make_abstraction, make_guide
+        from .prepare import _lexicon, faults_only, make_abstraction, make_guide
         model = with_steps(load_model(model_ref), x.shape[1])
         self.camp = Campaign(model, x, y, make_guide(guide, model, guide_params), values, seed,
-                             kind, make_abstraction(model, values), _lexicon(kind))
+                             kind, make_abstraction(model, values), _lexicon(kind),
+                             faults_only(guide))
         if share and self.camp.guide is not None:
             self.camp.delta = make_guide(guide, model, guide_params)
 

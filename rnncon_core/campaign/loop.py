@@ -8,9 +8,12 @@ coverage and predictions from one run), record the faults (prediction differs fr
 seed's label; distinct by (label, prediction, abstract state of the last hidden state), each
 re-predicted by the model's own forward pass before it is kept) and keep in the queue the
 other mutants that raised the guide's coverage (``Criterion.new_items``: the items each input
-covered first; the guide takes every valid mutant, faults included). The unguided baseline
-(guide ``none``) keeps every valid mutant that is not a fault (DeepHunter's random mode, where
-``has_new_bits`` is always true). Inspired by DeepHunter's Algorithm 1 and TensorFuzz's corpus
+covered first; the guide takes every valid mutant, faults included). Two unguided baselines
+(no criterion, coverage not measured): guide ``none`` keeps every valid mutant that is not a
+fault (DeepHunter's random mode, where ``has_new_bits`` is always true); guide ``faults``
+(``faults_only``) keeps only the new distinct faults, whatever ``explore_faults`` says (else
+its queue would never grow): what every guide keeps once its coverage has saturated, so it
+tells what a criterion adds beyond keeping few mutants (docs/results.md, "Test campaigns"). Inspired by DeepHunter's Algorithm 1 and TensorFuzz's corpus
 loop (Odena et al., ICML 2019: mutate an element, keep it if its coverage is new); neither
 handles recurrent models nor more than one criterion.
 
@@ -130,9 +133,12 @@ class Campaign:
     """The loop's state and one batch at a time (``start`` once, then ``step``)."""
 
     def __init__(self, model, x, y, guide, values: dict, seed: int, kind: str,
-                 abstraction, lexicon=None):
+                 abstraction, lexicon=None, faults_only: bool = False):
         self.model, self.kind, self.values = model, kind, values
         self.guide = guide                     # a Criterion, or None (unguided)
+        if faults_only and guide is not None:
+            raise InputError("faults_only is the unguided baseline 'faults': give no guide")
+        self.faults_only = faults_only         # keep only the new distinct faults
         if guide is not None:
             guide.KEEP_INPUTS = 0              # no inputs kept inside the guide (memory)
         self.abstraction = abstraction
@@ -268,8 +274,8 @@ class Campaign:
             kept = self._faults(new[bad], idx[bad], label[bad], pred[bad], np.array(ops)[bad],
                                 hidden[bad])
             found = idx[bad[kept]]
-            keep = (pred == label) & (gain > 0) if self.guide is not None else pred == label
-            if v["explore_faults"]:              # a new distinct fault becomes a parent too
+            keep = self._keep(pred == label, gain)
+            if v["explore_faults"] or self.faults_only:    # a new distinct fault: a parent
                 keep[bad[kept]] = True
             sel = np.flatnonzero(keep)
             parents = idx[sel]
@@ -280,6 +286,13 @@ class Campaign:
         self.batches += 1
         self._record()
         return {"queue": (q_start, len(q)), "faults": (f_start, len(self.faults))}
+
+    def _keep(self, right, gain) -> np.ndarray:
+        """The mutants predicted right kept as parents: those that raised the guide's
+        coverage; with no guide, every one (``none``) or none at all (``faults``)."""
+        if self.faults_only:
+            return np.zeros(len(right), bool)
+        return right & (gain > 0) if self.guide is not None else right
 
     def _pick_scale(self):
         """Per queue entry: 0.5 ** (its root's fruitless picks in a row / ``stale_picks``)

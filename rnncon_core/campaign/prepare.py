@@ -9,6 +9,11 @@ from ..generate.base import select_seeds
 from .mutations import input_kind  # noqa: F401  (re-exported for the run and Ray paths)
 
 GUIDE_NONE = "none"
+GUIDE_FAULTS = "faults"
+BASELINES = (GUIDE_NONE, GUIDE_FAULTS)     # the guides without a coverage criterion
+# what each baseline keeps as parents (Campaign._keep; none: DeepHunter's random mode)
+BASELINE_TEXT = {GUIDE_NONE: "keeps every mutant predicted right",
+                 GUIDE_FAULTS: "keeps only the new distinct faults"}
 
 
 PROFILE_INPUTS = {"image": 2000, "sequence": 2000, "text": 500}
@@ -21,15 +26,22 @@ DEFAULT_SEEDS = {"image": 1000, "sequence": 1000, "text": 100}
 
 def guide_names() -> list[str]:
     from ..coverage import CRITERIA
-    return [*CRITERIA, GUIDE_NONE]
+    return [*CRITERIA, *BASELINES]
+
+
+def faults_only(name: str) -> bool:
+    """Whether guide ``name`` keeps only the new distinct faults as parents (``Campaign``'s
+    ``faults_only``)."""
+    return name == GUIDE_FAULTS
 
 
 def make_guide(name: str, model, params: dict | None):
-    """The guiding criterion (None for "none"), its profile built first where it needs one."""
+    """The guiding criterion (None for the baselines, ``BASELINES``), its profile built first
+    where it needs one."""
     from ..coverage import CRITERIA, default_threshold, get_criterion
-    if name == GUIDE_NONE:
+    if name in BASELINES:
         if params:
-            raise InputError("the unguided baseline (guide none) takes no guide parameters")
+            raise InputError(f"the unguided baseline (guide {name}) takes no guide parameters")
         return None
     if name not in CRITERIA:
         raise InputError(f"unknown guide {name!r}; choose one of {', '.join(guide_names())}")

@@ -16,8 +16,8 @@ from typing import Callable
 from ..errors import InputError, JobCancelled
 from .loop import CAMPAIGN_PARAMS, YIELD_BEFORE, Campaign
 from .mutations import input_kind
-from .prepare import (_lexicon, ensure_profile, guide_names, load_seeds, make_abstraction,
-                      make_guide)
+from .prepare import (_lexicon, ensure_profile, faults_only, guide_names, load_seeds,
+                      make_abstraction, make_guide)
 from .record import (_checkpoint, _progress, _save_state, finish, load_checkpoint,
                      parse_budget, read_rows, write_rows)
 
@@ -32,7 +32,7 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
     """Run a campaign on ``model`` (a shipped name, a .keras path or a Keras model) from the
     first ``seeds`` test inputs it predicts right (None: ``prepare.DEFAULT_SEEDS``, 1,000
     for images and sequences, 100 for text), until ``budget`` is spent, guided by the
-    criterion ``guide`` (any of ``coverage.CRITERIA``, or "none"). ``params``: the declared
+    criterion ``guide`` (any of ``coverage.CRITERIA``, or a baseline: "none", "faults"). ``params``: the declared
     mutation and loop parameters (``CAMPAIGN_PARAMS``). Stored in the run store (kind
     "campaign"); returns the summary with ``run_id``. ``resume``: a campaign run's id to go on
     from (its settings are taken; ``budget`` is the total, including what it spent).
@@ -79,7 +79,8 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
     kind = input_kind(keras_model)
     ensure_profile(keras_model, x_train, kind, log)
     camp = Campaign(keras_model, x, y, make_guide(guide, keras_model, guide_params), values,
-                    seed, kind, make_abstraction(keras_model, values), _lexicon(kind))
+                    seed, kind, make_abstraction(keras_model, values), _lexicon(kind),
+                    faults_only(guide))
     config = {"model": str(model) if isinstance(model, str) else "in-memory model",
               "dataset": ds_name, "guide": guide, "guide_params": guide_params or {},
               "budget": budget.text(), "seeds": int(seeds), "seed": int(seed),

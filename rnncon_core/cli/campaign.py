@@ -24,7 +24,8 @@ DATASET_OPT = typer.Option(None, "--dataset", help="Seeds from this data set's t
 BUDGET_OPT = typer.Option("10m", "--budget", help="How long: 10m, 90s, 1h, or model calls "
                                                   "such as 5000calls.")
 GUIDE_HELP = (f"A coverage criterion (one of {', '.join(CRITERIA.names())}; `rnncon criteria` "
-              f"lists their parameters) or none (the unguided baseline).")
+              f"lists their parameters), or an unguided baseline: none (keeps every mutant "
+              f"predicted right) or faults (keeps only the new distinct faults).")
 SEEDS_OPT = typer.Option(None, "--seeds", help="The first N test inputs the model predicts "
                                                "right (default: 1000 for images and "
                                                "sequences, 100 for text).")
@@ -220,7 +221,8 @@ def report_campaign_cmd(
     models: Optional[str] = typer.Option(None, "--models", help="Comma separated (default: the "
                                          "four MNIST models and imdb-lstm)."),
     guides: Optional[str] = typer.Option(None, "--guides", help="Comma separated (default: "
-                                         "rconc,nc,kmnc,state,bc,none)."),
+                                         "rconc,nc,kmnc,state,bc and the unguided "
+                                         "baselines none,faults)."),
     repeats: int = typer.Option(5, "--repeats", help="Campaigns per (model, guide)."),
     budget: str = typer.Option("30s", "--budget", help="Budget of each campaign: 30s, "
                                "8000calls, or 8000calls,imdb-lstm=1500calls (per model)."),
@@ -233,8 +235,9 @@ def report_campaign_cmd(
     runs_dir: Optional[str] = RUNS_DIR_OPT,
     json_out: bool = JSON_OPT,
 ):
-    """Distinct faults in a fixed budget for every guide against none, with 95 % intervals
-    (rows already in OUT_DIR/runs.csv are kept: a stopped report goes on)."""
+    """Distinct faults in a fixed budget for every guide against the unguided baselines none
+    and faults, with 95 % intervals (rows already in OUT_DIR/runs.csv are kept: a stopped
+    report goes on)."""
     from ..reports.campaign import build_campaign
     if repeats < 1:
         raise InputError(f"--repeats must be at least 1, got {repeats}")

@@ -1,13 +1,16 @@
 """`rnncon report campaign`: does guidance by a criterion find more distinct faults in a fixed
 budget than no guidance?
 
-For each model, each guide (a registered criterion, or ``none``: the unguided baseline) and each
-repeat r (random seed r), one campaign of the same budget from the same seeds
-(``rnncon_core.campaign.run_campaign``). Reported per (model, guide): the mean number of distinct
-faults (distinct (true, predicted, abstract state) triples) and of distinct (true, predicted)
-pairs at the budget, with 95 % t intervals over the repeats; per guide, the difference from
-``none`` with Welch's 95 % interval, and the verdict "beats none" only where that interval lies
-above 0. The curves (mean distinct faults against wall time) are drawn in ``curves.svg``.
+For each model, each guide (a registered criterion, or an unguided baseline,
+``campaign.BASELINES``: ``none`` keeps every mutant predicted right, ``faults`` only the new
+distinct faults) and each repeat r (random seed r), one campaign of the same budget from the
+same seeds (``rnncon_core.campaign.run_campaign``). Reported per (model, guide): the mean number
+of distinct faults (distinct (true, predicted, abstract state) triples) and of distinct (true,
+predicted) pairs at the budget, with 95 % t intervals over the repeats; per guide and
+baseline, the difference with Welch's 95 % interval, and the verdict "beats B" only where that
+interval lies above 0 (``none`` against every other guide, ``faults`` against the criteria:
+does a criterion add anything beyond keeping few mutants?). The curves (mean distinct faults
+against wall time or model calls) are drawn in ``curves.svg``.
 
 Rows are written to ``runs.csv`` after every campaign, and a rerun with the same settings skips
 the campaigns already there, so a long report can be stopped and continued. Each row carries
@@ -27,10 +30,10 @@ import pandas as pd
 from .writer import write_files
 
 MODELS = ("mnist-lstm", "stacked-mnist-lstm", "mnist-gru", "stacked-mnist-gru", "imdb-lstm")
-GUIDES = ("rconc", "nc", "kmnc", "state", "bc", "none")
+GUIDES = ("rconc", "nc", "kmnc", "state", "bc", "none", "faults")   # baselines last
 GRID_POINTS = 24
 COLORS = {"rconc": "#d62728", "nc": "#1f77b4", "kmnc": "#2ca02c", "state": "#9467bd",
-          "bc": "#8c564b", "none": "#111111"}
+          "bc": "#8c564b", "none": "#111111", "faults": "#7f7f7f"}
 
 
 def t_interval(v) -> tuple[float, float, float]:
@@ -102,7 +105,8 @@ def _grid(budget: str) -> tuple[str, np.ndarray]:
 
 
 def summarize(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per (model, guide) means with intervals; per guide its difference from none."""
+    """Per (model, guide) means with intervals; per guide and baseline (``against``) the
+    difference, one row each (column ``baseline``)."""
     table, verdicts = [], []
     for (model, guide), g in rows.groupby(["model", "guide"], sort=False):
         f, fl, fh = t_interval(g["distinct_faults"])
@@ -113,19 +117,34 @@ def summarize(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                       "pairs_high": ph, "per_kcall": k, "per_kcall_low": kl,
                       "per_kcall_high": kh, "coverage": g["coverage"].mean(),
                       "calls": g["calls"].mean(), "overhead": g["overhead"].mean()})
-        base = rows[(rows.model == model) & (rows.guide == "none")]
-        if guide != "none" and len(base):
-            d, lo, hi = welch(g["distinct_faults"], base["distinct_faults"])
-            dp, plo, phi = welch(g["distinct_pairs"], base["distinct_pairs"])
-            dk, klo, khi = welch(1000 * g["distinct_faults"] / g["calls"],
-                                 1000 * base["distinct_faults"] / base["calls"])
-            verdicts.append({"model": model, "guide": guide, "faults_minus_none": d,
-                             "low": lo, "high": hi, "pairs_minus_none": dp, "pairs_low": plo,
-                             "pairs_high": phi, "per_kcall_minus_none": dk,
-                             "per_kcall_low": klo, "per_kcall_high": khi,
-                             "verdict": "beats none" if lo > 0 else
-                             ("worse than none" if hi < 0 else "no difference shown")})
+        for baseline in against(guide):
+            base = rows[(rows.model == model) & (rows.guide == baseline)]
+            if len(base):
+                verdicts.append({"model": model, "guide": guide, "baseline": baseline,
+                                 **_difference(g, base, baseline)})
     return pd.DataFrame(table), pd.DataFrame(verdicts)
+
+
+def against(guide: str) -> tuple[str, ...]:
+    """The baselines a guide is compared with: none for every other guide, faults for the
+    criteria (faults against none is none's row)."""
+    from ..campaign import BASELINES, GUIDE_NONE
+    if guide in BASELINES:
+        return () if guide == GUIDE_NONE else (GUIDE_NONE,)
+    return BASELINES
+
+
+def _difference(g: pd.DataFrame, base: pd.DataFrame, baseline: str) -> dict:
+    """Welch's 95 % intervals of guide rows ``g`` minus ``base`` (faults, pairs, per 1000
+    calls) and the verdict on faults."""
+    d, lo, hi = welch(g["distinct_faults"], base["distinct_faults"])
+    dp, plo, phi = welch(g["distinct_pairs"], base["distinct_pairs"])
+    dk, klo, khi = welch(1000 * g["distinct_faults"] / g["calls"],
+                         1000 * base["distinct_faults"] / base["calls"])
+    return {"faults_diff": d, "low": lo, "high": hi, "pairs_diff": dp, "pairs_low": plo,
+            "pairs_high": phi, "per_kcall_diff": dk, "per_kcall_low": klo,
+            "per_kcall_high": khi, "verdict": f"beats {baseline}" if lo > 0 else
+            (f"worse than {baseline}" if hi < 0 else "no difference shown")}
 
 
 def curves_svg(curves: pd.DataFrame, width: int = 760, panel_h: int = 220) -> str:
@@ -189,22 +208,6 @@ def markdown(table: pd.DataFrame, verdicts: pd.DataFrame, settings: dict) -> str
                      f"[{r.pairs_low:.1f}, {r.pairs_high:.1f}] | {r.per_kcall:.2f} "
                      f"[{r.per_kcall_low:.2f}, {r.per_kcall_high:.2f}] | {r.coverage:.4f} | "
                      f"{r.calls:.0f} | {r.overhead:.2f} |")
-    lines += ["", "## Against the unguided baseline (none)", "",
-              "| model | guide | faults − none [95 % Welch CI] | pairs − none [95 % CI] | "
-              "per 1000 calls − none [95 % CI] | verdict (faults at the budget) |",
-              "|---|---|---|---|---|---|"]
-    for r in verdicts.itertuples():
-        lines.append(f"| {r.model} | {r.guide} | {r.faults_minus_none:+.1f} [{r.low:+.1f}, "
-                     f"{r.high:+.1f}] | {r.pairs_minus_none:+.1f} [{r.pairs_low:+.1f}, "
-                     f"{r.pairs_high:+.1f}] | {r.per_kcall_minus_none:+.2f} "
-                     f"[{r.per_kcall_low:+.2f}, {r.per_kcall_high:+.2f}] | {r.verdict} |")
-    beats = verdicts[verdicts.verdict == "beats none"] if len(verdicts) else verdicts
-
-    def where(col_low, col_high, above: bool) -> str:
-        if not len(verdicts):
-            return "none"
-        hit = verdicts[verdicts[col_low] > 0] if above else verdicts[verdicts[col_high] < 0]
-        return ", ".join(f"{r.guide} on {r.model}" for r in hit.itertuples()) or "no guide"
     timed = any(parse_budget(b).calls is None
                 for b in (settings.get("budgets") or {"": settings["budget"]}).values())
     lines += ["", ("Wall-clock budgets on a shared machine: the load varied between campaigns, "
@@ -212,18 +215,65 @@ def markdown(table: pd.DataFrame, verdicts: pd.DataFrame, settings: dict) -> str
                    "rate per 1000 model calls is less affected by the load." if timed else
                    "Budgets in model calls: every campaign of a model ran the same number of "
                    "model calls whatever the machine's load, so guides are compared on the "
-                   "same work; seconds and loop / model time depend on the load."), "",
-              f"- More distinct (true, predicted) pairs than none (95 % interval above 0): "
-              f"{where('pairs_low', 'pairs_high', True)}; fewer: "
-              f"{where('pairs_low', 'pairs_high', False)}.",
-              f"- More distinct faults per 1000 model calls than none: "
-              f"{where('per_kcall_low', 'per_kcall_high', True)}; fewer: "
-              f"{where('per_kcall_low', 'per_kcall_high', False)}."]
-    lines += ["", "**Verdict:** " + (
-        "guidance beats none (95 % interval of the difference above 0) for " +
-        ", ".join(f"{r.guide} on {r.model}" for r in beats.itertuples()) + "."
-        if len(beats) else "no guide beats none with 95 % confidence at this budget."), ""]
+                   "same work; seconds and loop / model time depend on the load.")]
+    for baseline in _baselines(verdicts):
+        lines += _against_markdown(verdicts[verdicts.baseline == baseline], baseline)
+    verdict = " ".join(_verdict(verdicts, b) for b in _baselines(verdicts))
+    lines += ["", f"**Verdict:** {verdict or 'no baseline to compare with.'}", ""]
     return "\n".join(lines)
+
+
+def _baselines(verdicts: pd.DataFrame) -> list[str]:
+    return list(dict.fromkeys(verdicts["baseline"])) if len(verdicts) else []
+
+
+def _verdict(verdicts: pd.DataFrame, baseline: str) -> str:
+    """One sentence: which guides beat ``baseline`` (95 % interval of the difference above 0)
+    on which models, and which find fewer."""
+    v = verdicts[verdicts.baseline == baseline]
+
+    def who(verdict: str) -> list[str]:
+        out = []
+        for guide, g in v.groupby("guide", sort=False):
+            hit = list(g.model[g.verdict == verdict])
+            if hit:
+                out.append(f"{guide} on " + ("every model" if len(hit) == len(g) and len(g) > 1
+                                             else ", ".join(hit)))
+        return out
+    won, lost = who(f"beats {baseline}"), who(f"worse than {baseline}")
+    text = (f"Against {baseline}: " + ("; ".join(won) + f" beat{'s' if len(won) == 1 else ''}"
+                                       f" it" if won else "no guide beats it on any model") +
+            " (95 % interval of the difference above 0)")
+    return text + (f"; fewer distinct faults than {baseline}: " + "; ".join(lost) if lost
+                   else "") + "."
+
+
+def _against_markdown(v: pd.DataFrame, baseline: str) -> list[str]:
+    """The section of one baseline: the differences, then where pairs and the rate differ."""
+    from ..campaign import BASELINE_TEXT
+    what = BASELINE_TEXT.get(baseline, "")
+    lines = ["", f"## Against the unguided baseline {baseline}" + (f" ({what})" if what
+                                                                      else ""), "",
+             f"Each column: the guide's mean minus the mean of {baseline}, with Welch's 95 % "
+             f"interval.", "",
+             "| model | guide | distinct faults | pairs | per 1000 calls | verdict (distinct "
+             "faults at the budget) |", "|---|---|---|---|---|---|"]
+    for r in v.itertuples():
+        lines.append(f"| {r.model} | {r.guide} | {r.faults_diff:+.1f} [{r.low:+.1f}, "
+                     f"{r.high:+.1f}] | {r.pairs_diff:+.1f} [{r.pairs_low:+.1f}, "
+                     f"{r.pairs_high:+.1f}] | {r.per_kcall_diff:+.2f} "
+                     f"[{r.per_kcall_low:+.2f}, {r.per_kcall_high:+.2f}] | {r.verdict} |")
+
+    def where(col_low, col_high, above: bool) -> str:
+        hit = v[v[col_low] > 0] if above else v[v[col_high] < 0]
+        return ", ".join(f"{r.guide} on {r.model}" for r in hit.itertuples()) or "no guide"
+    return lines + [
+        "", f"- More distinct (true, predicted) pairs than {baseline} (95 % interval above "
+            f"0): {where('pairs_low', 'pairs_high', True)}; fewer: "
+            f"{where('pairs_low', 'pairs_high', False)}.",
+        f"- More distinct faults per 1000 model calls than {baseline}: "
+        f"{where('per_kcall_low', 'per_kcall_high', True)}; fewer: "
+        f"{where('per_kcall_low', 'per_kcall_high', False)}."]
 
 
 def _loop_of(value) -> str:
@@ -283,6 +333,16 @@ def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30
     return write_report(out, settings)
 
 
+def _ordered(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
+    """Rows in the report's order of models, then of guides (others after them)."""
+    def rank(names, order):
+        order = list(order or [])
+        return [order.index(n) if n in order else len(order) for n in names]
+    key = pd.DataFrame({"m": rank(rows.model, settings.get("models")),
+                        "g": rank(rows.guide, settings.get("guides"))}, index=rows.index)
+    return rows.loc[key.sort_values(["m", "g"], kind="stable").index]
+
+
 def write_report(out: Path, settings: dict) -> dict:
     rows = pd.read_csv(out / "runs.csv")
     budgets = settings.get("budgets") or {}
@@ -292,14 +352,14 @@ def write_report(out: Path, settings: dict) -> dict:
         loops = df["loop"] if "loop" in df else [None] * len(df)
         return df[[budgets.get(m, settings["budget"]) == b and _loop_of(v) == loop
                    for m, b, v in zip(df.model, df.budget, loops)]]
-    rows = mine(rows)
+    rows = _ordered(mine(rows), settings)
     table, verdicts = summarize(rows)
     curves = pd.read_csv(out / "curves.csv")
     curves = mine(curves)
     mean = curves.groupby(["model", "guide", "axis", "at"], sort=False)["faults"].mean() \
         .reset_index()
     report = {"settings": settings, "table": table.to_dict("records"),
-              "against_none": verdicts.to_dict("records")}
+              "against_baselines": verdicts.to_dict("records")}
     import platform
     settings["machine"] = f"{platform.machine()}, {__import__('os').cpu_count()} cores shared"
     files = write_files(out, {"summary.md": markdown(table, verdicts, settings),
