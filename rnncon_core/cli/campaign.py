@@ -112,7 +112,7 @@ def campaign_cmd(
     """Find the model's faults within a budget, guided by a coverage criterion (or none); the
     run goes to the run store, checkpointed after every batch (Ctrl-C stops it resumably;
     `rnncon runs --cancel RUN_ID` from elsewhere)."""
-    from ..campaign import guide_names, run_campaign
+    from ..campaign import guide_names, parse_budget, run_campaign
     if resume is None and model is None:
         raise InputError("give --model NAME (or --resume RUN_ID to go on with a campaign)")
     if resume is not None and (ctx.args or param or guide_param or inputs or labels):
@@ -124,13 +124,14 @@ def campaign_cmd(
     params = _params(ctx, param) if resume is None else {}
     gparams = _guide_params(guide, guide_param) if resume is None else None
     runs = store(runs_dir)
+    budget = budget or (runs.get(resume).config["budget"] if resume else "10m")
+    unit = parse_budget(budget).unit
     with _interruptible() as interrupted:
-        out = run_campaign(model, dataset, guide=guide, budget=budget or (
-            None if resume else "10m"), seeds=seeds, seed=seed, inputs=x, labels=y,
+        out = run_campaign(model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed, inputs=x, labels=y,
             guide_params=gparams,
             store=runs, should_stop=interrupted, resume=resume, workers=workers or 0,
             ray_address=ray_address, ray_runtime=_ray_runtime(), log=log,
-            progress=_progress_log(), **params)
+            progress=_progress_log(unit), **params)
     if json_out:
         emit({k: out.get(k) for k in _JSON_KEYS})
         return
@@ -141,13 +142,13 @@ def campaign_cmd(
         f"{out['queue']}")
 
 
-def _progress_log():
+def _progress_log(unit: str):
     last = [0.0]
 
     def report(done, total):
         if time.monotonic() - last[0] > 10:
             last[0] = time.monotonic()
-            log(f"[campaign] {done}/{total}")
+            log(f"[campaign] {done:,} of {total:,} {unit}")
     return report
 
 
