@@ -190,6 +190,7 @@ def test_campaign_and_check_on_your_own_inputs(tmp_path, capsys, tiny_lstm):
     from rnncon_core.runs import RunStore
     seeds = RunStore(tmp_path / "runs").get(run["run_id"]).load_npz("seeds")
     np.testing.assert_array_equal(seeds["x"], x[:len(seeds["x"])])
+    assert run["seeds"] == len(seeds["x"])
     code, out = _run(["check", *mine, *own, "--budget", "60calls", "--min-coverage", "nc=0.0",
                       "--junit", str(tmp_path / "out.xml")], capsys)
     assert code in (0, None), out.err

@@ -33,7 +33,7 @@ REPORT_SEEDS_OPT = typer.Option(100, "--seeds", help="The first N test inputs ea
 EPILOG = ("Mutation and loop parameters follow as --NAME VALUE (e.g. --max-linf 0.2 "
           "--max-changed 0.02 --mutations pixel,affine,gradient --parents 8 --mutants 8); the "
           "guide's own as --guide-param NAME=VALUE. docs/campaign.md lists them.")
-_JSON_KEYS = ("run_id", "guide", "model", "budget", "seconds", "calls", "batches",
+_JSON_KEYS = ("run_id", "guide", "model", "budget", "seeds", "seconds", "calls", "batches",
               "coverage_start", "coverage", "distinct_faults", "distinct_pairs", "faults_total",
               "queue", "overhead", "faults_per_minute", "memory_mb", "stopped", "resumed_from")
 
@@ -137,9 +137,13 @@ def campaign_cmd(
         return
     log(f"run {out['run_id']}: {out['distinct_faults']} distinct faults "
         f"({out['distinct_pairs']} (true, predicted) pairs, {out['faults_total']} faulty "
-        f"inputs) in {out['seconds']:.0f} s and {out['calls']} model calls; coverage "
+        f"inputs) from {out['seeds']:,} seeds in {out['seconds']:.0f} s and {out['calls']:,} "
+        f"model calls; coverage "
         f"{out['coverage_start']:.4f} -> {out['coverage']:.4f} ({out['guide']}); queue "
         f"{out['queue']}")
+    if seeds and out["seeds"] < seeds:
+        log(f"note: {out['seeds']:,} seeds, not {seeds:,}: the model predicts only that many of "
+            f"the inputs right")
 
 
 def _progress_log(unit: str):
