@@ -132,11 +132,13 @@ def test_campaign_then_resume_with_a_larger_budget(tmp_path, capsys):
     assert code == 0
     first = json.loads(out.out)
     assert first["calls"] >= 150 and first["guide"] == "nc"
+    assert "of 150 model calls" in out.err          # progress says what it counts
     code, out = _run(["campaign", "--resume", first["run_id"], "--budget", "300calls", "--json",
                       *runs], capsys)
     assert code == 0
     second = json.loads(out.out)
     assert second["resumed_from"] == first["run_id"] and second["calls"] >= 300
+    assert "of 300 model calls" in out.err
     assert second["distinct_faults"] >= first["distinct_faults"]
 
 
@@ -186,9 +188,11 @@ def test_campaign_and_check_on_your_own_inputs(tmp_path, capsys, tiny_lstm):
                       "--json"], capsys)
     assert code in (0, None), out.err
     run = json.loads(out.out)
+    assert "of 60 model calls" in out.err          # progress says what it counts
     from rnncon_core.runs import RunStore
     seeds = RunStore(tmp_path / "runs").get(run["run_id"]).load_npz("seeds")
     np.testing.assert_array_equal(seeds["x"], x[:len(seeds["x"])])
+    assert run["seeds"] == len(seeds["x"])
     code, out = _run(["check", *mine, *own, "--budget", "60calls", "--min-coverage", "nc=0.0",
                       "--junit", str(tmp_path / "out.xml")], capsys)
     assert code in (0, None), out.err

@@ -110,7 +110,7 @@ def test_two_workers_share_faults_and_resume_exactly(seeded, tmp_path, monkeypat
         pytest.skip(f"Ray cannot start here: {e}")
     assert whole["distinct_faults"] > 0 and sum(sent) == whole["distinct_faults"]
     stops = iter([False] * 2 + [True] * 100)
-    with pytest.raises(JobCancelled):
+    with pytest.raises(JobCancelled, match="--resume .* --workers 2"):
         run_campaign(path, should_stop=lambda: next(stops), **kw)
     cut = store.list(kind="campaign", status="cancelled")[0]
     resumed = run_campaign(path, budget="1200calls", resume=cut.run_id, store=store,

@@ -167,7 +167,8 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, inputs, labels, gu
                                 "duplicate_faults": found - len(view.faults)})
         if summary["stopped"]:
             raise JobCancelled(f"campaign {run.run_id} was stopped after {view.batches} "
-                               f"batches")
+                               f"batches; resume it with --resume {run.run_id} --workers "
+                               f"{workers}")
     return {"run_id": run.run_id, **summary}
 
 

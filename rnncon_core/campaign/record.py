@@ -244,7 +244,8 @@ def summary_of(camp: Campaign, config: dict, budget: Budget, stopped: bool) -> d
     secs = camp.elapsed()
     first = camp.curve[0] if camp.curve else [0.0] * len(CURVE_COLUMNS)
     return {"guide": config["guide"], "model": config["model"], "dataset": config["dataset"],
-            "budget": budget.text(), "seconds": round(secs, 3), "calls": int(camp.calls),
+            "budget": budget.text(), "seeds": int(len(camp.x_seeds)),
+            "seconds": round(secs, 3), "calls": int(camp.calls),
             "batches": int(camp.batches), "coverage_start": first[2],
             "coverage": camp.coverage(), "distinct_faults": len(camp.faults),
             "distinct_pairs": len(camp.faults.pairs), "faults_total": int(camp.faults.total),

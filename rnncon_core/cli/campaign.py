@@ -34,7 +34,7 @@ REPORT_SEEDS_OPT = typer.Option(100, "--seeds", help="The first N test inputs ea
 EPILOG = ("Mutation and loop parameters follow as --NAME VALUE (e.g. --max-linf 0.2 "
           "--max-changed 0.02 --mutations pixel,affine,gradient --parents 8 --mutants 8); the "
           "guide's own as --guide-param NAME=VALUE. docs/campaign.md lists them.")
-_JSON_KEYS = ("run_id", "guide", "model", "budget", "seconds", "calls", "batches",
+_JSON_KEYS = ("run_id", "guide", "model", "budget", "seeds", "seconds", "calls", "batches",
               "coverage_start", "coverage", "distinct_faults", "distinct_pairs", "faults_total",
               "queue", "overhead", "faults_per_minute", "memory_mb", "stopped", "resumed_from")
 
@@ -113,7 +113,7 @@ def campaign_cmd(
     """Find the model's faults within a budget, guided by a coverage criterion (or none); the
     run goes to the run store, checkpointed after every batch (Ctrl-C stops it resumably;
     `rnncon runs --cancel RUN_ID` from elsewhere)."""
-    from ..campaign import guide_names, run_campaign
+    from ..campaign import guide_names, parse_budget, run_campaign
     if resume is None and model is None:
         raise InputError("give --model NAME (or --resume RUN_ID to go on with a campaign)")
     if resume is not None and (ctx.args or param or guide_param or inputs or labels):
@@ -125,30 +125,35 @@ def campaign_cmd(
     params = _params(ctx, param) if resume is None else {}
     gparams = _guide_params(guide, guide_param) if resume is None else None
     runs = store(runs_dir)
+    budget = budget or (runs.get(resume).config["budget"] if resume else "10m")
+    unit = parse_budget(budget).unit
     with _interruptible() as interrupted:
-        out = run_campaign(model, dataset, guide=guide, budget=budget or (
-            None if resume else "10m"), seeds=seeds, seed=seed, inputs=x, labels=y,
+        out = run_campaign(model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed, inputs=x, labels=y,
             guide_params=gparams,
             store=runs, should_stop=interrupted, resume=resume, workers=workers or 0,
             ray_address=ray_address, ray_runtime=_ray_runtime(), log=log,
-            progress=_progress_log(), **params)
+            progress=_progress_log(unit), **params)
     if json_out:
         emit({k: out.get(k) for k in _JSON_KEYS})
         return
     log(f"run {out['run_id']}: {out['distinct_faults']} distinct faults "
         f"({out['distinct_pairs']} (true, predicted) pairs, {out['faults_total']} faulty "
-        f"inputs) in {out['seconds']:.0f} s and {out['calls']} model calls; coverage "
+        f"inputs) from {out['seeds']:,} seeds in {out['seconds']:.0f} s and {out['calls']:,} "
+        f"model calls; coverage "
         f"{out['coverage_start']:.4f} -> {out['coverage']:.4f} ({out['guide']}); queue "
         f"{out['queue']}")
+    if seeds and out["seeds"] < seeds:
+        log(f"note: {out['seeds']:,} seeds, not {seeds:,}: the model predicts only that many of "
+            f"the inputs right")
 
 
-def _progress_log():
+def _progress_log(unit: str):
     last = [0.0]
 
     def report(done, total):
         if time.monotonic() - last[0] > 10:
             last[0] = time.monotonic()
-            log(f"[campaign] {done}/{total}")
+            log(f"[campaign] {done:,} of {total:,} {unit}")
     return report
 
 
