@@ -219,7 +219,8 @@ def test_guide_faults_from_the_cli(tmp_path, capsys, tiny_lstm):
     run = json.loads(out.out)
     assert run["guide"] == "faults" and run["distinct_faults"] > 0
     assert run["queue"] == 20 + run["distinct_faults"] and np.isnan(run["coverage"])
-    code, out = _run(["check", *mine, "--max-faults", "100000"], capsys)
+    code, out = _run(["check", *mine, "--max-faults", "100000", "--html",
+                      str(tmp_path / "check.html")], capsys)
     assert code in (0, None), out.err
 
 
