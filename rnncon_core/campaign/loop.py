@@ -13,9 +13,10 @@ covered first; the guide takes every valid mutant, faults included). Two unguide
 fault (DeepHunter's random mode, where ``has_new_bits`` is always true); guide ``faults``
 (``faults_only``) keeps only the new distinct faults, whatever ``explore_faults`` says (else
 its queue would never grow): what every guide keeps once its coverage has saturated, so it
-tells what a criterion adds beyond keeping few mutants (docs/results.md, "Test campaigns"). Inspired by DeepHunter's Algorithm 1 and TensorFuzz's corpus
-loop (Odena et al., ICML 2019: mutate an element, keep it if its coverage is new); neither
-handles recurrent models nor more than one criterion.
+tells what a criterion adds beyond keeping few mutants (docs/results.md, "Test campaigns").
+Inspired by DeepHunter's Algorithm 1 and TensorFuzz's corpus loop (Odena et al., ICML 2019:
+mutate an element, keep it if its coverage is new); neither handles recurrent models nor more
+than one criterion.
 
 Two declared options aim the loop's model calls at faults not found yet (most faulty mutants
 repeat a (true, predicted, abstract state) key already found, so the count of distinct faults
@@ -27,8 +28,9 @@ grows ever slower with the calls):
   is the precedent (``afl-fuzz -C``: in ``save_if_interesting``, AFL++
   ``src/afl-fuzz-bitmap.c``, a crashing input with new coverage bits is queued for further
   fuzzing); DeepHunter does not do this (``ImageInputCorpus.save_if_interesting``,
-  ``deephunter/image_queue.py``, writes a crash to its crashes folder and never queues it). A mutant of a fault that keeps the wrong prediction but reaches another
-  abstract state is a new distinct fault by the campaign's own definition.
+  ``deephunter/image_queue.py``, writes a crash to its crashes folder and never queues it).
+  A mutant of a fault that keeps the wrong prediction but reaches another abstract state is a
+  new distinct fault by the campaign's own definition.
 - ``stale_picks``: per root seed, the picks in a row whose mutants found no new distinct fault
   (``Campaign.stale``, part of the state); every entry of that root's lineage has its pick
   weight halved every ``stale_picks`` such picks, and a new distinct fault resets the count

@@ -32,10 +32,11 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
     """Run a campaign on ``model`` (a shipped name, a .keras path or a Keras model) from the
     first ``seeds`` test inputs it predicts right (None: ``prepare.DEFAULT_SEEDS``, 1,000
     for images and sequences, 100 for text), until ``budget`` is spent, guided by the
-    criterion ``guide`` (any of ``coverage.CRITERIA``, or a baseline: "none", "faults"). ``params``: the declared
-    mutation and loop parameters (``CAMPAIGN_PARAMS``). Stored in the run store (kind
-    "campaign"); returns the summary with ``run_id``. ``resume``: a campaign run's id to go on
-    from (its settings are taken; ``budget`` is the total, including what it spent).
+    criterion ``guide`` (any of ``coverage.CRITERIA``, or a baseline: "none", "faults").
+    ``params``: the declared mutation and loop parameters (``CAMPAIGN_PARAMS``). Stored in the
+    run store (kind "campaign"); returns the summary with ``run_id``. ``resume``: a campaign
+    run's id to go on from (its settings are taken; ``budget`` is the total, including what it
+    spent).
     ``workers``/``ray_address``: one queue per Ray worker (``campaign.distributed``; give
     ``ray_runtime=rnncon_core.jobs.distributed.runtime``).
     ``store``: the run store to write to (``rnncon_core.runs.RunStore``; given by the caller,
@@ -70,7 +71,8 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
     if workers or ray_address:
         from .distributed import run_on_ray
         return run_on_ray(model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed,
-                          inputs=inputs, labels=labels, guide_params=guide_params, store=store, progress=progress,
+                          inputs=inputs, labels=labels, guide_params=guide_params,
+                          store=store, progress=progress,
                           should_stop=should_stop, old=old, workers=workers or 1,
                           ray_address=ray_address, values=values, log=log,
                           ray_runtime=ray_runtime)

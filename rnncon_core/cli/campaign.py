@@ -128,10 +128,10 @@ def campaign_cmd(
     budget = budget or (runs.get(resume).config["budget"] if resume else "10m")
     unit = parse_budget(budget).unit
     with _interruptible() as interrupted:
-        out = run_campaign(model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed, inputs=x, labels=y,
-            guide_params=gparams,
-            store=runs, should_stop=interrupted, resume=resume, workers=workers or 0,
-            ray_address=ray_address, ray_runtime=_ray_runtime(), log=log,
+        out = run_campaign(
+            model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed, inputs=x,
+            labels=y, guide_params=gparams, store=runs, should_stop=interrupted, resume=resume,
+            workers=workers or 0, ray_address=ray_address, ray_runtime=_ray_runtime(), log=log,
             progress=_progress_log(unit), **params)
     if json_out:
         emit({k: out.get(k) for k in _JSON_KEYS})
@@ -199,7 +199,8 @@ def check_cmd(
     t0 = time.perf_counter()
     with _interruptible() as interrupted:
         out = run_campaign(model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed,
-                           inputs=x, labels=y, store=runs, should_stop=interrupted, log=log, **params)
+                           inputs=x, labels=y, store=runs, should_stop=interrupted, log=log,
+                           **params)
     info = runs.get(out["run_id"])
     from ..campaign.prepare import load_seeds
     keras_model = load_seeds(model, dataset, 1, x, y)[0]
