@@ -20,6 +20,14 @@ def model_file(tiny_lstm, tmp_path_factory):
     return str(path), x
 
 
+@pytest.fixture(autouse=True)
+def short_rounds(monkeypatch):
+    """Rounds of 10 batches (the default is 40): these tiny budgets still make several rounds,
+    so stopping after a round and resuming is exercised."""
+    from rnncon_core.campaign import distributed
+    monkeypatch.setattr(distributed, "SYNC_EVERY", 10)
+
+
 @pytest.fixture
 def seeded(model_file):
     """model_file's inputs labelled by the model, given as the user's own seeds (the Ray path

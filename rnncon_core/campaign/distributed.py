@@ -2,7 +2,7 @@
 
 Each worker (a Ray actor) loads the model once and runs its own ``Campaign`` over its share of
 the seeds (worker w: seeds w, w + N, ...; its random stream ``default_rng(seed)`` for worker 0,
-``default_rng([seed, w])`` for the others), ``sync_every`` batches at a time. After each round
+``default_rng([seed, w])`` for the others), ``SYNC_EVERY`` batches at a time. After each round
 the driver merges the workers' guide states (``Criterion.merge``: the union of what every
 worker covered) and sends the merged state back, so each queue keeps what is new to all of
 them; faults are deduplicated again across workers, and each round's new distinct faults
@@ -23,7 +23,11 @@ import numpy as np
 from ..errors import InputError, JobCancelled
 from .loop import Campaign
 
-SYNC_EVERY = 10
+# batches a worker runs between the driver's merges (a round); a killed campaign on Ray loses
+# at most its last round. 40, not 10: each round costs about two batches' time in the driver's
+# calls, merges and checkpoint, so two workers made 1.14x the calls a second with 40 on
+# mnist-lstm (reports/bench/campaign.txt section 21)
+SYNC_EVERY = 40
 
 
 def _one_cpu() -> None:
@@ -107,8 +111,9 @@ class _Worker:
 def run_on_ray(model, dataset, *, guide, budget, seeds, seed, inputs, labels, guide_params,
                store, progress,
                should_stop, old, workers, ray_address, values, log, ray_runtime=None,
-               sync_every: int = SYNC_EVERY) -> dict:
-    """run_campaign's Ray path (same arguments); returns the summary with ``run_id``."""
+               sync_every: int | None = None) -> dict:
+    """run_campaign's Ray path (same arguments; ``sync_every``: batches a round, default
+    ``SYNC_EVERY``); returns the summary with ``run_id``."""
     from .prepare import ensure_profile, input_kind, load_seeds, make_guide
     from .record import _progress, finish, read_rows
     if ray_runtime is None:
@@ -151,6 +156,7 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, inputs, labels, gu
         else:
             _resume(run, view, old, actors, ray, read_rows)
         share = None if budget.calls is None else -(-budget.calls // workers)
+        sync_every = sync_every or SYNC_EVERY
         while not budget.done(view):
             if (should_stop is not None and should_stop()) or run.cancel_requested():
                 break
