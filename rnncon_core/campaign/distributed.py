@@ -2,17 +2,18 @@
 
 Each worker (a Ray actor) loads the model once and runs its own ``Campaign`` over its share of
 the seeds (worker w: seeds w, w + N, ...; its random stream ``default_rng(seed)`` for worker 0,
-``default_rng([seed, w])`` for the others), ``SYNC_EVERY`` batches at a time. After each round
-the driver merges the workers' guide states (``Criterion.merge``: the union of what every
-worker covered) and sends the merged state back, so each queue keeps what is new to all of
-them; faults are deduplicated again across workers, and each round's new distinct faults
-are sent to every worker (``_share_faults``), so a worker neither re-predicts nor explores
-(``explore_faults``) a fault another worker found. With one worker the merged state is the
-worker's own, so a campaign with ``workers=1`` and a budget in model calls finds the inputs and
-faults one process finds (tests/test_campaign_ray.py). The Ray runtime comes from the caller
-(``rnncon_core.jobs.distributed.runtime``, a layer above: it starts or joins the runtime).
-The checkpoint (after every round) holds the driver's rows, curve and merged state and every
-worker's own state; ``resume`` restores each worker and goes on (the same number of workers).
+``default_rng([seed, w])`` for the others), ``SYNC_EVERY`` batches at a time (with a time
+budget, at most ``ROUND_SECONDS``). After each round the driver merges the workers' guide states
+(``Criterion.merge``: the union of what every worker covered) and sends the merged state back,
+so each queue keeps what is new to all of them; faults are deduplicated again across workers,
+and each round's new distinct faults are sent to every worker (``_share_faults``), so a worker
+neither re-predicts nor explores (``explore_faults``) a fault another worker found. With one
+worker the merged state is the worker's own, so a campaign with ``workers=1`` and a budget in
+model calls finds the inputs and faults one process finds (tests/test_campaign_ray.py). The Ray
+runtime comes from the caller (``rnncon_core.jobs.distributed.runtime``, a layer above: it
+starts or joins the runtime). The checkpoint (after every round) holds the driver's rows, curve
+and merged state and every worker's own state; ``resume`` restores each worker and goes on (the
+same number of workers).
 """
 from __future__ import annotations
 
@@ -28,6 +29,10 @@ from .loop import Campaign
 # calls, merges and checkpoint, so two workers made 1.14x the calls a second with 40 on
 # mnist-lstm (reports/bench/campaign.txt section 21)
 SYNC_EVERY = 40
+# with a time budget a round also ends after this many seconds (40 batches of imdb-lstm take
+# ~13 s: the budget's end, a cancel and the live curve would wait that long). Not with a budget
+# in model calls, whose rounds stay a fixed number of batches: the same campaign every time.
+ROUND_SECONDS = 2.0
 
 
 def _one_cpu() -> None:
@@ -67,12 +72,18 @@ class _Worker:
             self.camp.delta.update(self.camp.x_seeds)
         return self._delta(0, 0)
 
-    def rounds(self, steps: int, calls_left: int | None) -> dict:
+    def rounds(self, steps: int, calls_left: int | None, seconds: float | None = None) -> dict:
+        """Up to ``steps`` batches, fewer once the worker made ``calls_left`` model calls or
+        (when given) ``seconds`` have passed; the round's new rows and state."""
+        import time
         q0, f0 = len(self.camp.queue), len(self.camp.faults)
+        end = None if seconds is None else time.monotonic() + seconds
         for _ in range(steps):
             if calls_left is not None and self.camp.calls >= calls_left:
                 break
             self.camp.step()
+            if end is not None and time.monotonic() >= end:
+                break
         return self._delta(q0, f0)
 
     def _delta(self, q0, f0) -> dict:
@@ -157,12 +168,13 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, inputs, labels, gu
             _resume(run, view, old, actors, ray, read_rows)
         share = None if budget.calls is None else -(-budget.calls // workers)
         sync_every = sync_every or SYNC_EVERY
+        seconds = ROUND_SECONDS if budget.calls is None else None
         while not budget.done(view):
             if (should_stop is not None and should_stop()) or run.cancel_requested():
                 break
             before = view.calls
-            _absorb(run, view, ray.get([a.rounds.remote(sync_every, share) for a in actors]),
-                    actors, ray)
+            deltas = ray.get([a.rounds.remote(sync_every, share, seconds) for a in actors])
+            _absorb(run, view, deltas, actors, ray)
             _progress(run, view, budget, progress)
             _save(run, view, actors, ray)
             if view.calls == before:            # every worker spent its share of calls
