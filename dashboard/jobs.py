@@ -169,8 +169,8 @@ class Card:
 
     @property
     def count(self) -> str:
-        """"20 of 600 s", "3,000 of 12,000 model calls", "4 of 8" (no unit said)."""
-        return f"{self.done:,} of {self.total:,}" + (f" {self.unit}" if self.unit else "")
+        from rnncon_core.runs import Run
+        return Run.count_text(self.done, self.total, self.unit)
 
     @property
     def fraction(self) -> float:

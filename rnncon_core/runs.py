@@ -220,6 +220,11 @@ class Run:
         atomic_write_npz(p, {k: np.asarray(v) for k, v in arrays.items()})
         return p
 
+    @staticmethod
+    def count_text(done: int, total: int, unit: str = "") -> str:
+        """"20 of 600 s", "3,000 of 12,000 model calls", "4 of 8" (no unit said)."""
+        return f"{done:,} of {total:,}" + (f" {unit}" if unit else "")
+
     def progress(self, done: int, total: int, message: str = "", unit: str = "") -> None:
         """How far the run is: ``done`` of ``total`` ``unit`` (seeds, seconds, model calls)."""
         self.save_json("progress", {"done": int(done), "total": int(total), "unit": unit,

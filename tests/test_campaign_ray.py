@@ -38,10 +38,38 @@ def seeded(model_file):
     return path, dict(inputs=x, labels=y, seeds=len(x))
 
 
+def _whole(path, kw) -> dict:
+    """The uninterrupted campaign (skipped where Ray cannot start)."""
+    from rnncon_core.campaign import run_campaign
+    from rnncon_core.errors import RNNConError
+    try:
+        return run_campaign(path, **kw)
+    except RNNConError as e:
+        pytest.skip(f"Ray cannot start here: {e}")
+
+
+def _stopped_and_resumed(path, kw, whole, rounds: int, keys, match=None, **resume_kw) -> None:
+    """The same campaign stopped after ``rounds`` rounds and resumed with its budget ends as
+    ``whole`` did: the summary's ``keys`` and the faults' inputs."""
+    from rnncon_core.campaign import run_campaign
+    from rnncon_core.errors import JobCancelled
+    store = kw["store"]
+    stops = iter([False] * rounds + [True] * 100)
+    with pytest.raises(JobCancelled, match=match):
+        run_campaign(path, should_stop=lambda: next(stops), **kw)
+    cut = store.list(kind="campaign", status="cancelled")[0]
+    resumed = run_campaign(path, budget=kw["budget"], resume=cut.run_id, store=store,
+                           ray_runtime=kw["ray_runtime"], **resume_kw)
+    for key in keys:
+        assert resumed[key] == whole[key], key
+    a = store.get(resumed["run_id"]).load_npz("faults")
+    b = store.get(whole["run_id"]).load_npz("faults")
+    np.testing.assert_array_equal(a["x"], b["x"])
+
+
 @pytest.mark.parametrize("guide", ["rconc", "faults"])
 def test_one_worker_equals_one_process(seeded, tmp_path, guide):
     from rnncon_core.campaign import run_campaign
-    from rnncon_core.errors import RNNConError
     from rnncon_core.jobs.distributed import runtime
     from rnncon_core.runs import RunStore
     path, own = seeded
@@ -49,10 +77,7 @@ def test_one_worker_equals_one_process(seeded, tmp_path, guide):
     kw = dict(guide=guide, budget="300calls", seed=4, store=store, parents=4, mutants=4,
               max_linf=0.5, noise=0.3, **own)
     local = run_campaign(path, **kw)
-    try:
-        ray = run_campaign(path, workers=1, ray_runtime=runtime, **kw)
-    except RNNConError as e:
-        pytest.skip(f"Ray cannot start here: {e}")
+    ray = _whole(path, {**kw, "workers": 1, "ray_runtime": runtime})
     for key in ("calls", "distinct_faults", "distinct_pairs", "queue"):
         assert ray[key] == local[key], key
     assert ray["coverage"] == local["coverage"] or guide == "faults" and \
@@ -69,38 +94,21 @@ def test_one_worker_equals_one_process(seeded, tmp_path, guide):
 
 
 def test_one_worker_resumes_exactly(seeded, tmp_path):
-    from rnncon_core.campaign import run_campaign
-    from rnncon_core.errors import JobCancelled, RNNConError
     from rnncon_core.jobs.distributed import runtime
     from rnncon_core.runs import RunStore
     path, own = seeded
-    store = RunStore(tmp_path / "runs")
-    kw = dict(guide="rconc", budget="400calls", seed=6, store=store, parents=4, mutants=4,
-              max_linf=0.5, noise=0.3, workers=1, ray_runtime=runtime, **own)
-    try:
-        whole = run_campaign(path, **kw)
-    except RNNConError as e:
-        pytest.skip(f"Ray cannot start here: {e}")
-    stops = iter([False] + [True] * 100)
-    with pytest.raises(JobCancelled):
-        run_campaign(path, should_stop=lambda: next(stops), **kw)
-    cut = store.list(kind="campaign", status="cancelled")[0]
-    resumed = run_campaign(path, budget="400calls", resume=cut.run_id, store=store,
-                           ray_runtime=runtime)
-    for key in ("calls", "distinct_faults", "distinct_pairs", "queue", "coverage"):
-        assert resumed[key] == whole[key], key
-    a = store.get(resumed["run_id"]).load_npz("faults")
-    b = store.get(whole["run_id"]).load_npz("faults")
-    np.testing.assert_array_equal(a["x"], b["x"])
+    kw = dict(guide="rconc", budget="400calls", seed=6, store=RunStore(tmp_path / "runs"),
+              parents=4, mutants=4, max_linf=0.5, noise=0.3, workers=1, ray_runtime=runtime,
+              **own)
+    _stopped_and_resumed(path, kw, _whole(path, kw), 1,
+                         ("calls", "distinct_faults", "distinct_pairs", "queue", "coverage"))
 
 
 def test_two_workers_share_faults_and_resume_exactly(seeded, tmp_path, monkeypatch):
     """Each round's new distinct faults reach every worker (``_share_faults``); a stopped
     two-worker campaign resumed goes on as the uninterrupted one (each worker's known keys
     rebuilt from the checkpoint)."""
-    from rnncon_core.campaign import run_campaign
     from rnncon_core.campaign import distributed
-    from rnncon_core.errors import JobCancelled, RNNConError
     from rnncon_core.jobs.distributed import runtime
     from rnncon_core.runs import RunStore
     path, own = seeded
@@ -109,22 +117,11 @@ def test_two_workers_share_faults_and_resume_exactly(seeded, tmp_path, monkeypat
     monkeypatch.setattr(distributed, "_share_faults",
                         lambda view, f0, actors, ray: (sent.append(len(view.faults) - f0),
                                                        share(view, f0, actors, ray)))
-    store = RunStore(tmp_path / "runs")
-    kw = dict(guide="none", budget="1200calls", seed=6, store=store, parents=4, mutants=4,
-              max_linf=1.0, noise=1.0, workers=2, ray_runtime=runtime, **own)
-    try:
-        whole = run_campaign(path, **kw)
-    except RNNConError as e:
-        pytest.skip(f"Ray cannot start here: {e}")
+    kw = dict(guide="none", budget="1200calls", seed=6, store=RunStore(tmp_path / "runs"),
+              parents=4, mutants=4, max_linf=1.0, noise=1.0, workers=2, ray_runtime=runtime,
+              **own)
+    whole = _whole(path, kw)
     assert whole["distinct_faults"] > 0 and sum(sent) == whole["distinct_faults"]
-    stops = iter([False] * 2 + [True] * 100)
-    with pytest.raises(JobCancelled, match="--resume .* --workers 2"):
-        run_campaign(path, should_stop=lambda: next(stops), **kw)
-    cut = store.list(kind="campaign", status="cancelled")[0]
-    resumed = run_campaign(path, budget="1200calls", resume=cut.run_id, store=store,
-                           ray_runtime=runtime, workers=2)
-    for key in ("calls", "distinct_faults", "distinct_pairs", "queue", "worker_faults"):
-        assert resumed[key] == whole[key], key
-    a = store.get(resumed["run_id"]).load_npz("faults")
-    b = store.get(whole["run_id"]).load_npz("faults")
-    np.testing.assert_array_equal(a["x"], b["x"])
+    _stopped_and_resumed(path, kw, whole, 2,
+                         ("calls", "distinct_faults", "distinct_pairs", "queue", "worker_faults"),
+                         match="--resume .* --workers 2", workers=2)

@@ -18,6 +18,7 @@ same number of workers).
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 
@@ -54,11 +55,9 @@ class _Worker:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         _one_cpu()
         from ..zoo import load_model, with_steps
-        from .prepare import _lexicon, faults_only, make_abstraction, make_guide
+        from .prepare import make_campaign, make_guide
         model = with_steps(load_model(model_ref), x.shape[1])
-        self.camp = Campaign(model, x, y, make_guide(guide, model, guide_params), values, seed,
-                             kind, make_abstraction(model, values), _lexicon(kind),
-                             faults_only(guide))
+        self.camp = make_campaign(model, x, y, guide, guide_params, values, seed, kind)
         if share and self.camp.guide is not None:
             self.camp.delta = make_guide(guide, model, guide_params)
 
@@ -75,7 +74,6 @@ class _Worker:
     def rounds(self, steps: int, calls_left: int | None, seconds: float | None = None) -> dict:
         """Up to ``steps`` batches, fewer once the worker made ``calls_left`` model calls or
         (when given) ``seconds`` have passed; the round's new rows and state."""
-        import time
         q0, f0 = len(self.camp.queue), len(self.camp.faults)
         end = None if seconds is None else time.monotonic() + seconds
         for _ in range(steps):
@@ -121,10 +119,8 @@ class _Worker:
 
 def run_on_ray(model, dataset, *, guide, budget, seeds, seed, inputs, labels, guide_params,
                store, progress,
-               should_stop, old, workers, ray_address, values, log, ray_runtime=None,
-               sync_every: int | None = None) -> dict:
-    """run_campaign's Ray path (same arguments; ``sync_every``: batches a round, default
-    ``SYNC_EVERY``); returns the summary with ``run_id``."""
+               should_stop, old, workers, ray_address, values, log, ray_runtime=None) -> dict:
+    """run_campaign's Ray path (same arguments); returns the summary with ``run_id``."""
     from .prepare import ensure_profile, input_kind, load_seeds, make_guide
     from .record import _progress, finish, read_rows
     if ray_runtime is None:
@@ -167,13 +163,12 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, inputs, labels, gu
         else:
             _resume(run, view, old, actors, ray, read_rows)
         share = None if budget.calls is None else -(-budget.calls // workers)
-        sync_every = sync_every or SYNC_EVERY
         seconds = ROUND_SECONDS if budget.calls is None else None
         while not budget.done(view):
             if (should_stop is not None and should_stop()) or run.cancel_requested():
                 break
             before = view.calls
-            deltas = ray.get([a.rounds.remote(sync_every, share, seconds) for a in actors])
+            deltas = ray.get([a.rounds.remote(SYNC_EVERY, share, seconds) for a in actors])
             _absorb(run, view, deltas, actors, ray)
             _progress(run, view, budget, progress)
             _save(run, view, actors, ray)

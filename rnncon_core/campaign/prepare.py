@@ -67,6 +67,14 @@ def ensure_profile(model, x_train, kind: str, log=None) -> None:
     build_profile(model, x_train[:n], source="campaign")
 
 
+def make_campaign(model, x, y, guide: str, guide_params, values: dict, seed, kind: str):
+    """The loop one process and each Ray worker run: seeds ``x``, ``y`` of ``model``, guided
+    by ``guide`` (a criterion's name or a baseline, ``BASELINES``)."""
+    from .loop import Campaign
+    return Campaign(model, x, y, make_guide(guide, model, guide_params), values, seed, kind,
+                    make_abstraction(model, values), _lexicon(kind), faults_only(guide))
+
+
 def make_abstraction(model, values: dict):
     """DeepStellar's abstraction of the last recurrent layer (a
     ``coverage.deepstellar.StateCoverage``): a fault's abstract state is

@@ -16,8 +16,7 @@ from typing import Callable
 from ..errors import InputError, JobCancelled
 from .loop import CAMPAIGN_PARAMS, YIELD_BEFORE, Campaign
 from .mutations import input_kind
-from .prepare import (_lexicon, ensure_profile, faults_only, guide_names, load_seeds,
-                      make_abstraction, make_guide)
+from .prepare import ensure_profile, guide_names, load_seeds, make_campaign
 from .record import (_checkpoint, _progress, _save_state, finish, load_checkpoint,
                      parse_budget, read_rows, write_rows)
 
@@ -80,9 +79,7 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
     seeds = len(x) if seeds is None else seeds
     kind = input_kind(keras_model)
     ensure_profile(keras_model, x_train, kind, log)
-    camp = Campaign(keras_model, x, y, make_guide(guide, keras_model, guide_params), values,
-                    seed, kind, make_abstraction(keras_model, values), _lexicon(kind),
-                    faults_only(guide))
+    camp = make_campaign(keras_model, x, y, guide, guide_params, values, seed, kind)
     config = {"model": str(model) if isinstance(model, str) else "in-memory model",
               "dataset": ds_name, "guide": guide, "guide_params": guide_params or {},
               "budget": budget.text(), "seeds": int(seeds), "seed": int(seed),

@@ -148,12 +148,13 @@ def campaign_cmd(
 
 
 def _progress_log(unit: str):
+    from ..runs import Run
     last = [0.0]
 
     def report(done, total):
         if time.monotonic() - last[0] > 10:
             last[0] = time.monotonic()
-            log(f"[campaign] {done:,} of {total:,} {unit}")
+            log(f"[campaign] {Run.count_text(done, total, unit)}")
     return report
 
 

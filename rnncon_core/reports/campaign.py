@@ -312,8 +312,8 @@ def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30
         for r in range(repeats):
             for guide in guides:
                 if any(x["model"] == model and x["guide"] == guide and x["repeat"] == r
-                       and x["budget"] == mb and x["seeds"] == seeds
-                       and _loop_of(x.get("loop")) == loop for x in rows):
+                       and x["budget"] == mb and x["seeds"] == seeds and x["loop"] == loop
+                       for x in rows):
                     continue
                 s = run_campaign(model, dataset, guide=guide, budget=mb, seeds=seeds, seed=r,
                                  store=store, **params)
