@@ -31,6 +31,7 @@ from typing import Callable
 
 import numpy as np
 
+from . import text  # noqa: F401  (its strategies join GENERATORS)
 from .errors import InputError
 from .params import Interval, IntRange, Param, Params
 

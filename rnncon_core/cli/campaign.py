@@ -11,11 +11,11 @@ from typing import List, Optional
 
 import typer
 
-from . import (DECLARED, JSON_OPT, PARAM_OPT, RAY_OPT, RUNS_DIR_OPT, SEED_INPUTS_OPT,
+from .common import (DECLARED, JSON_OPT, PARAM_OPT, RAY_OPT, RUNS_DIR_OPT, SEED_INPUTS_OPT,
                SEED_LABELS_OPT, app, declared_values, emit, log, names, report_app,
                seed_inputs, store)
 from ..errors import InputError
-from ..registry import CRITERIA
+from ..coverage import CRITERIA
 
 MODEL_OPT = typer.Option(..., "--model", help="Shipped model name or .keras path.")
 DATASET_OPT = typer.Option(None, "--dataset", help="Seeds from this data set's test split: a "

@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from . import JSON_OPT, ROOT_OPT, RUNS_DIR_OPT, app, emit, log, renamed
+from .common import JSON_OPT, ROOT_OPT, RUNS_DIR_OPT, app, emit, log, renamed
 from ..errors import InputError
 
 
@@ -38,7 +38,7 @@ def runs_cmd(
         raise InputError("give one of --cancel, --mark-failed, --delete, --repair at a time")
     if force and mark_failed is None and delete is None:
         raise InputError("--force goes with --mark-failed or --delete")
-    from . import checked
+    from .common import checked
     checked(limit=limit)
     runs_dir = renamed(runs_dir, root, "--runs-dir", "--root")
     if repair:      # before opening the store: its index may be what is broken

@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from . import JSON_OPT, ROOT_OPT, RUNS_DIR_OPT, emit, log, names, report_app, store
+from .common import JSON_OPT, ROOT_OPT, RUNS_DIR_OPT, emit, log, names, report_app, store
 
 
 @report_app.command("text")

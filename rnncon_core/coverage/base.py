@@ -389,7 +389,7 @@ class Criterion:
         if not path.exists() and path.with_suffix(".npz").is_file():
             path = path.with_suffix(".npz")      # saved by an older version (it added .npz)
         meta, arrays = _read_state(path)
-        from . import CRITERIA
+        from ..registry import CRITERIA
         klass = CRITERIA.get(meta.get("criterion")) if cls is Criterion else cls
         if klass is None or klass.name != meta.get("criterion"):
             raise InputError(f"{path} holds a {meta.get('criterion')!r} state, not {cls.name!r}")
