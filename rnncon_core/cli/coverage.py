@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from functools import cached_property
 from pathlib import Path
 from typing import List, Optional
 
@@ -19,7 +20,28 @@ CRITERION_HELP = (f"One of {', '.join(CRITERIA.names())} (profile-based ones bui
                   f"`rnncon criteria [NAME]` lists them.")
 
 
-def _load_inputs(dataset: str | None, split: str, n: int | None, inputs: str | None):
+class _Dataset:
+    """The --dataset value (a built-in name or the path of the user's .npz), read and checked
+    at most once per command: the inputs, their kind and a profile's training split all come
+    from the one ``Dataset``."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __str__(self) -> str:
+        return self.name
+
+    @cached_property
+    def data(self):
+        from ..data import load_dataset
+        return load_dataset(self.name)
+
+
+def _given(dataset: str | None) -> _Dataset | None:
+    return None if dataset is None else _Dataset(dataset)
+
+
+def _load_inputs(dataset: _Dataset | None, split: str, n: int | None, inputs: str | None):
     """(x, y or None, description) from a data set split (a built-in name or the path of the
     user's .npz) or an .npy file."""
     if (dataset is None) == (inputs is None):
@@ -30,9 +52,7 @@ def _load_inputs(dataset: str | None, split: str, n: int | None, inputs: str | N
         from .common import read_npy
         x, y, what = read_npy(inputs, "--inputs"), None, str(Path(inputs))
     else:
-        from ..data import load_dataset
-        ds = load_dataset(dataset)
-        x, y = ds.split(split)
+        x, y = dataset.data.split(split)
         what = f"{dataset} {split} split"
     if n:
         x = x[:n]
@@ -40,13 +60,13 @@ def _load_inputs(dataset: str | None, split: str, n: int | None, inputs: str | N
     return x, y, what
 
 
-def _data_kind(dataset: str | None, kind: str | None) -> str | None:
+def _data_kind(dataset: _Dataset | None, kind: str | None) -> str | None:
     """What the inputs are: ``--kind``, else "sequence" for a user's .npz that says so (its
     values need not lie in [0, 1]), else None (guessed from the model's input shape)."""
     checked(kind=kind)
     if kind is None and dataset is not None:
-        from ..data import is_dataset_file, load_dataset
-        if is_dataset_file(dataset) and load_dataset(dataset).kind == "sequence":
+        from ..data import is_dataset_file
+        if is_dataset_file(dataset.name) and dataset.data.kind == "sequence":
             return "sequence"
     return kind
 
@@ -67,7 +87,7 @@ def _criterion_params(ctx: typer.Context, criterion: str, pairs: list[str] | Non
                            lambda: {p.name for c in CRITERIA.values() for p in c.params})
 
 
-def _criterion(model, criterion: str, params: dict, dataset: str | None = None,
+def _criterion(model, criterion: str, params: dict, dataset: _Dataset | None = None,
                n_profile: int | None = None):
     """The criterion with ``params``; where the threshold is not given, the criteria that take
     the data set's (``threshold_from_data``: 0.25 images, 0.5 IMDB) get it. A profile-based
@@ -76,14 +96,14 @@ def _criterion(model, criterion: str, params: dict, dataset: str | None = None,
     from ..coverage import CRITERIA, default_threshold, get_criterion, needs_profile
     from ..data import DATASETS
     if CRITERIA[criterion].threshold_from_data and "threshold" not in params:
-        params = {**params, "threshold": default_threshold(dataset if dataset in DATASETS
-                                                           else model)}
+        params = {**params, "threshold": default_threshold(str(dataset) if str(dataset) in
+                                                           DATASETS else model)}
     if needs_profile(criterion) and params.get("profile_path") is None and dataset:
         params = {**params, **_training(dataset, n_profile)}
     return get_criterion(criterion, model, **params)
 
 
-def _training(dataset: str, n_profile: int | None) -> dict:
+def _training(dataset: _Dataset, n_profile: int | None) -> dict:
     """x_train, y_train, progress and source for a profile built on demand."""
     if n_profile is not None and n_profile < 0:
         raise InputError(f"--n-profile must be a count (0: the whole training split), got "
@@ -167,6 +187,7 @@ def coverage_cmd(ctx: typer.Context, model: str = MODEL_OPT,
                  n_profile: int = N_PROFILE_OPT, kind: Optional[str] = KIND_OPT,
                  json_out: bool = JSON_OPT):
     """Coverage of a set of inputs under one criterion, per layer and in all."""
+    dataset = _given(dataset)
     given = _criterion_params(ctx, criterion, param, params)
     checked(workers=workers)
     if save_state is not None:
@@ -210,6 +231,7 @@ def sweep_cmd(ctx: typer.Context, model: str = MODEL_OPT, dataset: Optional[str]
               n_profile: int = N_PROFILE_OPT, kind: Optional[str] = KIND_OPT,
               json_out: bool = JSON_OPT):
     """The coverage at a grid of thresholds from one pass over the inputs."""
+    dataset = _given(dataset)
     grid = numbers(thresholds, "--thresholds")
     given = _criterion_params(ctx, criterion, param, params)
     from ..coverage import CRITERIA
@@ -300,6 +322,7 @@ def profile_cmd(model: str = MODEL_OPT,
     path = renamed(profile_path, out, "--profile-path", "--out")
     if path and profile_inputs == "both":
         profile_inputs = "all"                     # one file: the profile of all inputs
+    dataset = _given(dataset)
     x, y, what = _load_inputs(dataset, "train", n, None)
     data_kind = _data_kind(dataset, kind)
     m = load_model(model)
