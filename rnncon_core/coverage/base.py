@@ -589,7 +589,7 @@ class Criterion:
                 "threshold": self._cover_at(threshold) if self.uses_threshold else None,
                 "granularity": getattr(self, "granularity", None),
                 "normalize": getattr(self, "normalize", None),
-                "values": getattr(self, "values", None) if self.name == "rconc" else None,
+                "values": None,
                 "n_inputs": self.n_inputs, "total": self.total,
                 "covered": self.covered_at(threshold), "rate": self.rate(threshold),
                 "by_layer": self.by_layer(threshold).to_dict(orient="records")}

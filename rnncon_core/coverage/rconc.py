@@ -121,6 +121,10 @@ class ContributionCoverage(Criterion):
               "written).", level="more"),
         CURVE_THRESHOLDS)
 
+    def summary(self, threshold=None) -> dict:
+        """The base's JSON object, with the contribution values' form ("abs" | "signed")."""
+        return {**super().summary(threshold), "values": self.values}
+
     def _layout(self) -> list[Segment]:
         blocks: list[_Block] = []
         prev = "input"
