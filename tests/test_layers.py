@@ -324,3 +324,25 @@ def test_injected_faults_fail_the_checks(tmp_path):
             "\n\ndef _long():\n" + "    x = 1\n" * 80 + "    return x\n")
     out = _measure(root)
     assert out.returncode == 1 and "rnncon_core/paths.py:_long" in out.stdout, out.stdout
+
+
+def dataset_name_tests(root: Path = ROOT) -> list[str]:
+    """Places outside the data layer that test a built-in data set's name (``== "imdb"``,
+    ``in ("mnist", ...)``): they ask ``data.dataset_kind`` / ``DATA_SETS`` instead."""
+    from rnncon_core.data import DATASETS
+    out = []
+    for name, path in modules(root).items():
+        if name == "rnncon_core.data":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                for side in [node.left, *node.comparators]:
+                    items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) \
+                        else [side]
+                    if any(isinstance(i, ast.Constant) and i.value in DATASETS for i in items):
+                        out.append(f"{name}:{node.lineno}")
+    return out
+
+
+def test_no_module_outside_the_data_layer_tests_a_data_set_name():
+    assert dataset_name_tests() == []
