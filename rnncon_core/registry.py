@@ -33,10 +33,12 @@ class Registry(Mapping):
     ``registry[name]`` loads the class (KeyError if unknown); ``registry.load(name)`` does the
     same with an InputError that lists the names; ``registry.names()`` imports nothing."""
 
-    def __init__(self, kind: str, group: str):
+    def __init__(self, kind: str, group: str, builtins: dict[str, str] | None = None,
+                 base: str | None = None):
         self.kind, self.group, self.base = kind, group, None
         self._paths: dict[str, str] = {}     # name -> "module:Class"
         self._classes: dict[str, type] = {}
+        self.declare(builtins or {}, base)
 
     # -- registering
     def declare(self, builtins: dict[str, str], base: str | None = None) -> None:

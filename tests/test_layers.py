@@ -5,7 +5,7 @@ lower one, the import graph has no circle, neither the core nor the CLI imports 
 and every module imports on its own (a fresh start of the packages, no other module first).
 
 The order (docs/internals.md draws it): ground (errors, paths, io, params, registry) ->
-data, textdiff -> zoo -> trace -> coverage -> generate -> text -> quality -> retrain, campaign
+data, textdiff -> zoo -> trace -> coverage -> generate -> text -> quality, validity -> retrain, campaign
 -> runs -> jobs -> experiments -> reports -> cli -> dashboard.
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ LAYERS = [
     ("rnncon_core",),
     ("rnncon_core.generate",),
     ("rnncon_core.text",),
-    ("rnncon_core.quality", "rnncon_core.checks"),
+    ("rnncon_core.quality", "rnncon_core.checks", "rnncon_core.validity"),
     ("rnncon_core.retrain", "rnncon_core.campaign"),
     ("rnncon_core.runs",),
     ("rnncon_core.jobs",),

@@ -11,4 +11,5 @@ from __future__ import annotations
 from .common import app, main, names, numbers, report_app  # noqa: F401  (the entry point)
 
 # the sub-commands register themselves on `app` / `report_app` (engine imports stay inside them)
-from . import campaign, coverage, generate, models, report_html, retrain, runs, text  # noqa: E402,F401
+from . import (campaign, coverage, generate, models, report_html, retrain, runs,  # noqa: E402,F401
+               text, validity)
