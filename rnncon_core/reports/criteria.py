@@ -102,7 +102,7 @@ def _item_masks(cov, x, batch: int = 64):
     pattern ids."""
     if cov.name == "tknp":
         return cov.profile(x)
-    cut = cov._cover_at(None)
+    cut = cov.cut(None)
     return np.concatenate([np.packbits(cov.profile(x[i:i + batch]) > cut, axis=1)
                            for i in range(0, len(x), batch)])
 
