@@ -1,8 +1,10 @@
 """Structure figures of the code base: import circles, imports against the layer order,
-functions over 80 lines, hand-rolled atomic writers and file-hash copies. Exits with 1 when
+functions over 80 lines, private names imported across modules, tests of a data set's name
+outside the data layer, hand-rolled atomic writers and file-hash copies. Exits with 1 when
 there is any circle (between modules or between packages), any import against the layer order
-(a late import inside a function and a registry's "module:Class" string included) or any
-function over 80 lines; CI runs it (scripts/test.sh, before the tests).
+(a late import inside a function and a registry's "module:Class" string included), any
+function over 80 lines, private import or data set name test; CI runs it (scripts/test.sh,
+before the tests).
 
     python scripts/measure_structure.py [ROOT]      # ROOT: a checkout (default: this one)
 
@@ -85,6 +87,8 @@ def main(root: Path) -> int:
                     for n in ast.walk(tree))
     longf = long_functions(root)
     atomic, hashes = writers(root)
+    private = L.private_imports(root)
+    named = L.dataset_name_tests(root)
     print(f"root {root}")
     print(f"modules {len(graph)}, import edges {sum(map(len, graph.values()))}, "
           f"imports inside functions {lazy}")
@@ -100,11 +104,16 @@ def main(root: Path) -> int:
     print(f"functions over {LONG} lines in rnncon_core: {len(longf)}")
     for name, n in longf:
         print(f"    {n:4d}  {name}")
+    print(f"private names imported across modules: {len(private)}")
+    for u in private:
+        print("   ", u)
+    print(f"tests of a data set's name outside the data layer: {len(named)}  {named}")
     print(f"hand-rolled atomic writers outside io.py: {len(atomic)}  {atomic}")
     print(f"file sha256 computations outside io.py: {len(hashes)}  {hashes}")
-    failures = len(circles) + len(pcircles) + len(up) + len(longf)
+    failures = len(circles) + len(pcircles) + len(up) + len(longf) + len(private) + len(named)
     if failures:
-        print(f"FAILED: {failures} circle(s), upward import(s) or long function(s) above")
+        print(f"FAILED: {failures} circle(s), upward import(s), long function(s), private "
+              f"import(s) or data set name test(s) above")
     return failures
 
 

@@ -5,8 +5,9 @@ lower one, the import graph has no circle, neither the core nor the CLI imports 
 and every module imports on its own (a fresh start of the packages, no other module first).
 
 The order (docs/internals.md draws it): ground (errors, paths, io, params, registry) ->
-data, textdiff -> zoo -> trace -> coverage -> generate -> text -> quality, validity -> retrain, campaign
--> runs -> jobs -> experiments -> reports -> cli -> dashboard.
+data, textdiff -> zoo -> trace -> coverage -> rnncon_core's own __init__ -> generate -> text ->
+quality, checks, validity -> retrain, campaign -> runs -> jobs -> experiments -> reports -> cli
+-> dashboard.
 """
 from __future__ import annotations
 
@@ -346,3 +347,22 @@ def dataset_name_tests(root: Path = ROOT) -> list[str]:
 
 def test_no_module_outside_the_data_layer_tests_a_data_set_name():
     assert dataset_name_tests() == []
+
+
+def private_imports(root: Path = ROOT) -> list[str]:
+    """``from X import _name`` where X is another module of ours: a private name used across
+    modules (make it public, or keep the use inside its module)."""
+    known = modules(root)
+    out = []
+    for name, path in known.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                for a in node.names:
+                    if a.name.startswith("_") and not a.name.startswith("__") \
+                            and _targets(name, node, path.name == "__init__.py", known):
+                        out.append(f"{name}:{node.lineno} imports {a.name}")
+    return out
+
+
+def test_no_private_name_is_imported_across_modules():
+    assert private_imports() == []

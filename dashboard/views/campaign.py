@@ -45,14 +45,14 @@ with st.form("camp_form"):
 
 if submitted:
     try:
-        camp.parse_budget(budget)
+        parsed = camp.parse_budget(budget)            # once, here: the job gets the Budget
         params = {k: v for k, v in forms.generation_params(_Declared, values).items()
                   if v is not None}
     except RNNConError as e:
         state.show_error(e)
         st.stop()
     jobs.launch("campaign", f"{guide} campaign on {sel.label} · {budget}", camp.run_campaign,
-                model=sel.model, dataset=sel.dataset, guide=guide, budget=budget,
+                model=sel.model, dataset=sel.dataset, guide=guide, budget=parsed,
                 seeds=int(n_seeds), seed=int(seed), **params)
 
 jobs.job_panel("campaign", show_key="camp_show", follow_running=True,
@@ -104,9 +104,8 @@ if info.status in ("cancelled", "failed", "finished"):
                                    "campaign.")
         if st.form_submit_button("Resume", icon=":material/replay:"):
             try:
-                camp.parse_budget(total)
                 jobs.launch("campaign", f"resume {run_id}", camp.run_campaign, model=None,
-                            resume=run_id, budget=total)
+                            resume=run_id, budget=camp.parse_budget(total))
                 st.rerun()
             except RNNConError as e:
                 state.show_error(e)

@@ -135,7 +135,8 @@ def campaign_cmd(
     """Find the model's faults within a budget, guided by a coverage criterion (or none); the
     run goes to the run store, checkpointed after every batch (Ctrl-C stops it resumably;
     `rnncon runs --cancel RUN_ID` from elsewhere)."""
-    from ..campaign import guide_names, parse_budget, run_campaign
+    from ..campaign import guide_names, run_campaign
+    from ..campaign.record import campaign_budget
     if resume is None and model is None:
         raise InputError("give --model NAME (or --resume RUN_ID to go on with a campaign)")
     if resume is not None and (ctx.args or param or guide_param or inputs or labels):
@@ -147,8 +148,8 @@ def campaign_cmd(
     params = _params(ctx, param) if resume is None else {}
     gparams = _guide_params(guide, guide_param) if resume is None else None
     runs = store(runs_dir)
-    budget = budget or (runs.get(resume).config["budget"] if resume else "10m")
-    unit = parse_budget(budget).unit
+    budget = campaign_budget(budget, runs.get(resume) if resume else None)   # parsed once
+    unit = budget.unit
     with _interruptible() as interrupted:
         out = run_campaign(
             model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed, inputs=x,
