@@ -543,3 +543,122 @@ def test_not_an_onnx_file(tmp_path):
     path.write_bytes(b"\x00\x01not a protobuf at all" * 10)
     with pytest.raises(ModelLoadError, match=r"junk.onnx is not a valid ONNX file"):
         zoo.load_model(path)
+
+
+# ---------------------------------------------------------------- everything downstream
+
+def digits_classifier(tmp_path):
+    """A Keras LSTM(12) + Dense(10, softmax) trained briefly on the 8 x 8 digits, given back to
+    PyTorch's layout (torch_weights) and written in the TorchScript exporter's pattern, as the
+    file torch would write for the same network."""
+    import keras
+
+    from rnncon_core import retrain
+    from rnncon_core.data import load_dataset
+    ds = load_dataset("digits")
+    keras.utils.set_random_seed(0)
+    net = keras.Sequential([keras.Input((8, 8)), keras.layers.LSTM(12),
+                            keras.layers.Dense(10, activation="softmax")])
+    retrain.compile_for_training(net, 1e-2)
+    net.fit(ds.x_train, ds.y_train, epochs=8, batch_size=64, verbose=0)
+    params = onnx_import.torch_weights(net.layers[0])
+    fc = onnx_import.torch_weights(net.layers[1])
+    b = Builder()
+    _, h_n = torchscript_rnn(b, "input", "lstm", params, 12, 1, False, True)
+    z = b.op("Gather", [h_n, b.const(np.array(-1))], axis=0)
+    z = b.op("Gemm", [z, b.init(fc["weight"]), b.init(fc["bias"])], transB=1)
+    z = b.op("Softmax", [z], axis=-1)
+    path = save(tmp_path, b.model(["batch", 8, 8], z), "digits-lstm.onnx")
+    x = ds.x_test[:50]
+    np.testing.assert_allclose(np.asarray(zoo.load_model(path)(x)), np.asarray(net(x)),
+                               atol=1e-5)
+    return path
+
+
+def _cli(args, capsys):
+    import json
+
+    from rnncon_core.cli import main
+    with pytest.raises(SystemExit) as e:
+        main([str(a) for a in args])
+    out = capsys.readouterr()
+    assert e.value.code == 0, out.err
+    return json.loads(out.out)
+
+
+def test_coverage_of_an_imported_model_equals_its_keras_copy(tmp_path, capsys):
+    """`rnncon coverage --model m.onnx`: the same figures as the imported model saved as
+    .keras (the import is the model, nothing else in between)."""
+    proto, _, _ = classifier(cell="gru", layers=2, steps=8, features=8, classes=10, seed=8)
+    path = save(tmp_path, proto, "digits-gru.onnx")
+    copy = tmp_path / "copy.keras"
+    zoo.load_model(path).save(copy)
+    got = [_cli(["coverage", "--model", p, "--dataset", "digits", "--n", 40, "--criterion",
+                 "rconc", "--json"], capsys) for p in (path, copy)]
+    assert got[0]["total"] > 0 and 0 < got[0]["rate"] <= 1
+    assert {k: v for k, v in got[0].items() if k != "model"} == \
+        {k: v for k, v in got[1].items() if k != "model"}
+
+
+@pytest.mark.slow
+def test_every_command_works_on_an_imported_model(tmp_path, capsys):
+    """--model m.onnx in coverage (every criterion), generate, campaign, check and retrain
+    (which saves the retrained model as .keras)."""
+    from rnncon_core.coverage import CRITERIA
+    path = digits_classifier(tmp_path)
+    runs = tmp_path / "runs"
+    for criterion in CRITERIA.names():
+        cov = _cli(["coverage", "--model", path, "--dataset", "digits", "--n", 40,
+                    "--criterion", criterion, "--n-profile", 200, "--json"], capsys)
+        assert cov["total"] > 0 and 0 <= cov["rate"] <= 1, criterion
+    gen = _cli(["generate", "--model", path, "--dataset", "digits", "--method", "fgsm",
+                "--seeds", 30, "--runs-dir", runs, "--json"], capsys)
+    assert gen["n_seeds"] >= 1 and 0 < gen["adv_rate"] <= 1
+    camp = _cli(["campaign", "--model", path, "--dataset", "digits", "--budget", "60calls",
+                 "--guide", "rconc", "--seeds", 10, "--runs-dir", runs, "--json"], capsys)
+    assert camp["calls"] >= 60
+    check = _cli(["check", "--model", path, "--dataset", "digits", "--budget", "30calls",
+                  "--min-coverage", "nc=0.0", "--seeds", 10, "--runs-dir", runs,
+                  "--html", tmp_path / "check.html", "--json"], capsys)
+    assert check["passed"] is True
+    out = _cli(["retrain", "--model", path, "--from-run", gen["run_id"], "--dataset", "digits",
+                "--epochs", 1, "--repeats", 1, "--no-control", "--transfer-methods", "fgsm",
+                "--transfer-seeds", 10, "--runs-dir", runs, "--json"], capsys)
+    assert out["best_model"].endswith(".keras")
+    retrained = zoo.load_model(out["best_model"])
+    assert [type(layer).__name__ for layer in retrained.layers] == ["LSTM", "Dense"]
+
+
+def test_models_page_takes_an_onnx_upload(tmp_path, monkeypatch):
+    """The Models page's .onnx upload: the imported model becomes the model under test, its
+    import card is shown, a page that runs it works; a refused file shows the one line."""
+    import os
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    if not zoo.model_path("mnist-lstm").exists():
+        pytest.skip("needs the shipped mnist-lstm (assets/models)")
+    sys.path.insert(0, str(root))
+    os.environ.setdefault("RNNCON_DASHBOARD_WARMUP", "0")
+    from streamlit.testing.v1 import AppTest
+    monkeypatch.setattr("rnncon_core.runs.RUNS_DIR", tmp_path / "runs")
+    proto, _, _ = classifier(cell="lstm", steps=28, features=28, classes=10, units=6)
+    content = proto.SerializeToString()
+    at = AppTest.from_file(str(root / "dashboard" / "app.py"), default_timeout=240).run()
+    at.radio(key="models_source").set_value("Upload an .onnx file (PyTorch)").run()
+    at.file_uploader(key="models_upload_onnx").set_value(
+        ("classifier.onnx", content, "application/octet-stream")).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    sel = at.session_state["selection"]
+    assert sel.label == "upload: classifier.onnx" and sel.model.endswith(".onnx")
+    assert at.selectbox(key="models_dataset").options == ["mnist", "fashion-mnist"]
+    text = " ".join(m.value for m in at.markdown)
+    assert "Imported from ONNX" in text and "differs from onnxruntime by at most" in text
+    at.switch_page("views/gates.py").run()
+    assert not at.exception and not at.error
+    at.switch_page("views/models.py").run()
+    bad = _single_lstm(attrs={"clip": 3.0}).SerializeToString()
+    at.file_uploader(key="models_upload_onnx").set_value(
+        ("clipped.onnx", bad, "application/octet-stream")).run()
+    assert any("(LSTM): it clips" in e.value for e in at.error)
+    assert at.session_state["selection"].model == sel.model
