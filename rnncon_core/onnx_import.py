@@ -212,6 +212,7 @@ class _Graph:
         self.values[input_name] = inp
         self.progress = 0
         self.node_name = ""
+        self.used: list = []          # the nodes the output needs, in order
 
     def run(self, output: str):
         needed, producers = {output}, {o: n for n in self.graph.node for o in n.output}
@@ -240,6 +241,7 @@ class _Graph:
                 if name:
                     self.values[name] = v
             self.progress += 1
+            self.used.append(node)
         return self._value(output)
 
     def _value(self, name: str):
@@ -655,8 +657,8 @@ def _dyn_reshape(g, ins, at):
 
 def _dyn_flatten(g, ins, at):
     d = ins[0]
-    axis = _axis(at.get("axis", 1), len(d.axes) + 1) if at.get("axis", 1) != len(d.axes) \
-        else len(d.axes)
+    axis = int(at.get("axis", 1))
+    axis = axis + len(d.axes) if axis < 0 else axis
     left, right = (1, ()), (1, ())
     for a in d.axes[:axis]:
         left = _times(left, _norm(a.size))
@@ -948,7 +950,8 @@ def _build(chain: tuple, name: str):
                           name="ids" if first.get("dtype") == "int32" else "inputs")]
     for spec in chain[1:]:
         if spec.kind == "embedding":
-            layers.append(L.Embedding(spec.get("vocab"), spec.get("units"), name=named("embedding")))
+            layers.append(L.Embedding(spec.get("vocab"), spec.get("units"),
+                                      name=named("embedding")))
         elif spec.kind == "rnn":
             cell = spec.get("cell")
             kw = dict(return_sequences=spec.get("return_sequences"))
@@ -1025,7 +1028,8 @@ def _input_of(graph):
 
 
 def _evaluate(proto, inp, dims, dtype, batch_axis: int):
-    """The output value of the graph when the input's batch is axis ``batch_axis``."""
+    """(the output value, the nodes it needs) when the input's batch is axis ``batch_axis``,
+    or (None, (nodes read, why it was refused))."""
     graph = proto.graph
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 13)
     n, t = dims[batch_axis], dims[1 - batch_axis]
@@ -1053,7 +1057,7 @@ def _evaluate(proto, inp, dims, dtype, batch_axis: int):
             raise _Refused("nothing is computed from the input")
     except _Refused as e:
         return None, (g.progress, f"output {graph.output[0].name!r}: {e}")
-    return out, None
+    return out, g.used
 
 
 def _to_file_layout(y: np.ndarray, axes: tuple) -> np.ndarray:
@@ -1079,15 +1083,18 @@ def import_onnx(path: str | Path, seed: int = 0) -> Imported:
     # through wins; a refusal names the node of the try that got further
     tries = [0, 1]
     results = [_evaluate(proto, inp, dims, dtype, b) for b in tries]
-    ok = [(b, out) for b, (out, _) in zip(tries, results) if out is not None]
+    ok = [(b, out, used) for b, (out, used) in zip(tries, results) if out is not None]
     if not ok:
         progress, why = max((err for _, err in results), key=lambda e: e[0])
         raise UnsupportedModelError(f"refused to import {path.name}: {why}")
-    batch_axis, out = ok[0]
+    batch_axis, out, used = ok[0]
+    del proto.graph.node[:]           # onnxruntime runs only the nodes the output needs
+    proto.graph.node.extend(used)
     name = _keras_name(path)
     imported = Imported(out.chain, {}, name)
     model = imported.model()
-    difference, batch, steps = _check(proto, model, inp, dims, dtype, batch_axis, out, seed)
+    difference, batch, steps = _check(proto, model, inp, dims, dtype, batch_axis, out, seed,
+                                      path.name)
     if not difference <= MAX_DIFFERENCE:
         raise ModelLoadError(
             f"refused to import {path.name}: the Keras model differs from onnxruntime by up "
@@ -1117,7 +1124,7 @@ def import_onnx(path: str | Path, seed: int = 0) -> Imported:
     return imported
 
 
-def _check(proto, model, inp, dims, dtype, batch_axis, out, seed):
+def _check(proto, model, inp, dims, dtype, batch_axis, out, seed, name):
     """Largest absolute difference between onnxruntime and the Keras model on one random
     batch, with the batch size and steps used."""
     import onnxruntime as ort
@@ -1140,7 +1147,8 @@ def _check(proto, model, inp, dims, dtype, batch_axis, out, seed):
                                        providers=["CPUExecutionProvider"])
         expected = session.run(None, {inp.name: np.ascontiguousarray(feed)})[0]
     except Exception as e:   # onnxruntime raises its own kinds for files it cannot run
-        raise ModelLoadError(f"onnxruntime could not run the file ({type(e).__name__}: "
+        raise ModelLoadError(f"refused to import {name}: onnxruntime could not run it "
+                             f"({type(e).__name__}: "
                              f"{str(e).splitlines()[0][:200]})") from None
     got = _to_file_layout(np.asarray(model(x, training=False)), out.axes)
     if got.shape != expected.shape:

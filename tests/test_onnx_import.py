@@ -662,3 +662,14 @@ def test_models_page_takes_an_onnx_upload(tmp_path, monkeypatch):
         ("clipped.onnx", bad, "application/octet-stream")).run()
     assert any("(LSTM): it clips" in e.value for e in at.error)
     assert at.session_state["selection"].model == sel.model
+
+
+def test_nodes_the_output_does_not_need_are_ignored(tmp_path):
+    """An unused output (the LSTM's cell state into an op of another domain) is neither
+    refused nor given to onnxruntime."""
+    proto = _single_lstm()
+    lstm = next(n for n in proto.graph.node if n.op_type == "LSTM")
+    proto.graph.node.append(helper.make_node("Custom", [lstm.output[2]], ["unused"],
+                                             domain="com.example", name="/dead"))
+    model = zoo.load_model(save(tmp_path, proto))
+    assert onnx_import.onnx_card(model)["max_difference"] <= onnx_import.MAX_DIFFERENCE
