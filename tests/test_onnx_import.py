@@ -673,3 +673,14 @@ def test_nodes_the_output_does_not_need_are_ignored(tmp_path):
                                              domain="com.example", name="/dead"))
     model = zoo.load_model(save(tmp_path, proto))
     assert onnx_import.onnx_card(model)["max_difference"] <= onnx_import.MAX_DIFFERENCE
+
+
+def test_cli_refusal_is_one_error_line(tmp_path, capsys):
+    path = save(tmp_path, _single_lstm(attrs={"clip": 3.0}), "clipped.onnx")
+    from rnncon_core.cli import main
+    with pytest.raises(SystemExit) as e:
+        main(["coverage", "--model", str(path), "--dataset", "digits", "--n", "5"])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and "\n" not in err
+    assert err.startswith("error: refused to import clipped.onnx: node '/LSTM_")
+    assert "(LSTM): it clips the cell inputs" in err
