@@ -13,7 +13,8 @@ weights. Prints, each measured in this one run on this machine (os.cpu_count() s
   of the next ``--repeats``;
 - RConC (unit) and NC on ``--n`` MNIST test digits, a new criterion object per update, on the
   imported model and on the Keras model, interleaved (the order alternating), medians of
-  ``--repeats``: the ratio imported / Keras.
+  ``--repeats`` of the wall time and of the process's CPU time (less moved by other work on
+  a shared machine): the ratios imported / Keras.
 """
 from __future__ import annotations
 
@@ -94,19 +95,23 @@ def main() -> None:
         for m in (model, keras_model):
             make(m).update(x[:64]).rate()                     # compile once per model
         spent = {"imported": [], "keras": []}
+        cpu = {"imported": [], "keras": []}
         rates = {}
         pair = [("imported", model), ("keras", keras_model)]
         for r in range(args.repeats):                         # interleaved, order alternating
             for key, m in (pair if r % 2 == 0 else pair[::-1]):
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 rates[key] = make(m).update(x).rate()
                 spent[key].append(time.perf_counter() - t0)
+                cpu[key].append(time.process_time() - c0)
         ti, tk = (float(np.median(spent[k])) for k in ("imported", "keras"))
         mi, mk = (min(spent[k]) for k in ("imported", "keras"))
-        print(f"{label} on {len(x):,} digits, a new criterion object: imported {ti:.2f} s, "
+        ci, ck = (float(np.median(cpu[k])) for k in ("imported", "keras"))
+        print(f"{label} on {len(x):,} digits, a new criterion object: wall imported {ti:.2f} s, "
               f"Keras {tk:.2f} s, ratio {ti / tk:.2f} (medians of {args.repeats}; fastest "
-              f"{mi:.2f} vs {mk:.2f} s, ratio {mi / mk:.2f}; rates {rates['imported']:.4f} vs "
-              f"{rates['keras']:.4f})")
+              f"{mi:.2f} vs {mk:.2f} s, ratio {mi / mk:.2f}); CPU time (all threads) "
+              f"{ci:.2f} vs {ck:.2f} s, ratio {ci / ck:.2f}; rates {rates['imported']:.4f} vs "
+              f"{rates['keras']:.4f}")
 
 
 if __name__ == "__main__":
