@@ -22,6 +22,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 from rnncon_core import onnx_import, zoo  # noqa: E402
 from rnncon_core.errors import ModelLoadError, UnsupportedModelError  # noqa: E402
+from tests.test_user_models import _cli  # noqa: E402  (the CLI's JSON, exit 0)
 
 GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 # torch's gate blocks -> ONNX's, as _generic_rnn's reform_permutation writes them
@@ -575,17 +576,6 @@ def digits_classifier(tmp_path):
     return path
 
 
-def _cli(args, capsys):
-    import json
-
-    from rnncon_core.cli import main
-    with pytest.raises(SystemExit) as e:
-        main([str(a) for a in args])
-    out = capsys.readouterr()
-    assert e.value.code == 0, out.err
-    return json.loads(out.out)
-
-
 def test_coverage_of_an_imported_model_equals_its_keras_copy(tmp_path, capsys):
     """`rnncon coverage --model m.onnx`: the same figures as the imported model saved as
     .keras (the import is the model, nothing else in between)."""
@@ -632,14 +622,12 @@ def test_every_command_works_on_an_imported_model(tmp_path, capsys):
 def test_models_page_takes_an_onnx_upload(tmp_path, monkeypatch):
     """The Models page's .onnx upload: the imported model becomes the model under test, its
     import card is shown, a page that runs it works; a refused file shows the one line."""
-    import os
-    import sys
     from pathlib import Path
     root = Path(__file__).resolve().parents[1]
     if not zoo.model_path("mnist-lstm").exists():
         pytest.skip("needs the shipped mnist-lstm (assets/models)")
-    sys.path.insert(0, str(root))
-    os.environ.setdefault("RNNCON_DASHBOARD_WARMUP", "0")
+    monkeypatch.syspath_prepend(str(root))                  # the dashboard package
+    monkeypatch.setenv("RNNCON_DASHBOARD_WARMUP", "0")      # the test computes what it shows
     from streamlit.testing.v1 import AppTest
     monkeypatch.setattr("rnncon_core.runs.RUNS_DIR", tmp_path / "runs")
     proto, _, _ = classifier(cell="lstm", steps=28, features=28, classes=10, units=6)
