@@ -512,6 +512,8 @@ def _dyn_slice(g, ins, at):
         size = axis.size
         if st == 1 and s == 0 and (e >= _INT_MAX or (not isinstance(size, Sym) and e >= size)):
             continue                                      # the whole axis
+        if axis.kind == "1" and st == 1 and _one_step(s, e, 1) is not None:
+            continue
         if axis.kind == "D":
             rows = axis.info[slice(s, None if e >= _INT_MAX else e, st)]
             if not rows:

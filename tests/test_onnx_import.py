@@ -237,6 +237,11 @@ def classifier(cell="lstm", layers=1, bidir=False, batch_first=True, exporter="t
     width = units * (2 if bidir else 1)
     if pick == "last":             # out[:, -1, :] (out[-1] sequence-first)
         z = b.op("Gather", [y, b.const(np.array(-1))], axis=1 if batch_first else 0)
+    elif pick == "slice":          # out[:, -1:] then squeeze (opset 9's select of dim > 1)
+        axis = 1 if batch_first else 0
+        z = b.op("Slice", [y, b.const(np.array([-1])), b.const(np.array([2 ** 63 - 1])),
+                           b.const(np.array([axis]))])
+        z = b.axes("Squeeze", z, [axis])
     elif pick == "h_n":            # h_n[-1]
         z = b.op("Gather", [h_n, b.const(np.array(-1))], axis=0)
     elif pick == "h_n_both":       # torch.cat((h_n[-2], h_n[-1]), dim=1)
@@ -319,6 +324,9 @@ CASES = {
     "lstm-unfolded-weights": dict(cell="lstm", layers=2, fold=False),
     "gru-fixed-batch": dict(cell="gru", dynamic=False),
     "rnn-tanh": dict(cell="rnn"),
+    "lstm-slice-last-step": dict(cell="lstm", pick="slice"),
+    "gru-sequence-first-slice": dict(cell="gru", pick="slice", batch_first=False,
+                                     dynamic=False),
     "lstm-opset11": dict(cell="lstm", opset=11),
     "lstm-sequence-output-matmul-add": dict(cell="lstm", pick="sequence"),
     "bigru-sequence-output": dict(cell="gru", bidir=True, pick="sequence", batch_first=False),
