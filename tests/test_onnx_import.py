@@ -14,15 +14,14 @@ Add for a 3-D one).
 from __future__ import annotations
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
-from rnncon_core import onnx_import, zoo  # noqa: E402
-from rnncon_core.errors import ModelLoadError, UnsupportedModelError  # noqa: E402
-from tests.test_user_models import _cli  # noqa: E402  (the CLI's JSON, exit 0)
+from rnncon_core import onnx_import, zoo
+from rnncon_core.errors import ModelLoadError, UnsupportedModelError
+from tests.test_user_models import _cli  # the CLI's JSON, exit 0
 
 GATES = {"lstm": 4, "gru": 3, "rnn": 1}
 # torch's gate blocks -> ONNX's, as _generic_rnn's reform_permutation writes them
