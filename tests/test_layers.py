@@ -5,9 +5,9 @@ lower one, the import graph has no circle, neither the core nor the CLI imports 
 and every module imports on its own (a fresh start of the packages, no other module first).
 
 The order (docs/internals.md draws it): ground (errors, paths, io, params, registry) ->
-data, textdiff -> zoo -> trace -> coverage -> rnncon_core's own __init__ -> generate -> text ->
-quality, checks, validity -> retrain, campaign -> runs -> jobs -> experiments -> reports -> cli
--> dashboard.
+data, textdiff -> zoo, onnx_import -> trace -> coverage -> rnncon_core's own __init__ ->
+generate -> text -> quality, checks, validity -> retrain, campaign -> runs -> jobs ->
+experiments -> reports -> cli -> dashboard.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ LAYERS = [
     ("rnncon_core.errors", "rnncon_core.paths", "rnncon_core.io",
      "rnncon_core.params", "rnncon_core.registry"),
     ("rnncon_core.data", "rnncon_core.textdiff"),
-    ("rnncon_core.zoo",),
+    ("rnncon_core.zoo", "rnncon_core.onnx_import"),
     ("rnncon_core.trace",),
     ("rnncon_core.coverage",),
     ("rnncon_core",),

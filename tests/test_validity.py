@@ -60,6 +60,10 @@ def test_reference_reads_labels_and_refuses_a_changed_digit(digits_checks):
     v = ref.check(ds.x_test, wrong)
     assert (~v.valid).mean() >= 0.95
     assert "reference classifier reads" in v.reason[0]
+    # with roots: a digit swapped for another class's digit no longer reads as its root
+    other = np.array([np.flatnonzero(ds.y_test != t)[0] for t in ds.y_test[:60]])
+    v = ref.check(ds.x_test[other], ds.y_test[:60], ds.x_test[:60])
+    assert (~v.valid).mean() >= 0.9
     # the oracle's measured share of flagged clean test inputs is what its cards say
     assert out["test_flagged"] == pytest.approx(
         (~Oracle([digits_checks[1], ref]).check(ds.x_test, ds.y_test, ds.x_test).valid).mean())
@@ -169,10 +173,9 @@ def test_campaign_keeps_verdicts_and_explores_only_valid_faults(tiny_lstm):
     values = CAMPAIGN_PARAMS.check("test", {"parents": 4, "mutants": 4, "max_linf": 0.5,
                                             "noise": 0.3})
     camp = Campaign(tiny_lstm, x, y, None, values, 3, "sequence",
-                    make_abstraction(tiny_lstm, values), faults_only=True,
-                    validity=Oracle([_Half()]))
+                    make_abstraction(tiny_lstm, values), validity=Oracle([_Half()]))
     camp.start()
-    for _ in range(25):
+    for _ in range(40):
         camp.step()
     f = camp.faults.rows
     valid = f["valid"].astype(bool)
@@ -180,8 +183,53 @@ def test_campaign_keeps_verdicts_and_explores_only_valid_faults(tiny_lstm):
     np.testing.assert_array_equal(valid, f["x"][:, 0, 0] < 0.5)
     assert all(r == "first value high" for r in f["reason"][~valid])
     assert f["feature"].shape == (len(f), tiny_lstm.layers[-1].input.shape[-1])
-    # faults_only: the queue holds the seeds and the valid faults only, never an invalid one
-    q = camp.queue.rows
-    assert len(q) == len(x) + int(valid.sum())
+    # a valid new fault becomes a parent (explore_faults), an invalid one never does
+    q = camp.queue.rows["x"].reshape(len(camp.queue), -1)
+    inq = [bool((q == fx.ravel()).all(1).any()) for fx in f["x"]]
+    assert all(inq[i] for i in np.flatnonzero(valid))
+    assert not any(inq[i] for i in np.flatnonzero(~valid))
     assert camp.curve[-1][8] == camp.faults.n_valid
     assert camp.validity_seconds > 0
+
+
+class _Run:
+    """A finished generation run as retraining reads it (outputs.npz only)."""
+    kind, run_id, status, config = "generate", "r1", "done", {"split": "test"}
+
+    def __init__(self, out):
+        self.out = out
+
+    def load_npz(self, name):
+        return self.out if name == "outputs" else None
+
+
+def test_retraining_takes_only_valid_adversarial_inputs():
+    from rnncon_core.retrain import adversarial_inputs
+    out = {"x_gen": np.arange(5, dtype=np.float32)[:, None], "y_seed": np.arange(5),
+           "adversarial": np.array([1, 1, 1, 0, 1], bool), "seed_index": np.arange(5) + 10,
+           "valid": np.array([1, 0, 1, 1, 0], bool)}
+    got = adversarial_inputs(_Run(out))
+    assert got["seed_index"].tolist() == [10, 12] and got["dropped_invalid"] == 2
+    every = adversarial_inputs(_Run(out), valid_only=False)
+    assert every["seed_index"].tolist() == [10, 11, 12, 14] and every["dropped_invalid"] == 0
+    out["valid"][:] = False
+    with pytest.raises(InputError, match="no adversarial"):
+        adversarial_inputs(_Run(out))
+
+
+def test_generation_summary_splits_valid_adversarial():
+    from rnncon_core.generate.base import GenerationResult
+    import dataclasses
+    names = {f.name for f in dataclasses.fields(GenerationResult)}
+    n = 4
+    kw = {"method": "m", "x_seed": np.zeros((n, 2, 2), np.float32),
+          "x_gen": np.ones((n, 2, 2), np.float32), "y_seed": np.zeros(n, np.int64),
+          "pred_seed": np.zeros(n, np.int64), "pred_gen": np.array([1, 1, 0, 1]),
+          "conf_gen": np.ones(n), "adversarial": np.array([1, 1, 0, 1], bool),
+          "iterations": np.ones(n), "n_activated": np.full(n, -1),
+          "targets": np.zeros((n, 1)), "seconds": 1.0, "input_kind": "image",
+          "extras": {"valid": np.array([1, 0, 1, 1], bool)}}
+    r = GenerationResult(**{k: v for k, v in kw.items() if k in names})
+    s = r.summary("x")
+    assert s["n_adversarial"] == 3 and s["n_valid_adversarial"] == 2
+    assert s["valid_adv_rate"] == pytest.approx(0.5)
