@@ -110,7 +110,7 @@ def report_prioritization_cmd(
                                                                   "reports/prioritization)."),
     models: Optional[str] = typer.Option(None, "--models", help="Comma-separated names "
                                          "(default: the eight shipped ones)."),
-    n_test_mnist: int = typer.Option(2000, "--n-test-mnist", help="MNIST test inputs per "
+    n_test_mnist: int = typer.Option(1800, "--n-test-mnist", help="MNIST test inputs per "
                                                                   "pool."),
     n_test_imdb: int = typer.Option(400, "--n-test-imdb", help="IMDB test inputs per pool."),
     n_gen_mnist: int = typer.Option(100, "--n-gen-mnist", help="Generated inputs in an MNIST "

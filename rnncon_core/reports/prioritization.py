@@ -104,7 +104,7 @@ def measure_model(name: str, n_test: int, n_gen: int, repeats: int, n_profile: i
     return pd.concat(rows, ignore_index=True), facts
 
 
-def build_prioritization(out: Path, names=MODELS, n_test_mnist: int = 2000,
+def build_prioritization(out: Path, names=MODELS, n_test_mnist: int = 1800,
                          n_test_imdb: int = 400, n_gen_mnist: int = 100, n_gen_imdb: int = 0,
                          repeats: int = 10, n_profile: int = 2000, store=None,
                          progress: Callable[[str], None] = print, resume: bool = False) -> dict:
