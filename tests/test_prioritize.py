@@ -181,6 +181,9 @@ def test_additional_order_is_the_greedy_one(seed):
     np.testing.assert_array_equal(signals.total_scores(bits, 13), mask.sum(1))
     shuffled = signals.additional_order(bits, 13, rng=np.random.default_rng(3))
     assert sorted(shuffled.tolist()) == list(range(30))
+    wide = rng.random((30, 2100)) < 0.01                   # many items, few each
+    wide[7] = False
+    assert signals.additional_order(np.packbits(wide, axis=1), 2100).tolist() == _greedy(wide)
 
 
 def test_coverage_signals_read_each_inputs_items(net, data, cache):

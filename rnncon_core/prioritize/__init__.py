@@ -127,9 +127,9 @@ def metrics_of(orders_by_signal: dict[str, list[np.ndarray]], faults) -> pd.Data
 
 
 def _tied(scores) -> bool:
-    s = np.asarray(scores)
-    return len(np.unique(s[np.isfinite(s)])) + int((~np.isfinite(s)).sum() > 1) < len(s) \
-        if len(s) else False
+    """Whether two inputs share a score (inf and NaN included)."""
+    s = np.asarray(scores, np.float64)
+    return len(np.unique(s)) < len(s)
 
 
 class _Context:
