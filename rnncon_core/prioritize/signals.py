@@ -115,17 +115,20 @@ class Surprise:
                                  f"inputs") from None
         return self._kdes[c]
 
-    def lsa(self, at, pred) -> np.ndarray:
-        """(N,) -log density of each trace under its predicted class's KDE (inf for a class
-        no training input is predicted as)."""
+    def _per_class(self, at, pred, score) -> np.ndarray:
+        """(N,) score(c, traces) of the traces predicted as each class c (inf for a class no
+        training input is predicted as)."""
         at, pred = np.asarray(at, np.float64), np.asarray(pred, np.int64).reshape(-1)
         out = np.full(len(at), np.inf)
         for c in np.unique(pred):
-            if c not in self.classes:
-                continue
-            rows = np.flatnonzero(pred == c)
-            out[rows] = -self._kde(c).logpdf(at[rows][:, self.keep].T)
+            if c in self.classes:
+                rows = np.flatnonzero(pred == c)
+                out[rows] = score(c, at[rows])
         return out
+
+    def lsa(self, at, pred) -> np.ndarray:
+        """(N,) -log density of each trace under its predicted class's KDE."""
+        return self._per_class(at, pred, lambda c, a: -self._kde(c).logpdf(a[:, self.keep].T))
 
     def _nearest_other(self, c) -> np.ndarray:
         """Per training trace of class c: the distance to the nearest one of another class."""
@@ -136,19 +139,12 @@ class Surprise:
         return self._b_dist[c]
 
     def dsa(self, at, pred) -> np.ndarray:
-        """(N,) dist(at, x_a) / dist(x_a, x_b) (inf for a class no training input is
-        predicted as)."""
-        at, pred = np.asarray(at, np.float64), np.asarray(pred, np.int64).reshape(-1)
-        out = np.full(len(at), np.inf)
-        for c in np.unique(pred):
-            if c not in self.classes:
-                continue
-            rows = np.flatnonzero(pred == c)
-            a_dist, a_idx = _nearest(at[rows], self.at[self.pred == c])
-            b = self._nearest_other(c)[a_idx]
+        """(N,) dist(at, x_a) / dist(x_a, x_b) of each trace and its predicted class."""
+        def score(c, a):
+            a_dist, a_idx = _nearest(a, self.at[self.pred == c])
             with np.errstate(divide="ignore", invalid="ignore"):
-                out[rows] = a_dist / b
-        return out
+                return a_dist / self._nearest_other(c)[a_idx]
+        return self._per_class(at, pred, score)
 
 
 def _nearest(a: np.ndarray, b: np.ndarray, chunk: int = 2048) -> tuple[np.ndarray, np.ndarray]:
