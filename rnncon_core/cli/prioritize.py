@@ -26,7 +26,7 @@ def _inputs(model: str, dataset, split, n, inputs, labels):
         raise InputError("--labels goes with --inputs (a data set has its own labels)")
     checked(n=n, split=split)
     m = load_model(model)
-    x_train = y_train = None
+    x_train = y_train = what_train = None
     if inputs is not None:
         x = read_npy(inputs, "--inputs")
         y = read_labels(labels, len(x)) if labels is not None else None
@@ -35,6 +35,7 @@ def _inputs(model: str, dataset, split, n, inputs, labels):
         if fits:                                   # LSA / DSA / profiles: its training split
             ds = load_dataset(fits[0])
             x_train, y_train = ds.x_train, ds.y_train
+            what_train = fits[0]
     else:
         ds = load_dataset(dataset)
         x, y = ds.split(split)
@@ -42,7 +43,15 @@ def _inputs(model: str, dataset, split, n, inputs, labels):
     if n:
         x, y = x[:n], None if y is None else y[:n]
     x = check_model_inputs(m, x, f"the inputs ({what})")
-    return with_steps(m, x.shape[1]), x, y, x_train, y_train, what
+    return with_steps(m, x.shape[1]), x, y, x_train, y_train, what, what_train
+
+
+def _profiled(signal: str) -> bool:
+    """Whether a signal reads the training split (lsa, dsa, a profiled criterion's)."""
+    from ..coverage import needs_profile
+    from ..prioritize import criterion_of
+    crit = criterion_of(signal)
+    return signal in ("lsa", "dsa") or (crit is not None and needs_profile(crit[0]))
 
 
 @app.command("prioritize")
@@ -80,7 +89,11 @@ def prioritize_cmd(model: str = typer.Option(..., "--model", help="Shipped model
     if n_profile < 0:
         raise InputError(f"--n-profile must be a count (0: all), got {n_profile}")
     runs = store(runs_dir).named(name, names(tags, "--tags") or ())
-    m, x, y, x_train, y_train, what = _inputs(model, dataset, split, n, inputs, labels)
+    m, x, y, x_train, y_train, what, what_train = _inputs(model, dataset, split, n, inputs,
+                                                          labels)
+    if what_train and any(_profiled(s) for s in chosen):
+        log(f"note: {', '.join(s for s in chosen if _profiled(s))} read the {what_train} "
+            f"training split (the data set these inputs fit)")
     if y is None:
         log("note: no labels: the ranking only (give --labels Y.npy, or --dataset, for APFD)")
     res = prioritize(m, x, y, chosen, x_train=x_train, y_train=y_train, repeats=repeats,
