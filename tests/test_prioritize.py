@@ -295,3 +295,11 @@ def test_signal_guides_are_declared_and_run(tiny_lstm, guide, cache):
                                   whole._state_arrays()["first"])
     with pytest.raises(InputError, match="no guide parameters"):
         make_guide(guide, tiny_lstm, {"k": 3})
+
+
+def test_text_model_steps_and_ranking_without_labels(tiny_text, tiny_ids):
+    steps = signals.step_probabilities(tiny_text, tiny_ids)        # (N, T, 2): sigmoid as two
+    np.testing.assert_allclose(steps[:, -1, 1], np.asarray(tiny_text(tiny_ids))[:, 0],
+                               atol=1e-5)
+    res = prioritize(tiny_text, tiny_ids, None, "gini,deepstate")
+    assert res.metrics is None and sorted(res.orders["deepstate"]) == list(range(len(tiny_ids)))

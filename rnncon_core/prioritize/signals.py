@@ -226,8 +226,11 @@ def _step_fn(tr, head, tf, merge):
     f_float = tf.function(body, input_signature=[sig])
     if tr.embedding is None:
         return f_float
-    f_ids = tf.function(lambda ids: body(tr.embed_tf(ids)),
-                        input_signature=[tf.TensorSpec((None,) + tr.input_shape, tf.int32)])
+    @tf.autograph.experimental.do_not_convert
+    def from_ids(ids):
+        return body(tr.embed_tf(ids))
+    f_ids = tf.function(from_ids, input_signature=[tf.TensorSpec((None,) + tr.input_shape,
+                                                                 tf.int32)])
     return lambda x: f_ids(x) if x.dtype == tf.int32 else f_float(x)
 
 
