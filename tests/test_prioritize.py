@@ -34,7 +34,7 @@ def net():
 def data():
     rng = np.random.default_rng(0)
     return (rng.normal(0, 1, (40, 6, 3)).astype("float32"), rng.integers(0, 3, 40),
-            rng.normal(0, 1, (300, 6, 3)).astype("float32"))
+            rng.normal(0, 1, (150, 6, 3)).astype("float32"))
 
 
 # ---------------------------------------------------------------- uncertainty
@@ -277,7 +277,7 @@ def test_signal_guides_are_declared_and_run(tiny_lstm, guide, cache):
     camp = Campaign(tiny_lstm, x, y, make_guide(guide, tiny_lstm, {}), values, 3, "sequence",
                     make_abstraction(tiny_lstm, values))
     camp.start()
-    for _ in range(6):
+    for _ in range(3):
         camp.step()
     g = camp.guide
     assert 0 < g.rate() <= 1 and g.n_inputs > len(x)       # the seeds, then the mutants
