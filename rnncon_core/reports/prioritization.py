@@ -195,6 +195,15 @@ def markdown(table: pd.DataFrame, config: dict) -> str:
                      f"{f.get('mixed_inputs', '-')} ({f.get('mixed_faults', '-')}) | "
                      f"{f.get('generated')} | {secs.get('test', '-')} / "
                      f"{secs.get('mixed', '-')} |")
+    text = [m for m, f in config["models"].items() if "mixed_inputs" not in f]
+    if text:
+        lines += ["", f"No mixed pool for {', '.join(text)}: no generation run of these models "
+                      f"in the run store, and none generated here (n_gen_imdb = "
+                      f"{config.get('n_gen_imdb')}: EDA took about 25 s a review on this "
+                      f"2-core machine, 0 of 5 adversarial in a trial)." if config.get(
+                          "n_gen_imdb") == 0 else ""]
+    lines += ["", "On a two-class (sigmoid) model gini, margin and entropy all decrease with "
+                  "|p - 0.5|: they rank the inputs alike."]
     for pool, title in (("test", "test split"), ("mixed", "mixed pool (test + generated)")):
         sub = table[table["pool"] == pool]
         if sub.empty:
