@@ -303,3 +303,27 @@ def test_text_model_steps_and_ranking_without_labels(tiny_text, tiny_ids):
                                atol=1e-5)
     res = prioritize(tiny_text, tiny_ids, None, "gini,deepstate")
     assert res.metrics is None and sorted(res.orders["deepstate"]) == list(range(len(tiny_ids)))
+
+
+def test_report_summary_reads_the_metrics():
+    import pandas as pd
+    from rnncon_core.prioritize import metrics_of
+    from rnncon_core.reports.prioritization import best_signals, markdown
+    rng = np.random.default_rng(0)
+    faults = np.zeros(200, bool)
+    faults[:10] = True                                    # inputs 0..9 are the faults
+    good = np.arange(200)                                 # faults first
+    orders = {"gini": [good], "nc-total": [rng.permutation(200)],
+              "random": [rng.permutation(200) for _ in range(5)]}
+    rows = [metrics_of(orders, faults).assign(model=m, pool="test", seconds=0.0)
+            for m in ("mnist-lstm", "imdb-lstm")]
+    table = pd.concat(rows, ignore_index=True)
+    best = best_signals(table, "test")
+    assert best["best_apfd"].tolist() == ["gini", "gini"]
+    assert (best["found_10pct"] == 1.0).all()
+    config = {"repeats": 5, "n_gen_imdb": 0,
+              "models": {m: {"test_inputs": 200, "test_faults": 10, "generated": "none",
+                             "seconds": {"test": 1.0}} for m in ("mnist-lstm", "imdb-lstm")}}
+    text = markdown(table, config)
+    assert "gini finds 100.0% of the faults" in text and "No mixed pool for" in text
+    assert "On 2 of 2 models every uncertainty" in text
