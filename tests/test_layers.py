@@ -6,8 +6,8 @@ and every module imports on its own (a fresh start of the packages, no other mod
 
 The order (docs/internals.md draws it): ground (errors, paths, io, params, registry) ->
 data, textdiff -> zoo, onnx_import -> trace -> coverage -> rnncon_core's own __init__ ->
-generate -> text -> quality, checks, validity -> retrain, campaign -> runs -> jobs ->
-experiments -> reports -> cli -> dashboard.
+generate -> text -> quality, checks, validity, prioritize -> retrain, campaign -> runs -> jobs
+-> experiments -> reports -> cli -> dashboard.
 """
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ LAYERS = [
     ("rnncon_core",),
     ("rnncon_core.generate",),
     ("rnncon_core.text",),
-    ("rnncon_core.quality", "rnncon_core.checks", "rnncon_core.validity"),
+    ("rnncon_core.quality", "rnncon_core.checks", "rnncon_core.validity",
+     "rnncon_core.prioritize"),
     ("rnncon_core.retrain", "rnncon_core.campaign"),
     ("rnncon_core.runs",),
     ("rnncon_core.jobs",),

@@ -12,4 +12,4 @@ from .common import app, main, names, numbers, report_app  # noqa: F401  (the en
 
 # the sub-commands register themselves on `app` / `report_app` (engine imports stay inside them)
 from . import (campaign, coverage, generate, models, report_html, retrain, runs,  # noqa: E402,F401
-               text, validity)
+               prioritize, text, validity)

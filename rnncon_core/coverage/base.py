@@ -106,7 +106,7 @@ class MaxState:
 
 # ---------------------------------------------------------------- per-model cache
 
-_CACHE_LOCK = threading.RLock()
+CACHE_LOCK = threading.RLock()
 
 
 def model_cache(model) -> dict:
@@ -116,7 +116,7 @@ def model_cache(model) -> dict:
     model = model.model if isinstance(model, Tracer) else model
     cache = model.__dict__.get("_rnncon_cache")
     if cache is None:
-        with _CACHE_LOCK:
+        with CACHE_LOCK:
             cache = model.__dict__.get("_rnncon_cache")
             if cache is None:
                 cache = {}
@@ -129,7 +129,7 @@ def tracer_for(model) -> Tracer:
     if isinstance(model, Tracer):
         return model
     cache = model_cache(model)
-    with _CACHE_LOCK:
+    with CACHE_LOCK:
         if "tracer" not in cache:
             cache["tracer"] = Tracer(model)
         return cache["tracer"]
@@ -225,7 +225,7 @@ class Criterion:
         that grows), and every later one, in any thread, reuses them."""
         cache = model_cache(self.tracer)
         key = self._graph_key()
-        with _CACHE_LOCK:
+        with CACHE_LOCK:
             built = cache.get(key)
             if built is None:
                 twin = copy.copy(self)
@@ -655,7 +655,7 @@ def forward_outputs(model):
     import tensorflow as tf
     tr = tracer_for(model)
     cache = model_cache(tr)
-    with _CACHE_LOCK:
+    with CACHE_LOCK:
         fns = cache.get("forward-outputs")
         if fns is None:
             def body(x):
