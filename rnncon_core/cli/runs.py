@@ -50,7 +50,7 @@ def runs_cmd(
                 f"from their folders)" + (f"; the corrupt index was moved to "
                                           f"{out['moved_aside']}" if out["moved_aside"] else ""))
         return
-    store = RunStore(runs_dir)
+    store = RunStore(runs_dir) if actions else RunStore.for_reading(runs_dir)
     if actions:
         if cancel is not None:
             store.request_cancel(cancel)

@@ -538,14 +538,16 @@ def check_bounds(info, model, min_coverage: dict, max_faults: int | None) -> pd.
 
 
 def junit_xml(bounds: pd.DataFrame, info, seconds: float) -> str:
-    """JUnit XML: one test case per bound (a failure element where it failed)."""
+    """JUnit XML: one test case per bound (a failure element where it failed); the property
+    ``exit_code`` is the command's (0 every bound passed, 1 one failed)."""
     import xml.etree.ElementTree as ET
     s = info.summary or {}
     suites = ET.Element("testsuites")
+    failures = int((~bounds["passed"].astype(bool)).sum())
     suite = ET.SubElement(suites, "testsuite", name="rnncon check", tests=str(len(bounds)),
-                          failures=str(int((~bounds["passed"].astype(bool)).sum())),
-                          errors="0", time=f"{seconds:.3f}")
+                          failures=str(failures), errors="0", time=f"{seconds:.3f}")
     props = ET.SubElement(suite, "properties")
+    ET.SubElement(props, "property", name="exit_code", value=str(1 if failures else 0))
     for k in ("model", "guide", "budget", "distinct_faults", "distinct_pairs", "coverage",
               "calls"):
         ET.SubElement(props, "property", name=k, value=str(s.get(k)))
@@ -559,4 +561,22 @@ def junit_xml(bounds: pd.DataFrame, info, seconds: float) -> str:
             f.text = (f"{r.check} failed on {s.get('model')}: measured {r.measured:.4g} "
                       f"(campaign {info.run_id}, guide {s.get('guide')}, budget "
                       f"{s.get('budget')})")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, "unicode") + "\n"
+
+
+def junit_error_xml(message: str, exit_code: int, seconds: float, model=None) -> str:
+    """JUnit XML of a check that could not run: one test case with an error element (the
+    one-line message) and the property ``exit_code`` (2 a usage or input error, 3 an internal
+    error), so that a CI job tells a typo from a failing model."""
+    import xml.etree.ElementTree as ET
+    suites = ET.Element("testsuites")
+    suite = ET.SubElement(suites, "testsuite", name="rnncon check", tests="1", failures="0",
+                          errors="1", time=f"{seconds:.3f}")
+    props = ET.SubElement(suite, "properties")
+    ET.SubElement(props, "property", name="exit_code", value=str(exit_code))
+    kind = "input error" if exit_code == 2 else "internal error"
+    case = ET.SubElement(suite, "testcase", classname=f"rnncon.check.{model}",
+                         name=f"rnncon check ({kind})", time="0")
+    error = ET.SubElement(case, "error", type=kind, message=message)
+    error.text = f"error: {message} (exit code {exit_code})"
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, "unicode") + "\n"
