@@ -117,7 +117,7 @@ def generate_cmd(
     others = _other_models(model, method, models)
     out = run_generation(model, method, seeds, seed=seed, others=others, batch_size=batch_size,
                          dataset=dataset, inputs=x, labels=y, store=runs, kind=kind,
-                         inputs_source=source,
+                         inputs_source=source, note=lambda text: log(f"note: {text}"),
                          progress=lambda d, t: log(f"[{method}] {d}/{t} seeds"),
                          workers=workers or 0, ray_address=ray_address, **params)
     if json_out:
