@@ -111,7 +111,7 @@ def test_cli_profile_coverage_sweep(cache, tiny_lstm, tiny_x, tmp_path, capsys, 
     assert json.loads(out)["profile"] == str(prof) and prof.is_file()
     code, out, err = _cli(capsys, monkeypatch, "coverage", "--model", model, "--inputs", x,
                           "--criterion", "state", "--params",
-                          f"components=2,cells=4,profile_path={prof}", "--json")
+                          f"components=2,cells=4,profile_inputs=all,profile_path={prof}", "--json")
     assert code == 0, err
     res = json.loads(out)
     assert res["criterion"] == "state" and res["threshold"] is None and res["n_inputs"] == 9
