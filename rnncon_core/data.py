@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import DataMissingError, InputError
+from .errors import DataMissingError, InputError, did_you_mean
 from .paths import CACHE_DIR, MODELS_DIR, NPM_MODULES, ensure_dir
 from .io import atomic_write_bytes, atomic_write_npz
 
@@ -287,11 +287,9 @@ def check_dataset(name: str | Path, kind: str | None = None) -> None:
     if is_dataset_file(name):
         read_dataset(name, kind)
         return
-    import difflib
-    close = difflib.get_close_matches(name, DATASETS, n=1)
-    raise InputError(f"unknown data set {name!r}{f' (did you mean {close[0]}?)' if close else ''}"
-                     f"; choose one of {', '.join(DATASETS)}, or give the path of your own .npz "
-                     f"(x_train, y_train, x_test, y_test)")
+    raise InputError(f"unknown data set {name!r}{did_you_mean(name, DATASETS)}; choose one "
+                     f"of {', '.join(DATASETS)}, or give the path of your own .npz (x_train, "
+                     f"y_train, x_test, y_test)")
 
 
 # ---------------------------------------------------------------- images

@@ -49,6 +49,7 @@ from .io import (atomic_write_bytes, atomic_write_json, atomic_write_npz, file_s
                  model_file, model_sha256, read_npz, to_json, versions)
 
 STATUSES = ("running", "finished", "failed", "cancelled")
+KINDS = ("generate", "retrain", "campaign", "robustness", "pollution")   # what jobs start
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,

@@ -298,7 +298,7 @@ def _check_shape(shape: tuple, want: tuple, what: str) -> None:
         raise InputError(f"{what} of shape {shape} do not fit this model: it expects "
                          f"(N, {_dims(want)}){hint}")
     if shape[0] == 0:
-        raise InputError(f"no {what} given (the batch is empty)")
+        raise InputError(f"{what} hold no input (the batch is empty): give at least one")
 
 
 def _dims(shape) -> str:

@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import InputError, ModelLoadError, UnsupportedModelError
+from .errors import InputError, ModelLoadError, UnsupportedModelError, did_you_mean
 from .paths import MODELS_DIR, ensure_dir
 from .io import atomic_save_keras, atomic_write_json, atomic_write_text, versions
 
@@ -289,10 +289,9 @@ def check_architecture(name: str) -> None:
     InputError listing them (with the nearest name)."""
     if name in ARCHITECTURES or name == FEATURE_NET:
         return
-    import difflib
-    close = difflib.get_close_matches(name, [*ARCHITECTURES, FEATURE_NET], n=1)
-    raise InputError(f"unknown architecture {name!r}{f' (did you mean {close[0]}?)' if close else ''}"
-                     f"; choose one of {', '.join(ARCHITECTURES)} or {FEATURE_NET}")
+    raise InputError(f"unknown architecture {name!r}"
+                     f"{did_you_mean(name, [*ARCHITECTURES, FEATURE_NET])}; choose one of "
+                     f"{', '.join(ARCHITECTURES)} or {FEATURE_NET}")
 
 
 def check_model_file(name_or_path: str | os.PathLike) -> Path:
@@ -306,11 +305,13 @@ def check_model_file(name_or_path: str | os.PathLike) -> Path:
         if text in ARCHITECTURES or text == FEATURE_NET:
             raise ModelLoadError(f"model {text!r} is not shipped in {MODELS_DIR}: train it with "
                                  f"`rnncon train {text}`")
-        import difflib
-        close = difflib.get_close_matches(text, [*ARCHITECTURES, FEATURE_NET], n=1)
-        hint = f"Did you mean {close[0]}? " if close else ""
-        raise ModelLoadError(f"no such model file: {path}. {hint}Give a shipped model name "
+        near = did_you_mean(text, [*ARCHITECTURES, FEATURE_NET])
+        raise ModelLoadError(f"no such model file: {path}{near}. Give a shipped model name "
                              f"({', '.join(ARCHITECTURES)}) or the path of a .keras file.")
+    if path.is_dir():
+        raise ModelLoadError(f"{path} is a folder: give a Keras 3 '.keras' file (a SavedModel "
+                             f"folder is not read; in Keras, model.save('model.keras') writes "
+                             f"one)")
     if path.suffix != ".keras":
         raise ModelLoadError(f"{path.name}: only Keras 3 '.keras' files are supported "
                              f"(in Keras, model.save('model.keras') writes one)")

@@ -371,7 +371,7 @@ CASES = [
     ("model-initializer-get-file", "coverage --model {d}/getfile.keras --inputs {d}/series.npy",
      "custom code"),
     ("model-name-misspelt", "coverage --model mnist-lstn --dataset mnist",
-     "Did you mean mnist-lstm?"),
+     "did you mean mnist-lstm?"),
     ("dataset-name-misspelt", "generate --model {d}/image.keras --dataset mnsit --runs-dir "
      "{d}/runs", "did you mean mnist?"),
     ("architecture-misspelt", "train mnist-lstn --out-dir {d}/trained", "did you mean mnist-lstm?"),

@@ -368,9 +368,11 @@ def main(argv: list[str] | None = None) -> None:
         if type(e).__name__ == "NoArgsIsHelpError":     # `rnncon` alone: the help
             e.show()
             sys.exit(e.exit_code)
-        ctx = getattr(e, "ctx", None)
-        hint = f" (see `rnncon {ctx.info_name} --help`)" if ctx is not None and ctx.parent \
-            else " (see `rnncon --help`)"
+        ctx, words = getattr(e, "ctx", None), []
+        while ctx is not None and ctx.parent is not None:      # report html: both words
+            words.insert(0, ctx.info_name)
+            ctx = ctx.parent
+        hint = f" (see `rnncon {' '.join(words)} --help`)" if words else " (see `rnncon --help`)"
         _fail(e.format_message() + hint, e.exit_code if e.exit_code else 2)
     except (Abort, KeyboardInterrupt):
         _fail(_interrupted(), EXIT_INTERRUPTED)

@@ -12,7 +12,7 @@ from typing import List, Optional
 import typer
 
 from . import (DECLARED, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL, EXIT_PASSED, JSON_OPT,
-               PARAM_OPT, RAY_OPT, RUNS_DIR_OPT, SEED_INPUTS_OPT, SEED_LABELS_OPT, app,
+               PARAM_OPT, RAY_OPT, RUNS_DIR_OPT, SEED_INPUTS_OPT, SEED_LABELS_OPT, app, checked,
                declared_values, emit, log, names, preflight, report_app, seed_inputs, store)
 from ..errors import InputError
 from ..registry import CRITERIA
@@ -119,6 +119,7 @@ def campaign_cmd(
     if resume is not None and (ctx.args or param or guide_param or inputs or labels):
         raise InputError("--resume takes the run's own settings: give only --budget (and "
                          "--workers) with it")
+    checked(seed=seed, seeds=seeds, workers=workers)
     x, y, _ = seed_inputs(inputs, labels, dataset)
     if guide not in guide_names():
         raise InputError(f"unknown guide {guide!r}; choose one of {', '.join(guide_names())}")
@@ -238,6 +239,7 @@ def _check(ctx, model, dataset, min_coverage, max_faults, budget, guide, seeds, 
         raise InputError(f"--max-faults must be 0 or more, got {max_faults}")
     guide = guide or next(iter(bounds), "none")
     parse_budget(budget)
+    checked(seed=seed, seeds=seeds)
     html_path = Path(html) if html else (Path(junit).with_suffix(".html") if junit
                                          else Path("rnncon-check.html"))
     preflight(model=model, dataset=dataset, outputs=[("--html", html_path)])
