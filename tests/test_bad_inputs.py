@@ -382,6 +382,22 @@ CASES = [
     ("profile-missing", "coverage --model {d}/image.keras --inputs {d}/img.npy --criterion state "
      "--profile-path {d}/none.npz", "no training profile at"),
     ("read-only-store-write", "runs --cancel {ro_run} --runs-dir {d}/ro_store", "cannot be written"),
+    ("runs-kind-misspelt", "runs --kind generat --runs-dir {d}/runs", "did you mean generate?"),
+    ("campaign-seed-negative", "campaign --model {d}/image.keras --inputs {d}/img.npy --labels "
+     "{d}/y.npy --seed -1 --runs-dir {d}/runs", "--seed must be an integer of at least 0"),
+    ("campaign-mutation-unknown", "campaign --model {d}/image.keras --inputs {d}/img.npy "
+     "--labels {d}/y.npy --mutations pixel,blurr --runs-dir {d}/runs",
+     "no mutation family 'blurr'"),
+    ("report-text-max-fraction", "report text --max-fraction 5 --out-dir {d}/report",
+     "--max-fraction must be a number in (0, 1]"),
+    ("report-criteria-sizes", "report criteria --sizes 0,25 --out-dir {d}/report",
+     "--sizes must be suite sizes of at least 1"),
+    ("report-coverage-n-negative", "report coverage --n-mnist -1 --out-dir {d}/report",
+     "--n-mnist must be an integer of at least 0"),
+    ("report-retraining-epochs-zero", "report retraining --epochs 0 --out-dir {d}/report",
+     "--epochs must be an integer of at least 1"),
+    ("report-generation-iterations-zero", "report generation --iterations 0 --out-dir "
+     "{d}/report", "--iterations must be an integer of at least 1"),
 ]
 READ_ONLY_CASES = {"junit-unwritable", "html-unwritable", "save-state-in-unwritable-folder",
                    "profile-path-unwritable", "report-html-out-dir-unwritable",

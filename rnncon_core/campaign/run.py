@@ -18,7 +18,7 @@ from typing import Callable
 
 from ..errors import InputError, JobCancelled, RNNConError
 from .loop import CAMPAIGN_PARAMS, YIELD_BEFORE, Campaign
-from .mutations import input_kind
+from .mutations import families, input_kind
 from .prepare import ensure_profile, guide_names, load_seeds, make_campaign
 from .record import (_checkpoint, _progress, _save_state, finish, load_checkpoint,
                      parse_budget, read_rows, write_rows)
@@ -80,6 +80,7 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
     keras_model, x, y, x_train, ds_name = load_seeds(model, dataset, seeds, inputs, labels)
     seeds = len(x) if seeds is None else seeds
     kind = input_kind(keras_model)
+    families(kind, values.get("mutations"))        # before the profile is built
     ensure_profile(keras_model, x_train, kind, log)
     camp = make_campaign(keras_model, x, y, guide, guide_params, values, seed, kind)
     config = {"model": str(model) if isinstance(model, str) else "in-memory model",

@@ -51,7 +51,10 @@ def _guide_params(guide: str, pairs: list[str] | None) -> dict:
 
 def _params(ctx: typer.Context, pairs: list[str] | None) -> dict:
     from ..campaign import CAMPAIGN_PARAMS
-    return declared_values(CAMPAIGN_PARAMS, ctx.args, pairs, "a campaign", lambda: set())
+    from ..campaign.mutations import check_family_names
+    values = declared_values(CAMPAIGN_PARAMS, ctx.args, pairs, "a campaign", lambda: set())
+    check_family_names(values.get("mutations"))
+    return values
 
 
 @contextmanager
@@ -292,8 +295,7 @@ def report_campaign_cmd(
     and faults, with 95 % intervals (rows already in OUT_DIR/runs.csv are kept: a stopped
     report goes on)."""
     from ..reports.campaign import build_campaign
-    if repeats < 1:
-        raise InputError(f"--repeats must be at least 1, got {repeats}")
+    checked(repeats=repeats, seeds=seeds)
     preflight(models=names(models, "--models") or (), dataset=dataset,
               folders=[("--out-dir", out_dir)])
     rep = build_campaign(models=names(models, "--models"), guides=names(guides, "--guides"),

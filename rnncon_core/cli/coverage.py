@@ -276,6 +276,7 @@ def report_coverage_cmd(
     """Figures 6, 7/8 and 12 as CSV plus a markdown summary, on the shipped models."""
     from ..reports.coverage import build_coverage
     folder = renamed(out_dir, out, "--out-dir", "--out") or "reports/coverage"
+    checked(n_mnist=n_mnist, n_imdb=n_imdb)
     preflight(models=names(models, "--models") or (), folders=[("--out-dir", folder)])
     result = build_coverage(Path(folder), names(models, "--models"), n_mnist=n_mnist,
                             n_imdb=n_imdb, progress=log)
@@ -365,10 +366,17 @@ def report_criteria_cmd(
     with their faults, per suite size and controlling for size (FSE 2020's method)."""
     from ..reports.criteria import MNIST_MODELS, build_criteria
     folder = renamed(out_dir, out, "--out-dir", "--out") or "reports/criteria"
+    checked(n_clean=n_clean, n_seeds=n_seeds, n_suites=n_suites, n_profile=n_profile)
+    suite_sizes = tuple(numbers(sizes, "--sizes", int) or ())
+    if not suite_sizes or min(suite_sizes) < 1:
+        raise InputError(f"--sizes must be suite sizes of at least 1, got {sizes!r}")
+    from ..generate import generator_class
+    for method in names(methods, "--methods") or ():
+        generator_class(method)                 # an unknown method: its one line, now
     preflight(models=names(models, "--models") or (), folders=[("--out-dir", folder)])
     result = build_criteria(Path(folder), tuple(names(models, "--models") or MNIST_MODELS),
                             progress=log, n_clean=n_clean, n_seeds=n_seeds,
-                            sizes=tuple(numbers(sizes, "--sizes", int) or ()),
+                            sizes=suite_sizes,
                             n_suites=n_suites, n_profile=n_profile,
                             methods=tuple(names(methods, "--methods") or ()))
     if json_out:

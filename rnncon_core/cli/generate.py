@@ -198,6 +198,7 @@ def report_generation_cmd(
 ):
     """Tables 2, 3 and 4 and the t-SNE data of Figure 10, measured, beside the paper's."""
     from ..reports.generation import build_generation
+    checked(seeds=seeds, other_seeds=other_seeds, iterations=iterations)
     preflight(models=names(models, "--models") or (), folders=[("--out-dir", out_dir)])
     rep = build_generation(n_seeds=seeds, models=names(models, "--models"), out_dir=out_dir,
                            iterations=iterations, store=store(runs_dir, root), log=log,

@@ -182,6 +182,12 @@ def report_retraining_cmd(
     Reuses the finished runs in the store that have the same settings; runs what is missing.
     """
     from ..reports.retraining import build_retraining
+    from ..params import check_args
+    from ..retrain import PARAMS
+    check_args(PARAMS, epochs=epochs, repeats=repeats, robustness_seeds=robustness_seeds,
+               transfer_seeds=transfer_seeds)
+    check_args(seeds=seeds, table5_repeats=table5_repeats, recipe_epochs=recipe_epochs,
+               recipe_repeats=recipe_repeats)
     preflight(models=names(models, "--models") or (), folders=[("--out-dir", out_dir)])
     report = build_retraining(names(models, "--models"), seeds=seeds, epochs=epochs, repeats=repeats,
                               table5_repeats=table5_repeats,
