@@ -153,7 +153,7 @@ if pairs.empty:
     st.stop()
 st.dataframe(pairs, hide_index=True, width="stretch")
 options = [(int(r.true), int(r.predicted)) for r in pairs.itertuples()]
-count = {p: int(n) for p, n in zip(options, pairs.faults)}
+count = {p: int(n) for p, n in zip(options, pairs["valid faults"] + pairs["invalid faults"])}
 pick = st.selectbox("Pair", options, key="camp_pair",
                     format_func=lambda p: f"{p[0]} → {p[1]} ({count[p]})")
 rows = [i for i in range(len(faults["label"]))
