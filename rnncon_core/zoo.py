@@ -269,13 +269,17 @@ def _depth(node) -> int:
 
 
 def load_model(name_or_path: str | os.PathLike, compile: bool = False):
-    """A shipped model by name (``mnist-lstm``) or any ``.keras`` file, loaded safely.
+    """A shipped model by name (``mnist-lstm``), any ``.keras`` file, or an ``.onnx`` file of a
+    recurrent model (imported as the equivalent Keras model: ``onnx_import``), loaded safely.
 
     The file's config is read and checked before Keras sees it (:func:`check_model_file`):
     Lambda layers and custom (non-Keras) classes are refused, so no code from the file is
     executed; Keras' own ``safe_mode`` stays on as a second guard.
     """
     path = check_model_file(name_or_path)
+    if path.suffix.lower() == ".onnx":
+        from .onnx_import import load_onnx
+        return load_onnx(path)
     import keras
     try:
         model = keras.saving.load_model(path, compile=compile, safe_mode=True)
@@ -295,10 +299,10 @@ def check_architecture(name: str) -> None:
 
 
 def check_model_file(name_or_path: str | os.PathLike) -> Path:
-    """The file of a shipped model name or a ``.keras`` path, checked without TensorFlow
-    (fast: a command calls it before any other work): it exists, is a ``.keras`` archive,
-    its config.json is sane and names only built-in Keras classes. A ModelLoadError (one
-    line) otherwise."""
+    """The file of a shipped model name, a ``.keras`` or an ``.onnx`` path, checked without
+    TensorFlow (fast: a command calls it before any other work): it exists; a ``.keras``
+    archive's config.json is sane and names only built-in Keras classes (an ``.onnx`` file is
+    checked when ``onnx_import`` reads it). A ModelLoadError (one line) otherwise."""
     text = str(name_or_path)
     path = model_path(text) if text in ARCHITECTURES or text == FEATURE_NET else Path(text)
     if not path.exists():
@@ -307,14 +311,18 @@ def check_model_file(name_or_path: str | os.PathLike) -> Path:
                                  f"`rnncon train {text}`")
         near = did_you_mean(text, [*ARCHITECTURES, FEATURE_NET])
         raise ModelLoadError(f"no such model file: {path}{near}. Give a shipped model name "
-                             f"({', '.join(ARCHITECTURES)}) or the path of a .keras file.")
+                             f"({', '.join(ARCHITECTURES)}) or the path of a .keras or .onnx "
+                             f"file.")
     if path.is_dir():
         raise ModelLoadError(f"{path} is a folder: give a Keras 3 '.keras' file (a SavedModel "
                              f"folder is not read; in Keras, model.save('model.keras') writes "
-                             f"one)")
+                             f"one) or an '.onnx' file")
+    if path.suffix.lower() == ".onnx":
+        return path                     # read by onnx_import when loaded (no code runs)
     if path.suffix != ".keras":
-        raise ModelLoadError(f"{path.name}: only Keras 3 '.keras' files are supported "
-                             f"(in Keras, model.save('model.keras') writes one)")
+        raise ModelLoadError(f"{path.name}: only Keras 3 '.keras' files and ONNX files of "
+                             f"recurrent models ('.onnx', docs/onnx.md) are supported (in "
+                             f"Keras, model.save('model.keras') writes one)")
     try:
         with zipfile.ZipFile(path) as z:
             config = json.loads(z.read("config.json"))

@@ -3,8 +3,8 @@
 has no circle, and neither the core nor the CLI imports the dashboard.
 
 The order (docs/internals.md draws it): ground (errors, paths, io, params, registry) ->
-data, textdiff -> zoo -> trace -> coverage -> generate -> text -> quality, validity -> retrain, campaign
--> runs -> jobs -> experiments -> reports -> cli -> dashboard.
+data, textdiff -> zoo, onnx_import -> trace -> coverage -> generate -> text -> quality,
+validity -> retrain, campaign -> runs -> jobs -> experiments -> reports -> cli -> dashboard.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ LAYERS = [
     ("rnncon_core", "rnncon_core.errors", "rnncon_core.paths", "rnncon_core.io",
      "rnncon_core.params", "rnncon_core.registry"),
     ("rnncon_core.data", "rnncon_core.textdiff"),
-    ("rnncon_core.zoo",),
+    ("rnncon_core.zoo", "rnncon_core.onnx_import"),
     ("rnncon_core.trace",),
     ("rnncon_core.coverage",),
     ("rnncon_core.generate",),
