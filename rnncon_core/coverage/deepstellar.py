@@ -36,8 +36,9 @@ Abstraction/DTMCGraph.py, Abstraction/GraphWrapper.py and coverage.py:
 
 DeepStellar packs a state into ``bits`` bits per component (Abstraction/Coder.py): cells out
 of that range can collide there; here every cell is kept apart, as far out as an int64 key
-holds (``_reach``: for 3 components of 10 cells, 64 training ranges either side). DeepStellar's PCA is
-scikit-learn's: axes are signed as scikit-learn >= 1.5 signs them (profile.py).
+holds (``_reach``: for 3 components of 10 cells, 64 training ranges either side); nothing is
+clipped near the range. DeepStellar's PCA is scikit-learn's: axes are signed as
+scikit-learn >= 1.5 signs them (profile.py).
 """
 from __future__ import annotations
 
