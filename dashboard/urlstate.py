@@ -60,6 +60,7 @@ PAGE_PARAMS = {
               "run": ("gates_run", _run_id)},
     "generate": {"run": ("gen_show", _run_id)},
     "perturbations": {"run": ("pert_run", _run_id)},
+    "prioritize": {"inputs": ("prio_n", _inputs())},
     "retrain": {"source": ("retrain_from", _run_id), "run": ("retrain_show", _run_id)},
     "runs": {"run": ("runs_one", _run_id)},
 }

@@ -4,7 +4,8 @@ has no circle, and neither the core nor the CLI imports the dashboard.
 
 The order (docs/internals.md draws it): ground (errors, paths, io, params, registry) ->
 data, textdiff -> zoo, onnx_import -> trace -> coverage -> generate -> text -> quality,
-validity -> retrain, campaign -> runs -> jobs -> experiments -> reports -> cli -> dashboard.
+validity, prioritize -> retrain, campaign -> runs -> jobs -> experiments -> reports -> cli ->
+dashboard.
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ LAYERS = [
     ("rnncon_core.coverage",),
     ("rnncon_core.generate",),
     ("rnncon_core.text",),
-    ("rnncon_core.quality", "rnncon_core.checks", "rnncon_core.validity"),
+    ("rnncon_core.quality", "rnncon_core.checks", "rnncon_core.validity",
+     "rnncon_core.prioritize"),
     ("rnncon_core.retrain", "rnncon_core.campaign"),
     ("rnncon_core.runs",),
     ("rnncon_core.jobs",),

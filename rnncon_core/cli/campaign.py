@@ -24,8 +24,9 @@ DATASET_OPT = typer.Option(None, "--dataset", help="Seeds from this data set's t
 BUDGET_OPT = typer.Option("10m", "--budget", help="How long: 10m, 90s, 1h, or model calls "
                                                   "such as 5000calls.")
 GUIDE_HELP = (f"A coverage criterion (one of {', '.join(CRITERIA.names())}; `rnncon criteria` "
-              f"lists their parameters), or an unguided baseline: none (keeps every mutant "
-              f"predicted right) or faults (keeps only the new distinct faults).")
+              f"lists their parameters), a signal beyond coverage (gini, margin, lsa, dsa, "
+              f"diversity: docs/prioritize.md), or an unguided baseline: none (keeps every "
+              f"mutant predicted right) or faults (keeps only the new distinct faults).")
 SEEDS_OPT = typer.Option(None, "--seeds", help="The first N test inputs the model predicts "
                                                "right (default: 1000 for images and "
                                                "sequences, 100 for text).")
