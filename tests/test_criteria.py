@@ -232,5 +232,8 @@ def test_deepstellar_keeps_far_states_apart(cache, tiny_lstm, tiny_x):
         cells = sc.decode_state(keys[-1])
         assert all(-4 * ranges - 1 <= c <= -4 * ranges for c in cells), (ranges, cells)
     assert keys[0] != keys[1] and units == 3
+    far = np.stack([sc._mean + (sc._lo - r * span) @ sc._axes for r in (5, 20)])
+    regions = sc.regions_of_hidden(far.astype(np.float32))   # a guide's finite regions:
+    assert regions[0] == regions[1] == 0 < sc.region_count()  # both in the cell below
     boundary = get_criterion("state-boundary", tiny_lstm, components=2, cells=4)
     assert not np.isin(keys, boundary._items).any() and not np.isin(keys, sc._items).any()

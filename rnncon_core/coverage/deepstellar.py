@@ -231,6 +231,21 @@ class _AbstractModel(ProfiledCriterion):
                                                                          tf.float32)])
         return self._hidden_fn(tf.constant(np.asarray(h, np.float32))).numpy()
 
+    def region_count(self) -> int:
+        """How many regions ``regions_of_hidden`` tells apart: (cells + 3) ** components."""
+        return (self.cells + 3) ** self.components
+
+    def regions_of_hidden(self, h) -> np.ndarray:
+        """(N,) int64 dense region of each hidden state (N, units) of the abstracted layer, in
+        [0, region_count()): its abstract state with every cell clipped to one cell either
+        side of the training range (a finite set of regions for a guide; the abstract states
+        themselves, ``states_of_hidden``, keep every cell apart)."""
+        keys = self.states_of_hidden(h)
+        k = np.arange(self.components, dtype=np.int64)
+        cells = (keys[:, None] // self._base ** k) % self._base - self._offset
+        near = np.clip(cells, -1, self.cells + 1) + 1
+        return (near * (self.cells + 3) ** k).sum(axis=1)
+
     def decode_state(self, key: int) -> list[int]:
         """The cells (one per component) of an abstract state key."""
         return self._decode(key)
