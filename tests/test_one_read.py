@@ -1,5 +1,6 @@
 """One parsed value per command: the user's .npz is read and checked once in `rnncon coverage`,
-however many steps (inputs, their kind, a profile's training split) need it."""
+however many steps (the preflight check, the inputs, their kind, a profile's training split)
+ask for it."""
 from __future__ import annotations
 
 import json
@@ -19,8 +20,8 @@ def test_coverage_reads_the_users_data_set_once(tiny_lstm, tmp_path, capsys, mon
              y_test=y[16:], kind=np.array("sequence"))
     tiny_lstm.save(tmp_path / "tiny.keras")
     reads = []
-    real = data.read_dataset
-    monkeypatch.setattr(data, "read_dataset", lambda *a, **k: reads.append(a) or real(*a, **k))
+    real = data._read_dataset            # the file's one reader (read_dataset keeps its result)
+    monkeypatch.setattr(data, "_read_dataset", lambda *a, **k: reads.append(a) or real(*a, **k))
     with pytest.raises(SystemExit) as e:     # kmnc: a profile from the training split too
         main(["coverage", "--model", str(tmp_path / "tiny.keras"), "--dataset",
               str(tmp_path / "mine.npz"), "--criterion", "kmnc", "--json"])

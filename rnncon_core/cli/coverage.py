@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import time
-from functools import cached_property
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from .common import (DECLARED, JSON_OPT, OUT_OPT, PARAM_OPT, RAY_OPT, app, checked, declared_values,
-               emit, log, names, numbers, renamed, report_app, show_params)
+from .common import (DECLARED, JSON_OPT, OUT_OPT, PARAM_OPT, RAY_OPT, app, checked,
+                     declared_values, emit, log, names, numbers, preflight, renamed,
+                     report_app, show_params)
 from ..errors import InputError
 from ..coverage import CRITERIA
 
@@ -20,28 +20,7 @@ CRITERION_HELP = (f"One of {', '.join(CRITERIA.names())} (profile-based ones bui
                   f"`rnncon criteria [NAME]` lists them.")
 
 
-class _Dataset:
-    """The --dataset value (a built-in name or the path of the user's .npz), read and checked
-    at most once per command: the inputs, their kind and a profile's training split all come
-    from the one ``Dataset``."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __str__(self) -> str:
-        return self.name
-
-    @cached_property
-    def data(self):
-        from ..data import load_dataset
-        return load_dataset(self.name)
-
-
-def _given(dataset: str | None) -> _Dataset | None:
-    return None if dataset is None else _Dataset(dataset)
-
-
-def _load_inputs(dataset: _Dataset | None, split: str, n: int | None, inputs: str | None):
+def _load_inputs(dataset: str | None, split: str, n: int | None, inputs: str | None):
     """(x, y or None, description) from a data set split (a built-in name or the path of the
     user's .npz) or an .npy file."""
     if (dataset is None) == (inputs is None):
@@ -52,7 +31,9 @@ def _load_inputs(dataset: _Dataset | None, split: str, n: int | None, inputs: st
         from .common import read_npy
         x, y, what = read_npy(inputs, "--inputs"), None, str(Path(inputs))
     else:
-        x, y = dataset.data.split(split)
+        from ..data import load_dataset
+        ds = load_dataset(dataset)
+        x, y = ds.split(split)
         what = f"{dataset} {split} split"
     if n:
         x = x[:n]
@@ -60,13 +41,13 @@ def _load_inputs(dataset: _Dataset | None, split: str, n: int | None, inputs: st
     return x, y, what
 
 
-def _data_kind(dataset: _Dataset | None, kind: str | None) -> str | None:
+def _data_kind(dataset: str | None, kind: str | None) -> str | None:
     """What the inputs are: ``--kind``, else "sequence" for a user's .npz that says so (its
     values need not lie in [0, 1]), else None (guessed from the model's input shape)."""
     checked(kind=kind)
     if kind is None and dataset is not None:
-        from ..data import is_dataset_file
-        if is_dataset_file(dataset.name) and dataset.data.kind == "sequence":
+        from ..data import is_dataset_file, load_dataset
+        if is_dataset_file(dataset) and load_dataset(dataset).kind == "sequence":
             return "sequence"
     return kind
 
@@ -87,7 +68,18 @@ def _criterion_params(ctx: typer.Context, criterion: str, pairs: list[str] | Non
                            lambda: {p.name for c in CRITERIA.values() for p in c.params})
 
 
-def _criterion(model, criterion: str, params: dict, dataset: _Dataset | None = None,
+def _preflight(model: str, dataset: str | None, kind: str | None, given: dict,
+               outputs=()) -> None:
+    """The model, data set, a given profile file and the output paths checked before the
+    work (``preflight``)."""
+    preflight(model=model, dataset=dataset, kind=kind, outputs=outputs)
+    profile = given.get("profile_path")
+    if profile is not None and not Path(profile).is_file():
+        raise InputError(f"no training profile at {profile}: build it with `rnncon profile "
+                         f"--model {model} --dataset DATA --profile-path {profile}`")
+
+
+def _criterion(model, criterion: str, params: dict, dataset: str | None = None,
                n_profile: int | None = None):
     """The criterion with ``params``; where the threshold is not given, the criteria that take
     the data set's (``threshold_from_data``: 0.25 images, 0.5 IMDB) get it. A profile-based
@@ -96,14 +88,14 @@ def _criterion(model, criterion: str, params: dict, dataset: _Dataset | None = N
     from ..coverage import CRITERIA, default_threshold, get_criterion, needs_profile
     from ..data import DATASETS
     if CRITERIA[criterion].threshold_from_data and "threshold" not in params:
-        params = {**params, "threshold": default_threshold(str(dataset) if str(dataset) in
-                                                           DATASETS else model)}
+        params = {**params, "threshold": default_threshold(dataset if dataset in DATASETS
+                                                           else model)}
     if needs_profile(criterion) and params.get("profile_path") is None and dataset:
         params = {**params, **_training(dataset, n_profile)}
     return get_criterion(criterion, model, **params)
 
 
-def _training(dataset: _Dataset, n_profile: int | None) -> dict:
+def _training(dataset: str, n_profile: int | None) -> dict:
     """x_train, y_train, progress and source for a profile built on demand."""
     if n_profile is not None and n_profile < 0:
         raise InputError(f"--n-profile must be a count (0: the whole training split), got "
@@ -187,12 +179,12 @@ def coverage_cmd(ctx: typer.Context, model: str = MODEL_OPT,
                  n_profile: int = N_PROFILE_OPT, kind: Optional[str] = KIND_OPT,
                  json_out: bool = JSON_OPT):
     """Coverage of a set of inputs under one criterion, per layer and in all."""
-    dataset = _given(dataset)
     given = _criterion_params(ctx, criterion, param, params)
-    checked(workers=workers)
-    if save_state is not None:
-        from ..coverage.base import check_writable
-        check_writable(save_state)                  # before the work, not after it
+    checked(workers=workers, kind=kind)
+    _preflight(model, dataset, kind, given, outputs=[("--save-state", save_state)])
+    if state is not None:
+        from ..coverage.base import check_state
+        check_state(state)                          # a damaged file: before the work
     m, x, what = _model_and_inputs(model, dataset, split, n, inputs, kind)
     cov = _criterion(m, criterion, given, dataset, n_profile)
     if state is not None:
@@ -231,7 +223,6 @@ def sweep_cmd(ctx: typer.Context, model: str = MODEL_OPT, dataset: Optional[str]
               n_profile: int = N_PROFILE_OPT, kind: Optional[str] = KIND_OPT,
               json_out: bool = JSON_OPT):
     """The coverage at a grid of thresholds from one pass over the inputs."""
-    dataset = _given(dataset)
     grid = numbers(thresholds, "--thresholds")
     given = _criterion_params(ctx, criterion, param, params)
     from ..coverage import CRITERIA
@@ -241,6 +232,8 @@ def sweep_cmd(ctx: typer.Context, model: str = MODEL_OPT, dataset: Optional[str]
         raise InputError("sweep takes --thresholds (a list), not --threshold")
     if not grid:
         raise InputError("give at least one threshold")
+    checked(kind=kind)
+    _preflight(model, dataset, kind, given)
     m, x, what = _model_and_inputs(model, dataset, split, n, inputs, kind)
     cov = _criterion(m, criterion, {**given, "threshold": grid[0]}, dataset, n_profile)
     cov.update(x)
@@ -284,6 +277,8 @@ def report_coverage_cmd(
     """Figures 6, 7/8 and 12 as CSV plus a markdown summary, on the shipped models."""
     from ..reports.coverage import build_coverage
     folder = renamed(out_dir, out, "--out-dir", "--out") or "reports/coverage"
+    checked(n_mnist=n_mnist, n_imdb=n_imdb)
+    preflight(models=names(models, "--models") or (), folders=[("--out-dir", folder)])
     result = build_coverage(Path(folder), names(models, "--models"), n_mnist=n_mnist,
                             n_imdb=n_imdb, progress=log)
     if json_out:
@@ -322,7 +317,8 @@ def profile_cmd(model: str = MODEL_OPT,
     path = renamed(profile_path, out, "--profile-path", "--out")
     if path and profile_inputs == "both":
         profile_inputs = "all"                     # one file: the profile of all inputs
-    dataset = _given(dataset)
+    checked(kind=kind)
+    preflight(model=model, dataset=dataset, kind=kind, outputs=[("--profile-path", path)])
     x, y, what = _load_inputs(dataset, "train", n, None)
     data_kind = _data_kind(dataset, kind)
     m = load_model(model)
@@ -371,9 +367,17 @@ def report_criteria_cmd(
     with their faults, per suite size and controlling for size (FSE 2020's method)."""
     from ..reports.criteria import MNIST_MODELS, build_criteria
     folder = renamed(out_dir, out, "--out-dir", "--out") or "reports/criteria"
+    checked(n_clean=n_clean, n_seeds=n_seeds, n_suites=n_suites, n_profile=n_profile)
+    suite_sizes = tuple(numbers(sizes, "--sizes", int) or ())
+    if not suite_sizes or min(suite_sizes) < 1:
+        raise InputError(f"--sizes must be suite sizes of at least 1, got {sizes!r}")
+    from ..generate import generator_class
+    for method in names(methods, "--methods") or ():
+        generator_class(method)                 # an unknown method: its one line, now
+    preflight(models=names(models, "--models") or (), folders=[("--out-dir", folder)])
     result = build_criteria(Path(folder), tuple(names(models, "--models") or MNIST_MODELS),
                             progress=log, n_clean=n_clean, n_seeds=n_seeds,
-                            sizes=tuple(numbers(sizes, "--sizes", int) or ()),
+                            sizes=suite_sizes,
                             n_suites=n_suites, n_profile=n_profile,
                             methods=tuple(names(methods, "--methods") or ()))
     if json_out:
