@@ -421,12 +421,17 @@ def _show(show_key: str, run_id: str, model: str | None = None) -> None:
 
 def job_panel(kind: str, show_key: str | None = None, limit: int = 4,
               model: str | None = None, cancelled_note: str = PARTIAL_NOTE,
-              follow_running: bool = False) -> None:
+              follow_running: bool = False, body: Callable[[list[Card]], None] | None = None,
+              live: bool = False) -> None:
     """The cards of a kind's jobs, polled while any of them is active. When one of them
     finishes (started here or in another session), the whole page reruns with its results
     selected in ``show_key`` (cancelled and failed runs are never selected by themselves).
     ``follow_running``: as soon as a job started in this session has its run, the page
-    reruns with that run selected (a page that draws a running run live, e.g. campaigns)."""
+    reruns with that run selected (a page that draws a running run live, e.g. campaigns).
+    ``body``: what the page draws below the cards in the same fragment, from the same look
+    at the store (it gets the cards and may set their ``message`` before they are drawn), so
+    the cards and the results agree at every poll; ``live``: poll even with no active card
+    (the shown run is running)."""
     watch = st.session_state.setdefault("jobs_watch", {})
     followed = st.session_state.setdefault("jobs_followed", set())
 
@@ -462,11 +467,15 @@ def job_panel(kind: str, show_key: str | None = None, limit: int = 4,
         now = cards(kind, session_jobs(), model=model)[:limit]
         if note(now):                      # ended while only this fragment was rerunning
             st.rerun()
-        for i, card in enumerate(now):
-            render_card(card, key=f"{kind}-{i}", show_key=show_key,
-                        cancelled_note=cancelled_note)
+        box = st.container()
+        if body is not None:
+            body(now)
+        with box:
+            for i, card in enumerate(now):
+                render_card(card, key=f"{kind}-{i}", show_key=show_key,
+                            cancelled_note=cancelled_note)
 
-    st.fragment(panel, run_every=POLL_SECONDS if active else None)()
+    st.fragment(panel, run_every=POLL_SECONDS if active or live else None)()
 
 
 # ---------------------------------------------------------------- choosing a run to show

@@ -38,6 +38,20 @@ def _run_id(v: str):
     return v if v and len(v) < 80 and all(c.isalnum() or c == "-" for c in v) else None
 
 
+def _text(limit: int = 40):
+    """A short value typed in a box (a budget such as 30s, a group such as "class 3")."""
+    def parse(v: str):
+        v = str(v).strip()
+        return v if 0 < len(v) <= limit and all(c.isalnum() or c in " →-_.,:" for c in v) \
+            else None
+    return parse
+
+
+def _campaign_guide(v: str):
+    from rnncon_core.campaign import guide_names
+    return v if v in guide_names() else None
+
+
 def _threshold():
     return _number(float, 0.0, 0.95, 0.05)
 
@@ -60,10 +74,18 @@ PAGE_PARAMS = {
               "run": ("gates_run", _run_id)},
     "generate": {"run": ("gen_show", _run_id)},
     "perturbations": {"run": ("pert_run", _run_id)},
+    "campaign": {"guide": ("camp_guide", _campaign_guide), "budget": ("camp_budget", _text()),
+                 "seeds": ("camp_seeds", _number(int, 1, 2000)),
+                 "seed": ("camp_seed", _number(int, 0, 2 ** 31 - 1)),
+                 "run": ("camp_show", _run_id), "against": ("camp_axis",
+                                                             _choice(("seconds", "calls"))),
+                 "show": ("camp_filter", _choice(("valid", "invalid", "all"))),
+                 "group": ("camp_group", _text())},
     "retrain": {"source": ("retrain_from", _run_id), "run": ("retrain_show", _run_id)},
     "runs": {"run": ("runs_one", _run_id)},
 }
 _APPLIED = "_url_restored"
+_PAGE = "_url_page"
 
 
 def page_name(page) -> str:
@@ -73,6 +95,7 @@ def page_name(page) -> str:
 def restore(page) -> None:
     """Once per browser session: the model, data set and this page's settings from the URL."""
     ss = st.session_state
+    ss[_PAGE] = page_name(page)          # what sync() publishes from inside a fragment
     if ss.get(_APPLIED):
         return
     ss[_APPLIED] = True
@@ -91,7 +114,7 @@ def restore(page) -> None:
 
 
 def view(page) -> dict:
-    """What the URL holds for this session and page now."""
+    """What the URL holds for this session and page (a page, or its name) now."""
     sel = state.current()
     out = {}
     if sel.model is not None:
@@ -99,7 +122,8 @@ def view(page) -> dict:
         if sel.shipped and sel.dataset and not sel.dataset.startswith("own: "):
             out["data"] = sel.dataset
     ss = st.session_state
-    for param, (key, _) in PAGE_PARAMS.get(page_name(page), {}).items():
+    name = page if isinstance(page, str) else page_name(page)
+    for param, (key, _) in PAGE_PARAMS.get(name, {}).items():
         value = ss.get(key)
         if value is not None and not isinstance(value, (list, dict)):
             out[param] = str(value)
@@ -115,3 +139,11 @@ def publish(page) -> None:
             q.from_dict(want)
     except Exception:  # noqa: BLE001 - the address bar is a convenience: never break a page
         pass
+
+
+def sync() -> None:
+    """Publish from inside a fragment (a slider or a picker that reruns only its fragment):
+    the frame's publish runs only after a whole page."""
+    name = st.session_state.get(_PAGE)
+    if name:
+        publish(name)

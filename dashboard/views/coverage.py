@@ -4,7 +4,7 @@ CS_C's sections and every criterion."""
 import pandas as pd
 import streamlit as st
 
-from dashboard import images, perf, state
+from dashboard import images, perf, state, urlstate
 from rnncon_core.reports import charts
 from rnncon_core.reports import html as report
 from rnncon_core.errors import RNNConError
@@ -26,9 +26,10 @@ settings = st.popover(f"Settings: {ss.get('cov_n', state.DEFAULT_INPUTS)} test i
                       f"({ss.get('cov_values', state.DEFAULT_NORM[1])}) · "
                       f"rows by {ss.get('cov_by', 'layer')}", icon=":material/tune:",
                       help="The measurement's settings (the profile): open to change them.")
+ss.setdefault("cov_n", state.DEFAULT_INPUTS)        # or the URL's (urlstate.restore)
 with settings:
-    n_inputs = st.select_slider("Test inputs", state.INPUT_CHOICES, value=state.DEFAULT_INPUTS,
-                                key="cov_n", help="The first N inputs of the test split.")
+    n_inputs = st.select_slider("Test inputs", state.INPUT_CHOICES, key="cov_n",
+                                help="The first N inputs of the test split.")
     granularity = st.radio("Granularity", ["unit", "edge"], horizontal=True, key="cov_gran",
                            help="unit: one contribution per gate unit, step and part (the "
                                 "paper's Table 1 count); edge: one per source neuron and weight "
@@ -73,6 +74,7 @@ def at_threshold():
                   help="A contribution (or neuron) counts as covered when its normalized "
                        "value exceeds this for some input.")
     t = round(t, 2)             # the cache key of the warm-up's figures at each stop
+    urlstate.sync()             # this fragment's rerun: the address bar follows the slider
     with perf.rerun("Coverage · threshold", perf.session_id()):
         view = state.coverage_at(*profile, by, t)
         rate, covered, total = view["rconc"]
