@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +27,19 @@ DEFAULT_MODEL = "mnist-lstm"
 SAMPLE_SIZE = 16            # the Models page's sample of test inputs
 DEFAULT_INPUTS = 200        # the Coverage and Gates pages' default number of test inputs
 MAX_UPLOAD_MB = 50          # also server.maxUploadSize in .streamlit/config.toml
-UPLOAD_DIR = Path(tempfile.gettempdir()) / "rnncon-uploads"
+
+
+def upload_dir() -> Path:
+    """Where uploads are kept: ``uploads/<digest>/<file>`` in the server's run store (runs/
+    or RNNCON_RUNS), so they survive a restart and the runs made with them find them again."""
+    from rnncon_core import runs
+    return Path(runs.RUNS_DIR) / "uploads"
+
+
+def __getattr__(name: str):
+    if name == "UPLOAD_DIR":          # state.UPLOAD_DIR: the run store's, read when asked
+        return upload_dir()
+    raise AttributeError(name)
 
 
 @dataclass(frozen=True)
@@ -98,7 +109,8 @@ def datasets_for(model_ref: str) -> list[str]:
 
 
 def save_upload(name: str, content: bytes) -> Path:
-    """Write an uploaded file to a temporary folder named by its hash; return the path."""
+    """Write an uploaded file to the run store's uploads, in a folder named by its hash;
+    return the path."""
     if len(content) > MAX_UPLOAD_MB * 1024 * 1024:
         raise ModelLoadError(f"{name} is {len(content) / 2**20:.1f} MB; uploads are limited to "
                              f"{MAX_UPLOAD_MB} MB")
@@ -107,11 +119,65 @@ def save_upload(name: str, content: bytes) -> Path:
                              f"model.save('model.keras') writes one)")
     digest = hashlib.sha256(content).hexdigest()[:16]
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", Path(name).name)
-    path = UPLOAD_DIR / digest / safe
+    path = upload_dir() / digest / safe
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
         path.write_bytes(content)
     return path
+
+
+MODEL_SUFFIXES = (".keras", ".onnx")
+
+
+def uploaded_models() -> dict[str, str]:
+    """The models uploaded so far (newest first): path -> label."""
+    root = upload_dir()
+    found = [p for p in root.glob("*/*") if p.suffix.lower() in MODEL_SUFFIXES] \
+        if root.is_dir() else []
+    found.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    return {str(p): upload_label(str(p)) for p in found}
+
+
+def upload_digest(path: str | None) -> str | None:
+    """The digest folder of an uploaded file (None for anything else)."""
+    if not path:
+        return None
+    p = Path(path)
+    try:
+        p.resolve().relative_to(upload_dir().resolve())
+    except (ValueError, OSError):
+        return None
+    return p.parent.name
+
+
+def upload_label(path: str) -> str:
+    """How an uploaded file is shown: its name and a short digest, never its server path."""
+    return f"upload: {Path(path).name} · {upload_digest(path)[:8]}"
+
+
+def find_upload(digest: str, suffixes=MODEL_SUFFIXES) -> str | None:
+    """The uploaded file (a model, or with ``suffixes=(".npz",)`` a data set) in the folder
+    named by ``digest`` (a URL's ``upload:<digest>``), or None."""
+    if not re.fullmatch(r"[0-9a-f]{8,64}", digest or ""):
+        return None
+    folder = upload_dir() / digest
+    hits = sorted(p for p in folder.glob("*") if p.suffix.lower() in suffixes) \
+        if folder.is_dir() else []
+    return str(hits[0]) if hits else None
+
+
+def data_label(name: str | None) -> str:
+    """A data set's name as the pages show it (an uploaded .npz by its file name)."""
+    if name and upload_digest(name):
+        return upload_label(name)
+    return name or "—"
+
+
+def public(text: str) -> str:
+    """``text`` with every uploaded file's server path replaced by its label."""
+    root = str(upload_dir().resolve())
+    return re.sub(re.escape(root) + r"/[0-9a-f]+/[A-Za-z0-9._-]+",
+                  lambda m: upload_label(m.group()), str(text))
 
 
 # ---------------------------------------------------------------- cached engine calls

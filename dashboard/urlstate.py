@@ -4,8 +4,10 @@ The frame calls :func:`restore` before the page runs: a new session (a reload, a
 shared link) takes the model, data set and the page's settings from its URL, each one checked
 (an unknown model, a value off the page's choices: ignored, never an error). After the page ran,
 :func:`publish` writes the view back, so the address bar always holds it. An uploaded model
-is never put in the URL (its server path is nobody's business); the view then says
-``model=upload`` and a new session starts on the default model.
+is named by the digest of its folder in the run store (``model=upload:<digest>``,
+``data=upload:<digest>``; never by its server path), so a reload or a shared link on the
+same server opens it again; a test set uploaded as .npy files is not kept (the view then
+falls back to a data set that fits).
 """
 from __future__ import annotations
 
@@ -50,6 +52,16 @@ def _text(limit: int = 40):
 def _campaign_guide(v: str):
     from rnncon_core.campaign import guide_names
     return v if v in guide_names() else None
+
+
+UPLOAD = "upload:"          # model=upload:<digest>: a file in the run store's uploads
+
+
+def _data(v: str | None) -> str | None:
+    """A data set named in the URL: a built-in name, or an uploaded .npz by its digest."""
+    if v and v.startswith(UPLOAD):
+        return state.find_upload(v.removeprefix(UPLOAD), (".npz",))
+    return v
 
 
 def _threshold():
@@ -103,10 +115,19 @@ def restore(page) -> None:
     model = q.get("model")
     if model and model in state.shipped():
         own = zoo.ARCHITECTURES[model].dataset
-        data = q.get("data") or own
+        data = _data(q.get("data")) or own
         if data != own and data not in zoo.model_datasets(model):
             data = own
         ss["selection"] = state.Selection(model, model, data)
+    elif model and model.startswith(UPLOAD):
+        path = state.find_upload(model.removeprefix(UPLOAD))
+        try:
+            fits = state.datasets_for(path) if path else []
+        except Exception:  # noqa: BLE001 - a file that no longer loads: the default model
+            fits = []
+        data = _data(q.get("data"))
+        if fits or data:
+            ss["selection"] = state.Selection(path, state.upload_label(path), data or fits[0])
     for param, (key, parse) in PAGE_PARAMS.get(page_name(page), {}).items():
         value = parse(q.get(param)) if q.get(param) is not None else None
         if value is not None and key not in ss:
@@ -118,8 +139,12 @@ def view(page) -> dict:
     sel = state.current()
     out = {}
     if sel.model is not None:
-        out["model"] = sel.model if sel.shipped else "upload"
-        if sel.shipped and sel.dataset and not sel.dataset.startswith("own: "):
+        digest = state.upload_digest(sel.model)
+        out["model"] = sel.model if sel.shipped else f"{UPLOAD}{digest}" if digest else "upload"
+        data_digest = state.upload_digest(sel.dataset)
+        if data_digest:
+            out["data"] = f"{UPLOAD}{data_digest}"
+        elif sel.shipped and sel.dataset and not sel.dataset.startswith("own: "):
             out["data"] = sel.dataset
     ss = st.session_state
     name = page if isinstance(page, str) else page_name(page)

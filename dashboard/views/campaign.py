@@ -42,7 +42,7 @@ for key, value in (("camp_guide", "rconc"), ("camp_budget", "2m"),
     ss.setdefault(key, value)
 
 with st.form("camp_form"):
-    st.markdown(f"**Model:** {sel.label} · **seeds from:** the {sel.dataset} test split")
+    st.markdown(f"**Model:** {sel.label} · **seeds from:** the {state.data_label(sel.dataset)} test split")
     c = st.columns(4)
     guides = camp.guide_names()
     guide = c[0].selectbox("Guide", guides, key="camp_guide",
@@ -74,10 +74,6 @@ def _runs() -> dict:
     return {r.run_id: r for r in store.list(kind="campaign") if r.model == str(sel.model)}
 
 
-def _status(info) -> str:
-    return "running" if info.status == "running" else info.status
-
-
 def _metrics(h: dict, info) -> None:
     m = st.columns(5)
     if h["checked"]:
@@ -95,7 +91,7 @@ def _metrics(h: dict, info) -> None:
         m[1].metric("(true, predicted) pairs", f"{h['distinct_pairs']:,}")
         m[2].metric("Coverage", f"{h['coverage']:.4f}" if h["coverage"] is not None else "—")
     m[3].metric("Model calls", f"{h['calls']:,}" if h["calls"] is not None else "—")
-    m[4].metric("Status", _status(info))
+    m[4].metric("Status", info.status)
     if h["checked"]:
         cov = f"{h['coverage']:.4f}" if h["coverage"] is not None else "— (no criterion)"
         st.caption(f"{h['valid_faults']:,} valid and {h['invalid_faults']:,} invalid of "
@@ -180,9 +176,11 @@ def _view(cards: list) -> None:
         return
     if ss.get("camp_show") not in by_id:
         ss["camp_show"] = next(iter(by_id))
+    # the options' text never changes while the picker is shown (the browser keeps the text
+    # of the chosen option: a status in it stayed "running" after Cancel); the Status metric
+    # and each card say the status
     run_id = st.selectbox("Campaign", list(by_id), key="camp_show",
-                          format_func=lambda r: f"{by_id[r].method} · {_status(by_id[r])} · "
-                                                f"{r}")
+                          format_func=lambda r: f"{by_id[r].method} · {r}")
     info = by_id[run_id]
     if (info.status == "running") != ss.get("camp_live", False):
         ss["camp_live"] = info.status == "running"

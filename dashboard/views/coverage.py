@@ -99,7 +99,7 @@ def at_threshold():
         with left.container(key="cov_by_layer"):
             st.markdown(state.coverage_bars(*profile, by, t), unsafe_allow_html=True)
         one_unit_note(right, granularity)
-        right.caption(f"{view['n_inputs']} inputs of the {sel.dataset} test split, model "
+        right.caption(f"{view['n_inputs']} inputs of the {state.data_label(sel.dataset)} test split, model "
                       f"{sel.label}, {granularity} granularity, {normalize} normalization of "
                       f"{values} values"
                       + (" (the paper's formula as written, Eq. 3)." if (normalize, values) == state.EQ3_AS_WRITTEN
@@ -160,7 +160,7 @@ def one_unit_note(where, granularity: str) -> None:
 def coverage_report(t: float, source: str) -> str:
     """The report at threshold t (called by the download, outside this session's run: it
     reads only the server-wide caches and the values passed in)."""
-    facts = {"model": sel.label, "data": f"{sel.dataset}: the first {n_inputs} test inputs",
+    facts = {"model": sel.label, "data": f"{state.data_label(sel.dataset)}: the first {n_inputs} test inputs",
              "data source": source}
     settings = {"threshold": t, "granularity": granularity, "normalize": normalize,
                 "values": values, "RConC rows": by, "inputs": n_inputs}

@@ -23,7 +23,7 @@ sel = state.require_model()
 store = jobs.store()
 
 sources = results.retrain_sources(store, sel.model)
-st.markdown(f"**Model:** {sel.label} · **data:** {sel.dataset}")
+st.markdown(f"**Model:** {sel.label} · **data:** {state.data_label(sel.dataset)}")
 if not sources:
     st.info("No generation run with adversarial inputs for this model yet: start one on "
             "the Generate page, then come back.")
