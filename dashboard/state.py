@@ -155,6 +155,18 @@ def upload_label(path: str) -> str:
     return f"upload: {Path(path).name} · {upload_digest(path)[:8]}"
 
 
+def check_upload(path: str):
+    """Load an uploaded model (cached); a file that does not load is removed from the
+    uploads (it would be offered again in the picker) and its error raised."""
+    try:
+        return model(path)
+    except RNNConError:
+        import shutil
+        if upload_digest(path):
+            shutil.rmtree(Path(path).parent, ignore_errors=True)
+        raise
+
+
 def find_upload(digest: str, suffixes=MODEL_SUFFIXES) -> str | None:
     """The uploaded file (a model, or with ``suffixes=(".npz",)`` a data set) in the folder
     named by ``digest`` (a URL's ``upload:<digest>``), or None."""

@@ -110,7 +110,7 @@ with left:
         if upload is not None:
             try:
                 path = state.save_upload(upload.name, upload.getvalue())
-                state.model(str(path))                 # loads and checks it (cached)
+                state.check_upload(str(path))          # loads and checks it (cached)
                 own = own_test_set(str(path)) \
                     or own_dataset(str(path))             # the user's .npy or .npz, if given
                 fits = ([own] if own else []) + state.datasets_for(str(path))

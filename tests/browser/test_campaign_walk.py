@@ -104,8 +104,9 @@ def test_campaign_walk_agrees_everywhere(tmp_path):
             assert "budget=3m" in page.url, page.url
             page.reload()                                       # mid-run
             page.get_by_role("heading", name="Campaign", exact=True).wait_for()
-            assert page.get_by_role("textbox", name="Budget", exact=True).input_value() \
-                == "3m", "the typed budget survives a reload"
+            page.wait_for_function(                             # the typed budget is kept
+                "() => [...document.querySelectorAll('.st-key-camp_budget input')]"
+                ".some(i => i.value === '3m')", timeout=60_000)
             _agree(page, run_id, "running")
             page.get_by_role("button", name="Cancel").click()
             s = _agree(page, run_id, "cancelled")
