@@ -49,28 +49,27 @@ def _n(text: str | None) -> int | None:
 
 
 def _agree(page, run_id: str, status: str, timeout: float = 60) -> dict:
-    """Wait for a snapshot where the shown run has ``status`` everywhere, then check that
-    the card, the metrics, the picker and the groups agree."""
+    """Wait for a snapshot where the shown run has ``status`` everywhere and its card says
+    its counts (a running or cancelled card does; a finished one says how long it took);
+    every snapshot on the way must not contradict itself: a count on the card is the
+    metric's, and the groups hold every fault."""
     deadline, last = time.time() + timeout, None
     while time.time() < deadline:
         s = page.evaluate(SNAPSHOT)
-        last = s
-        if s and s["status"] == status and s["picker"] and run_id in s["picker"] and \
-                (s["groups"] or s["nofault"]):
-            break
+        if s and s["picker"] and run_id in s["picker"] and s["headline"]:
+            last, head = s, _n(s["headline"])
+            mine = [c for c in s["card"] if run_id.rsplit("-", 1)[-1] in c]
+            said = [re.search(r"([\d,]+) (fault classes|distinct faults)", c) for c in mine]
+            for c, m in zip(mine, said):
+                if m and s["status"] == status:
+                    assert _n(m.group(1)) == head, ("the card and the metrics", c, s)
+            if s["groups"] and not s["checked"] and s["status"] == status:
+                assert _n(s["groups"]) == head, ("the groups and the metrics", s)
+            if s["status"] == status and (s["groups"] or s["nofault"]) and mine and \
+                    (status == "finished" or all(said)):
+                return s
         time.sleep(0.3)
-    else:
-        raise AssertionError(f"the page never showed {run_id} {status}: {last}")
-    head = _n(s["headline"])
-    mine = [c for c in s["card"] if run_id.rsplit("-", 1)[-1] in c]
-    if status != "running":
-        assert mine, ("the shown run's card", s)
-    for c in mine:
-        # the card's counts are the metrics' ("N fault classes" or "N distinct faults")
-        assert re.search(rf"\b{head:,} (fault classes|distinct faults)", c), (c, s)
-    if s["groups"] and not s["checked"]:
-        assert _n(s["groups"]) == head, s            # the groups hold every fault
-    return s
+    raise AssertionError(f"the page never showed {run_id} {status} everywhere: {last}")
 
 
 @pytest.mark.timeout(900)
