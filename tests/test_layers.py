@@ -3,7 +3,7 @@
 has no circle, and neither the core nor the CLI imports the dashboard.
 
 The order (docs/internals.md draws it): ground (errors, paths, io, params, registry) ->
-data, textdiff -> zoo -> trace -> coverage -> generate -> text -> quality -> retrain, campaign
+data, textdiff -> zoo -> trace -> coverage -> generate -> text -> quality, validity -> retrain, campaign
 -> runs -> jobs -> experiments -> reports -> cli -> dashboard.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ LAYERS = [
     ("rnncon_core.coverage",),
     ("rnncon_core.generate",),
     ("rnncon_core.text",),
-    ("rnncon_core.quality", "rnncon_core.checks"),
+    ("rnncon_core.quality", "rnncon_core.checks", "rnncon_core.validity"),
     ("rnncon_core.retrain", "rnncon_core.campaign"),
     ("rnncon_core.runs",),
     ("rnncon_core.jobs",),

@@ -51,13 +51,15 @@ def _one_cpu() -> None:
 class _Worker:
     """One actor: the model, its campaign over a share of the seeds."""
 
-    def __init__(self, model_ref, x, y, guide, guide_params, values, seed, kind, share):
+    def __init__(self, model_ref, x, y, guide, guide_params, values, seed, kind, share,
+                 validity=None):
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         _one_cpu()
         from ..zoo import load_model, with_steps
         from .prepare import make_campaign, make_guide
         model = with_steps(load_model(model_ref), x.shape[1])
-        self.camp = make_campaign(model, x, y, guide, guide_params, values, seed, kind)
+        self.camp = make_campaign(model, x, y, guide, guide_params, values, seed, kind,
+                                  validity)
         if share and self.camp.guide is not None:
             self.camp.delta = make_guide(guide, model, guide_params)
 
@@ -88,6 +90,7 @@ class _Worker:
         c = self.camp
         out = {"faults": c.faults.rows.arrays(f0), "queue": c.queue.rows.arrays(q0),
                "calls": c.calls, "batches": c.batches, "model_seconds": c.model_seconds,
+               "validity_seconds": c.validity_seconds,
                "faults_total": c.faults.total, "guide": None}
         if c.delta is not None:
             out["guide"] = c.delta._state_arrays()
@@ -97,7 +100,7 @@ class _Worker:
     def learn(self, keys: dict) -> None:
         """Fault keys the other workers found: no longer new here (not re-predicted, not
         explored as parents, no reset of a root's stale count)."""
-        self.camp.faults.know(keys["label"], keys["pred"], keys["state"])
+        self.camp.faults.know(keys["label"], keys["pred"], keys["state"], keys.get("valid"))
 
     def load_guide(self, arrays) -> None:
         self.camp.guide._load_state(arrays)
@@ -119,9 +122,11 @@ class _Worker:
 
 def run_on_ray(model, dataset, *, guide, budget, seeds, seed, inputs, labels, guide_params,
                store, progress,
-               should_stop, old, workers, ray_address, values, log, ray_runtime=None) -> dict:
+               should_stop, old, workers, ray_address, values, log, ray_runtime=None,
+               validity=None, reference_model=None) -> dict:
     """run_campaign's Ray path (same arguments); returns the summary with ``run_id``."""
-    from .prepare import ensure_profile, input_kind, load_seeds, make_guide
+    from .prepare import (ValiditySpec, ensure_profile, input_kind, load_seeds, make_guide,
+                          validity_spec)
     from .record import _progress, finish, read_rows
     if ray_runtime is None:
         raise InputError("a campaign on Ray needs the runtime of rnncon_core.jobs "
@@ -137,15 +142,19 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, inputs, labels, gu
     kind = input_kind(keras_model)
     ensure_profile(keras_model, x_train, kind, log)
     merged = make_guide(guide, keras_model, guide_params)
+    spec = validity if isinstance(validity, ValiditySpec) or (old is not None) else \
+        validity_spec(validity, ds_name, reference_model, kind, log)
     config = {"model": model, "dataset": ds_name, "guide": guide,
               "guide_params": guide_params or {}, "budget": budget.text(),
               "seeds": int(seeds), "seed": int(seed), "params": dict(values), "kind": kind,
               "workers": int(workers), "ray_address": ray_address,
+              "validity": None if spec is None else spec.config(),
               "resumed_from": None if old is None else old.run_id}
     if old is not None and old.config.get("workers", 0) != workers:
         raise InputError(f"run {old.run_id} ran on {old.config.get('workers') or 'no'} Ray "
                          f"workers: resume it with the same --workers")
-    view = Campaign(keras_model, x, y, merged, values, seed, kind, None)      # the driver's
+    view = Campaign(keras_model, x, y, merged, values, seed, kind, None,     # the driver's
+                    validity=None if spec is None else spec.oracle(kind))
     view.queue.capacity = workers * values["max_queue"]
     with ray_runtime(workers, ray_address) as ray, \
             store.start("campaign", model=model, method=guide, config=config) as run:
@@ -153,7 +162,8 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, inputs, labels, gu
         run.save_npz("seeds", x=x, y=y)
         Worker = ray.remote(num_cpus=1)(_Worker)
         actors = [Worker.remote(model, x[w::workers], y[w::workers], guide, guide_params,
-                                values, seed if w == 0 else [seed, w], kind, workers > 1)
+                                values, seed if w == 0 else [seed, w], kind, workers > 1,
+                                spec)
                   for w in range(workers)]
         ray.get([a.warm.remote() for a in actors])     # Ray's start-up is not the budget's
         if old is None:
@@ -196,12 +206,13 @@ def _absorb(run, view: Campaign, deltas, actors, ray) -> None:
         f = d["faults"]
         if len(f.get("label", ())):
             own[w].append(**f)        # a fault another worker found first stays the worker's
-            new = view.faults.new_mask(f["label"], f["pred"], f["state"])
+            new = view.faults.new_mask(f["label"], f["pred"], f["state"], f.get("valid"))
             view.faults.add(**{k: v[new] for k, v in f.items()},
                             worker=np.full(int(new.sum()), w))
     view.calls = sum(d["calls"] for d in deltas)
     view.batches = sum(d["batches"] for d in deltas)
     view.model_seconds = sum(d["model_seconds"] for d in deltas)
+    view.validity_seconds = sum(d.get("validity_seconds", 0.0) for d in deltas)
     view.faults.total = sum(d["faults_total"] for d in deltas)
     guide = view.guide
     if guide is not None and len(actors) > 1:
@@ -229,7 +240,7 @@ def _share_faults(view: Campaign, f0: int, actors, ray) -> None:
     if len(actors) < 2 or len(view.faults) <= f0:
         return
     rows = view.faults.rows.arrays(f0)
-    ref = ray.put({k: rows[k] for k in ("label", "pred", "state")})
+    ref = ray.put({k: rows[k] for k in ("label", "pred", "state", "valid") if k in rows})
     ray.get([a.learn.remote(ref) for a in actors])
 
 

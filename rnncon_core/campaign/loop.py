@@ -53,7 +53,8 @@ from .mutations import MUTATION_PARAMS, Mutator
 from .queue import FaultSet, SeedQueue
 
 CURVE_COLUMNS = ("seconds", "calls", "coverage", "distinct_faults", "distinct_pairs",
-                 "queue", "faults", "model_seconds")
+                 "queue", "faults", "model_seconds", "valid_faults", "valid_pairs",
+                 "valid_roots")
 
 LOOP_PARAMS = Params(
     Param("parents", 8, IntRange(1, 4096), "Queue entries picked per batch.",
@@ -89,6 +90,16 @@ def loop_label(values: dict) -> str:
     what tells campaigns of the old loop (``YIELD_BEFORE``) from the new in a report."""
     v = {**YIELD_BEFORE, **{k: values[k] for k in YIELD_BEFORE if k in values}}
     return f"explore_faults={bool(v['explore_faults'])},stale_picks={float(v['stale_picks']):g}"
+
+
+def widen_curve(rows) -> np.ndarray:
+    """Curve rows of any earlier version (fewer columns: no validity) padded with NaN."""
+    rows = np.asarray(rows, np.float64)
+    rows = rows.reshape(len(rows), -1) if rows.size else np.zeros((0, len(CURVE_COLUMNS)))
+    if rows.shape[1] < len(CURVE_COLUMNS):
+        pad = np.full((len(rows), len(CURVE_COLUMNS) - rows.shape[1]), np.nan)
+        rows = np.concatenate([rows, pad], axis=1)
+    return rows
 
 
 def _grad_fn(model):
@@ -135,8 +146,10 @@ class Campaign:
     """The loop's state and one batch at a time (``start`` once, then ``step``)."""
 
     def __init__(self, model, x, y, guide, values: dict, seed: int, kind: str,
-                 abstraction, lexicon=None, faults_only: bool = False):
+                 abstraction, lexicon=None, faults_only: bool = False, validity=None):
         self.model, self.kind, self.values = model, kind, values
+        self.validity = validity               # a validity.Oracle, or None (not checked)
+        self.validity_seconds = 0.0            # spent checking faults and reading features
         self.guide = guide                     # a Criterion, or None (unguided)
         if faults_only and guide is not None:
             raise InputError("faults_only is the unguided baseline 'faults': give no guide")
@@ -160,6 +173,7 @@ class Campaign:
         self._grad = _grad_fn(model) if kind == "image" and \
             "gradient" in self.mutator.families else None
         self._outputs = None        # the traced pass without a guide (coverage.forward_outputs)
+        self._with_features = None  # predictions and penultimate features (fault classes)
 
     # -- the model
     def predict(self, x) -> np.ndarray:
@@ -174,6 +188,27 @@ class Campaign:
         self.model_seconds += time.perf_counter() - t0
         self.calls += len(x)
         return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+    def predict_features(self, x) -> tuple[np.ndarray, np.ndarray]:
+        """The model's own forward pass over x: (predicted labels, the penultimate layer's
+        output, which fault classes are clustered in: ``classes``)."""
+        import tensorflow as tf
+
+        from .classes import feature_model
+        if self._with_features is None:
+            fm = feature_model(self.model)
+            self._with_features = tf.function(lambda t: fm(t, training=False),
+                                              reduce_retracing=True)
+        t0 = time.perf_counter()
+        dtype = tf.int32 if self.kind == "text" else tf.float32
+        outs = [self._with_features(tf.constant(x[i:i + 512], dtype))
+                for i in range(0, len(x), 512)]
+        self.model_seconds += time.perf_counter() - t0
+        self.calls += len(x)
+        pred = np.concatenate([class_labels(np.asarray(o[0])) for o in outs])
+        feat = np.concatenate([np.asarray(o[1], np.float32).reshape(len(o[1]), -1)
+                               for o in outs])
+        return pred, feat
 
     def run(self, x) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """ONE traced forward pass over the batch: (predictions, the last step's hidden
@@ -221,6 +256,9 @@ class Campaign:
         calls, secs = self.calls, self.model_seconds
         for part in (x[:1], x):
             self.predict(part)
+            self.predict_features(part)
+            if self.validity is not None:
+                self.validity.check(part, y[:len(part)], part)
             if self._grad is not None:
                 self.gradient(part, y[:len(part)])
         self.calls, self.model_seconds = calls, secs
@@ -275,7 +313,7 @@ class Campaign:
             bad = np.flatnonzero(pred != label)
             kept = self._faults(new[bad], idx[bad], label[bad], pred[bad], np.array(ops)[bad],
                                 hidden[bad])
-            found = idx[bad[kept]]
+            found = idx[bad[kept]]             # (kept: the new VALID distinct faults)
             keep = self._keep(pred == label, gain)
             if v["explore_faults"] or self.faults_only:    # a new distinct fault: a parent
                 keep[bad[kept]] = True
@@ -312,34 +350,50 @@ class Campaign:
         self.stale[fruitful_roots] = 0
 
     def _faults(self, x, parent, label, pred, ops, hidden) -> np.ndarray:
-        """Record the new distinct faults among these faulty mutants (re-predicted first);
-        returns the positions of those kept."""
+        """Record the new distinct faults among these faulty mutants: each checked for
+        validity (``validity``: would a reader still give it its root seed's label?) and
+        re-predicted by the model's own forward pass before it is kept; returns the positions
+        of the new VALID distinct faults (only those become parents or reset a root's stale
+        count; an invalid one is kept with its reason, for the gallery)."""
         none = np.zeros(0, np.int64)
         if not len(x):
             return none
         self.faults.total += len(x)
         state = self.abstraction.states_of_hidden(hidden)
-        new = self.faults.new_mask(label, pred, state)
+        todo = np.flatnonzero(~self.faults.known_valid(label, pred, state))
+        if not len(todo):
+            return none
+        root = self.queue.rows["root"][parent[todo]]
+        t0 = time.perf_counter()
+        verdict = self.validity.check(x[todo], label[todo], self.x_seeds[root]) \
+            if self.validity is not None else None
+        self.validity_seconds += time.perf_counter() - t0
+        valid = np.ones(len(todo), bool) if verdict is None else verdict.valid
+        new = self.faults.new_mask(label[todo], pred[todo], state[todo], valid)
         if not new.any():
             return none
-        at = np.flatnonzero(new)
-        x, parent, label, pred, state, ops = (a[new] for a in (x, parent, label, pred,
-                                                                 state, ops))
-        again = self.predict(x)                  # every fault re-predicted before it is kept
-        stable = again == pred
+        at = todo[new]
+        t0, m0 = time.perf_counter(), self.model_seconds
+        again, feature = self.predict_features(x[at])   # every fault re-predicted first
+        self.validity_seconds += time.perf_counter() - t0 - (self.model_seconds - m0)
+        stable = again == pred[at]
         self.unstable += int((~stable).sum())
-        root = self.queue.rows["root"][parent]
         m = int(stable.sum())
-        self.faults.add(x=x[stable], root=root[stable], label=label[stable], pred=pred[stable],
-                        state=state[stable], op=ops[stable].astype("<U24"),
-                        batch=np.full(m, self.batches), calls=np.full(m, self.calls),
-                        seconds=np.full(m, self.elapsed()))
-        return at[stable]
+        cols = {} if verdict is None else {k: v[new][stable] for k, v in verdict.rows().items()}
+        if verdict is None:
+            cols = {"valid": np.ones(m, bool), "reason": np.full(m, "", "<U120")}
+        self.faults.add(x=x[at][stable], root=root[new][stable], label=label[at][stable],
+                        pred=pred[at][stable], state=state[at][stable],
+                        op=ops[at][stable].astype("<U24"), batch=np.full(m, self.batches),
+                        calls=np.full(m, self.calls), seconds=np.full(m, self.elapsed()),
+                        feature=feature[stable], **cols)
+        return at[stable & valid[new]]
 
     def _record(self) -> None:
-        self.curve.append([self.elapsed(), self.calls, self.coverage(), len(self.faults),
-                           len(self.faults.pairs), len(self.queue), self.faults.total,
-                           self.model_seconds])
+        f = self.faults
+        self.curve.append([self.elapsed(), self.calls, self.coverage(), len(f),
+                           len(f.pairs), len(self.queue), f.total, self.model_seconds,
+                           f.n_valid, len(f.valid_pairs), len(f.valid_roots)])
 
     # -- the state as a value
     def state(self, curve: bool = True) -> dict:
@@ -350,6 +404,7 @@ class Campaign:
                "counters": np.array(json.dumps({
                    "calls": self.calls, "batches": self.batches, "seconds": self.elapsed(),
                    "model_seconds": self.model_seconds, "unstable": self.unstable,
+                   "validity_seconds": self.validity_seconds,
                    "faults_total": self.faults.total, "n_queue": len(self.queue),
                    "n_faults": len(self.faults), "rng": self.rng.bit_generator.state}))}
         if curve:
@@ -372,10 +427,11 @@ class Campaign:
             self.stale = np.asarray(state["stale"], np.int64).copy()
         self.faults.load({k: np.asarray(v)[:c["n_faults"]] for k, v in (faults or {}).items()})
         self.faults.total = c["faults_total"]
-        self.curve = np.asarray(state.get("curve", np.zeros((0, len(CURVE_COLUMNS))))).tolist()
+        self.curve = widen_curve(state.get("curve", np.zeros((0, len(CURVE_COLUMNS))))).tolist()
         self.calls, self.batches = c["calls"], c["batches"]
         self.seconds, self.model_seconds = c["seconds"], c["model_seconds"]
         self.unstable = c["unstable"]
+        self.validity_seconds = c.get("validity_seconds", 0.0)
         if warm:
             self.warm_up()
         self.rng.bit_generator.state = c["rng"]

@@ -2,6 +2,8 @@
 the training profile the profiled criteria and the abstraction read, the text lexicon."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..errors import InputError
@@ -67,12 +69,60 @@ def ensure_profile(model, x_train, kind: str, log=None) -> None:
     build_profile(model, x_train[:n], source="campaign")
 
 
-def make_campaign(model, x, y, guide: str, guide_params, values: dict, seed, kind: str):
+def make_campaign(model, x, y, guide: str, guide_params, values: dict, seed, kind: str,
+                  validity=None):
     """The loop one process and each Ray worker run: seeds ``x``, ``y`` of ``model``, guided
-    by ``guide`` (a criterion's name or a baseline, ``BASELINES``)."""
+    by ``guide`` (a criterion's name or a baseline, ``BASELINES``); its faults checked by
+    ``validity`` (a ``ValiditySpec``, or None: not checked)."""
     from .loop import Campaign
+    lexicon = _lexicon(kind)
+    oracle = validity.oracle(kind, lexicon) if validity is not None else None
     return Campaign(model, x, y, make_guide(guide, model, guide_params), values, seed, kind,
-                    make_abstraction(model, values), _lexicon(kind), faults_only(guide))
+                    make_abstraction(model, values), lexicon, faults_only(guide), oracle)
+
+
+@dataclass(frozen=True)
+class ValiditySpec:
+    """Which validity oracle a campaign's faults are checked by (``validity.oracle_for``):
+    the data set its checks were fitted on (None: the seeds came without one), the checks
+    ("default" or "off"), a user's reference model. A value, so a Ray worker and a resumed
+    campaign build the same oracle."""
+    dataset: str | None
+    checks: str = "default"
+    reference_model: str | None = None
+
+    def oracle(self, kind: str, lexicon=None, log=None):
+        from ..validity import oracle_for
+        return oracle_for(self.dataset, kind, log=log, lexicon=lexicon,
+                          reference_model=self.reference_model,
+                          checks=None if self.checks == "default" else
+                          [c for c in self.checks.split(",") if c])
+
+    def config(self) -> dict:
+        return {"dataset": self.dataset, "checks": self.checks,
+                "reference_model": self.reference_model}
+
+    @classmethod
+    def of(cls, config: dict | None, dataset: str | None):
+        """The spec stored in a campaign's config (campaigns before validity: not checked)."""
+        if config is None:
+            return None
+        return cls(config.get("dataset", dataset), config.get("checks", "default"),
+                   config.get("reference_model"))
+
+
+def validity_spec(checks: str | None, dataset: str | None, reference_model=None, kind=None,
+                  log=None):
+    """The spec a new campaign runs with (checks None: "default"; "off": None), its fitted
+    checks fitted first when missing (once per data set; logged)."""
+    checks = checks or "default"
+    if checks == "off":
+        return None
+    spec = ValiditySpec(None if dataset in (None, "inputs") else str(dataset), checks,
+                        None if reference_model is None else str(reference_model))
+    if kind is not None:
+        spec.oracle(kind, log=log)            # fits what is missing before the clock starts
+    return spec
 
 
 def make_abstraction(model, values: dict):

@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 ENTRY_KEYS = ("x", "ref", "root", "label", "shifted", "gain", "depth", "parent")
-FAULT_KEYS = ("x", "root", "label", "pred", "state", "op", "batch", "calls", "seconds")
+FAULT_KEYS = ("x", "root", "label", "pred", "state", "op", "batch", "calls", "seconds",
+              "valid", "reason", "feature")
 
 
 class Rows:
@@ -95,41 +96,69 @@ class SeedQueue:
 
 
 class FaultSet:
-    """Distinct faults: one per (true label, predicted label, abstract state)."""
+    """Distinct faults: one per (true label, predicted label, abstract state, validity): a
+    valid fault counts even where an invalid one of the same state was found first. The
+    valid ones are counted apart (``n_valid``, ``valid_pairs``, ``valid_roots``)."""
 
     def __init__(self):
         self.rows = Rows()
-        self.keys: set[tuple[int, int, int]] = set()
+        self.keys: set[tuple[int, int, int, bool]] = set()
         self.total = 0              # every faulty mutant seen, distinct or not
+        self.n_valid = 0
+        self.valid_pairs: set[tuple[int, int]] = set()
+        self.valid_roots: set[int] = set()
 
     def __len__(self) -> int:
         return len(self.rows)
 
     @property
     def pairs(self) -> set[tuple[int, int]]:
-        return {(t, p) for t, p, _ in self.keys}
+        return {(t, p) for t, p, _, _ in self.keys}
 
-    def new_mask(self, label, pred, state) -> np.ndarray:
+    @property
+    def states(self) -> int:
+        """Distinct (true, predicted, abstract state) keys, valid or not (the raw count)."""
+        return len({k[:3] for k in self.keys})
+
+    def new_mask(self, label, pred, state, valid=None) -> np.ndarray:
         """Which candidates are new distinct faults (the first of equal keys in the batch)."""
         out = np.zeros(len(label), bool)
         seen = set(self.keys)
-        for i, key in enumerate(zip(label.tolist(), pred.tolist(), state.tolist())):
+        valid = np.ones(len(label), bool) if valid is None else np.asarray(valid, bool)
+        for i, key in enumerate(zip(label.tolist(), pred.tolist(), state.tolist(),
+                                    valid.tolist())):
             if key not in seen:
                 seen.add(key)
                 out[i] = True
         return out
 
-    def add(self, **cols) -> None:
-        self.rows.append(**cols)
-        self.know(cols["label"], cols["pred"], cols["state"])
+    def known_valid(self, label, pred, state) -> np.ndarray:
+        """Which candidates have a valid fault of their key already (nothing new to check)."""
+        return np.array([k + (True,) in self.keys for k in
+                         zip(label.tolist(), pred.tolist(), state.tolist())], bool)
 
-    def know(self, label, pred, state) -> None:
+    def add(self, **cols) -> None:
+        n = len(cols["label"])
+        if "valid" not in cols:        # rows of campaigns before validity: not checked
+            cols = {**cols, "valid": np.ones(n, bool), "reason": np.full(n, "", "<U120")}
+        self.rows.append(**cols)
+        self.know(cols["label"], cols["pred"], cols["state"], cols["valid"])
+        v = np.asarray(cols["valid"], bool)
+        self.n_valid += int(v.sum())
+        self.valid_pairs.update(zip(np.asarray(cols["label"])[v].tolist(),
+                                    np.asarray(cols["pred"])[v].tolist()))
+        self.valid_roots.update(np.asarray(cols["root"])[v].tolist())
+
+    def know(self, label, pred, state, valid=None) -> None:
         """These keys are found (by this set's rows, or by another Ray worker's)."""
+        valid = np.ones(len(label), bool) if valid is None else np.asarray(valid, bool)
         self.keys.update(zip(np.asarray(label).tolist(), np.asarray(pred).tolist(),
-                             np.asarray(state).tolist()))
+                             np.asarray(state).tolist(), valid.tolist()))
 
     def load(self, arrays: dict) -> None:
         self.rows = Rows()
         self.keys = set()
+        self.n_valid = 0
+        self.valid_pairs, self.valid_roots = set(), set()
         if arrays and len(arrays.get("label", ())):
             self.add(**arrays)

@@ -56,8 +56,10 @@ def parse_budget(text) -> Budget:
 
 def _progress(run, camp, budget, progress) -> None:
     done, total = budget.fraction(camp)
-    run.progress(done, total, f"{len(camp.faults):,} distinct faults, coverage "
-                              f"{camp.coverage():.4f}, {camp.calls:,} model calls",
+    f = camp.faults
+    run.progress(done, total, f"{f.n_valid:,} valid distinct faults from "
+                              f"{len(f.valid_roots):,} seeds ({len(f) - f.n_valid:,} invalid), "
+                              f"coverage {camp.coverage():.4f}, {camp.calls:,} model calls",
                  unit=budget.unit)
     if progress is not None:
         progress(done, total)
@@ -103,6 +105,14 @@ def curve_to_log(run, state: dict, durable: bool) -> dict:
     return state
 
 
+def curve_rows(columns: dict) -> np.ndarray:
+    """A stored curve's columns as rows of ``CURVE_COLUMNS`` (columns an earlier version did
+    not store: NaN)."""
+    n = len(columns["calls"]) if "calls" in columns else 0
+    return np.stack([np.asarray(columns[c], np.float64) if c in columns else np.full(n, np.nan)
+                     for c in CURVE_COLUMNS], axis=1)
+
+
 def read_curve_log(info) -> np.ndarray:
     """The rows of ``curve.log`` (a row cut short by a kill is dropped)."""
     path = info.path / "curve.log"
@@ -122,8 +132,7 @@ def load_checkpoint(info) -> dict | None:
     if state is not None and "curve" not in state:
         state = dict(state)
         whole = info.load_npz("curve")     # a finished campaign's (its log is removed then)
-        rows = read_curve_log(info) if whole is None else \
-            np.stack([np.asarray(whole[c], np.float64) for c in CURVE_COLUMNS], axis=1)
+        rows = read_curve_log(info) if whole is None else curve_rows(whole)
         state["curve"] = rows[:int(state.get("n_curve", 0))]
     return state
 
@@ -241,9 +250,21 @@ def close_rows(run) -> None:
 
 
 def summary_of(camp: Campaign, config: dict, budget: Budget, stopped: bool) -> dict:
+    """The campaign's figures. The headline is ``fault_classes``: valid faults grouped into
+    classes within each (true, predicted) pair (``classes``), beside the root seeds behind them
+    (``fault_roots``); ``distinct_faults`` (every distinct fault by abstract state, valid or
+    not) is the secondary figure."""
+    from .classes import class_counts
     secs = camp.elapsed()
     first = camp.curve[0] if camp.curve else [0.0] * len(CURVE_COLUMNS)
+    counts = class_counts(camp.faults.rows.arrays())
+    counts.pop("fault_class")
+    oracle = camp.validity
     return {"guide": config["guide"], "model": config["model"], "dataset": config["dataset"],
+            **counts, "validity": oracle.describe() if oracle is not None else
+            ["not checked (--validity off)"],
+            "validity_seconds": round(camp.validity_seconds, 3),
+            "validity_share": round(camp.validity_seconds / secs, 4) if secs > 0 else None,
             "budget": budget.text(), "seeds": int(len(camp.x_seeds)),
             "seconds": round(secs, 3), "calls": int(camp.calls),
             "batches": int(camp.batches), "coverage_start": first[2],
@@ -253,6 +274,7 @@ def summary_of(camp: Campaign, config: dict, budget: Budget, stopped: bool) -> d
             "model_seconds": round(camp.model_seconds, 3),
             "overhead": round(secs / camp.model_seconds, 3) if camp.model_seconds else None,
             "faults_per_minute": 60 * len(camp.faults) / secs if secs > 0 else 0.0,
+            "valid_faults_per_minute": 60 * camp.faults.n_valid / secs if secs > 0 else 0.0,
             "memory_mb": round((camp.queue.rows.nbytes() + camp.faults.rows.nbytes()) / 2**20,
                                2),
             "stopped": bool(stopped), "partial": bool(stopped),
@@ -303,21 +325,39 @@ def live_state(info) -> dict:
             curve = {c: rows[:, i] for i, c in enumerate(CURVE_COLUMNS)}
     if curve is None:
         curve = {c: np.zeros(0) for c in CURVE_COLUMNS}
+    n = len(curve["calls"])
+    curve = {**{c: np.full(n, np.nan) for c in CURVE_COLUMNS}, **curve}    # earlier versions
     summary = dict(info.summary or {})
     if not summary and len(curve["calls"]):
-        summary = {"distinct_faults": int(curve["distinct_faults"][-1]),
-                   "distinct_pairs": int(curve["distinct_pairs"][-1]),
-                   "coverage": float(curve["coverage"][-1]), "calls": int(curve["calls"][-1])}
+        last = {c: float(curve[c][-1]) if c in curve else float("nan") for c in CURVE_COLUMNS}
+        summary = {"distinct_faults": int(last["distinct_faults"]),
+                   "distinct_pairs": int(last["distinct_pairs"]),
+                   "coverage": last["coverage"], "calls": int(last["calls"])}
+        if np.isfinite(last["valid_faults"]):
+            summary.update(valid_faults=int(last["valid_faults"]),
+                           valid_pairs=int(last["valid_pairs"]),
+                           fault_roots=int(last["valid_roots"]),
+                           invalid_faults=int(last["distinct_faults"] - last["valid_faults"]))
     return {"curve": curve, "summary": summary, "counters": counters}
 
 
 def load_campaign(info) -> dict:
-    """A stored campaign's arrays: curve (columns), faults, seeds and its summary."""
+    """A stored campaign's arrays: curve (columns), faults (with ``fault_class`` per row: -1
+    for an invalid fault; ``valid`` and ``reason``), seeds and its summary (a running
+    campaign's with its fault classes so far)."""
+    from .classes import class_counts
     live = live_state(info)
     faults = read_rows(info, "faults") or {}
     n = live["counters"].get("n_faults")
     if n is not None and faults:
         faults = {k: v[:n] for k, v in faults.items()}
+    if faults and "valid" in faults:
+        counts = class_counts(faults)
+        if counts["fault_class"] is not None:
+            faults["fault_class"] = counts.pop("fault_class")
+        if live["summary"].get("fault_classes") is None:
+            live["summary"] = {**live["summary"], **{k: v for k, v in counts.items()
+                                                     if k != "fault_class"}}
     return {"curve": live["curve"], "faults": faults, "seeds": info.load_npz("seeds") or {},
             "summary": live["summary"], "config": info.config}
 

@@ -16,7 +16,8 @@ from typing import Callable
 from ..errors import InputError, JobCancelled
 from .loop import CAMPAIGN_PARAMS, YIELD_BEFORE, Campaign
 from .mutations import input_kind
-from .prepare import ensure_profile, guide_names, load_seeds, make_campaign
+from .prepare import (ValiditySpec, ensure_profile, guide_names, load_seeds, make_campaign,
+                      validity_spec)
 from .record import (_checkpoint, _progress, _save_state, finish, load_checkpoint,
                      parse_budget, read_rows, write_rows)
 
@@ -27,7 +28,8 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
                  progress: Callable[[int, int], None] | None = None,
                  should_stop: Callable[[], bool] | None = None, resume: str | None = None,
                  workers: int = 0, ray_address: str | None = None, ray_runtime=None,
-                 log=None, **params) -> dict:
+                 log=None, validity: str | None = None, reference_model=None,
+                 **params) -> dict:
     """Run a campaign on ``model`` (a shipped name, a .keras path or a Keras model) from the
     first ``seeds`` test inputs it predicts right (None: ``prepare.DEFAULT_SEEDS``, 1,000
     for images and sequences, 100 for text), until ``budget`` is spent, guided by the
@@ -39,11 +41,14 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
     ``workers``/``ray_address``: one queue per Ray worker (``campaign.distributed``; give
     ``ray_runtime=rnncon_core.jobs.distributed.runtime``).
     ``store``: the run store to write to (``rnncon_core.runs.RunStore``; given by the caller,
-    since the store is a layer above campaigns)."""
+    since the store is a layer above campaigns).
+    ``validity``: the checks each fault passes before it counts as valid ("default": the data
+    set's, ``validity.DEFAULT_CHECKS``; "off"; or check names, comma-separated);
+    ``reference_model``: a classifier of the user's own used as the reference."""
     if store is None:     # the run store is a layer above this one: the caller opens it
         raise InputError("run_campaign needs a run store: store=rnncon_core.runs.RunStore() "
                          "(or RunStore(DIR))")
-    old = None
+    old, stored_validity = None, None
     if resume is not None:
         old = store.get(resume)
         if old.kind != "campaign":
@@ -58,6 +63,7 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
         dataset, guide, seeds, seed = cfg["dataset"], cfg["guide"], cfg["seeds"], cfg["seed"]
         guide_params, params = cfg["guide_params"], {**YIELD_BEFORE, **cfg["params"]}
         workers = cfg.get("workers", 0) if not workers else workers
+        stored_validity = cfg.get("validity")
         if budget is None:
             budget = cfg["budget"]
         if dataset == "inputs":            # the user's own seeds: the ones it stored
@@ -68,22 +74,28 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
     if guide not in guide_names():
         raise InputError(f"unknown guide {guide!r}; choose one of {', '.join(guide_names())}")
     if workers or ray_address:
+        if old is not None:
+            validity = ValiditySpec.of(stored_validity, dataset)
         from .distributed import run_on_ray
         return run_on_ray(model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed,
                           inputs=inputs, labels=labels, guide_params=guide_params,
                           store=store, progress=progress,
                           should_stop=should_stop, old=old, workers=workers or 1,
                           ray_address=ray_address, values=values, log=log,
-                          ray_runtime=ray_runtime)
+                          ray_runtime=ray_runtime, validity=validity,
+                          reference_model=reference_model)
     keras_model, x, y, x_train, ds_name = load_seeds(model, dataset, seeds, inputs, labels)
     seeds = len(x) if seeds is None else seeds
     kind = input_kind(keras_model)
     ensure_profile(keras_model, x_train, kind, log)
-    camp = make_campaign(keras_model, x, y, guide, guide_params, values, seed, kind)
+    spec = ValiditySpec.of(stored_validity, ds_name) if old is not None else \
+        validity_spec(validity, ds_name, reference_model, kind, log)
+    camp = make_campaign(keras_model, x, y, guide, guide_params, values, seed, kind, spec)
     config = {"model": str(model) if isinstance(model, str) else "in-memory model",
               "dataset": ds_name, "guide": guide, "guide_params": guide_params or {},
               "budget": budget.text(), "seeds": int(seeds), "seed": int(seed),
               "params": {k: values[k] for k in values}, "kind": kind, "workers": 0,
+              "validity": None if spec is None else spec.config(),
               "resumed_from": resume}
     with store.start("campaign", model=config["model"], method=guide, config=config) as run:
         run.save_npz("seeds", x=x, y=y)

@@ -34,9 +34,29 @@ REPORT_SEEDS_OPT = typer.Option(100, "--seeds", help="The first N test inputs ea
 EPILOG = ("Mutation and loop parameters follow as --NAME VALUE (e.g. --max-linf 0.2 "
           "--max-changed 0.02 --mutations pixel,affine,gradient --parents 8 --mutants 8); the "
           "guide's own as --guide-param NAME=VALUE. docs/campaign.md lists them.")
+VALIDITY_OPT = typer.Option("default", "--validity", help="The checks a fault must pass to "
+                            "count as valid (a reader would still give it its seed's label): "
+                            "default (images and sequences: the data set's autoencoder and "
+                            "reference classifier, fitted once; text: the reader checks of "
+                            "each edit), off, or names (`rnncon validity list`).")
+REFERENCE_OPT = typer.Option(None, "--reference-model", help="Your own reference classifier "
+                             "(.keras) instead of the fitted one.")
 _JSON_KEYS = ("run_id", "guide", "model", "budget", "seeds", "seconds", "calls", "batches",
-              "coverage_start", "coverage", "distinct_faults", "distinct_pairs", "faults_total",
-              "queue", "overhead", "faults_per_minute", "memory_mb", "stopped", "resumed_from")
+              "coverage_start", "coverage", "fault_classes", "fault_roots", "valid_faults",
+              "invalid_faults", "valid_pairs", "distinct_faults", "distinct_pairs",
+              "faults_total", "queue", "overhead", "faults_per_minute", "validity",
+              "validity_share", "memory_mb", "stopped", "resumed_from")
+
+
+def headline(out: dict) -> str:
+    """The figures a reader takes away: fault classes of valid faults and the seeds behind
+    them first, the raw count of distinct faults (abstract states) second."""
+    if out.get("fault_classes") is None:          # campaigns before validity
+        return f"{out['distinct_faults']:,} distinct faults ({out['distinct_pairs']} pairs)"
+    return (f"{out['fault_classes']:,} fault classes of {out['valid_faults']:,} valid faults "
+            f"from {out['fault_roots']:,} seeds ({out['valid_pairs']} (true, predicted) pairs; "
+            f"{out['invalid_faults']:,} invalid faults set aside; {out['distinct_faults']:,} "
+            f"distinct by abstract state)")
 
 
 def _guide_params(guide: str, pairs: list[str] | None) -> dict:
@@ -107,6 +127,8 @@ def campaign_cmd(
     workers: Optional[int] = typer.Option(None, "--workers", help="One queue per Ray worker "
                                           "(states merged); 1 gives one process's results."),
     ray_address: Optional[str] = RAY_OPT,
+    validity: str = VALIDITY_OPT,
+    reference_model: Optional[str] = REFERENCE_OPT,
     runs_dir: Optional[str] = RUNS_DIR_OPT,
     json_out: bool = JSON_OPT,
 ):
@@ -132,16 +154,15 @@ def campaign_cmd(
             model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed, inputs=x,
             labels=y, guide_params=gparams, store=runs, should_stop=interrupted, resume=resume,
             workers=workers or 0, ray_address=ray_address, ray_runtime=_ray_runtime(), log=log,
-            progress=_progress_log(unit), **params)
+            progress=_progress_log(unit), validity=validity, reference_model=reference_model,
+            **params)
     if json_out:
         emit({k: out.get(k) for k in _JSON_KEYS})
         return
-    log(f"run {out['run_id']}: {out['distinct_faults']} distinct faults "
-        f"({out['distinct_pairs']} (true, predicted) pairs, {out['faults_total']} faulty "
-        f"inputs) from {out['seeds']:,} seeds in {out['seconds']:.0f} s and {out['calls']:,} "
-        f"model calls; coverage "
-        f"{out['coverage_start']:.4f} -> {out['coverage']:.4f} ({out['guide']}); queue "
-        f"{out['queue']}")
+    log(f"run {out['run_id']}: {headline(out)}; {out['faults_total']:,} faulty inputs in "
+        f"{out['seconds']:.0f} s and {out['calls']:,} model calls from {out['seeds']:,} seeds; "
+        f"coverage {out['coverage_start']:.4f} -> {out['coverage']:.4f} ({out['guide']}); "
+        f"queue {out['queue']}")
     if seeds and out["seeds"] < seeds:
         log(f"note: {out['seeds']:,} seeds, not {seeds:,}: the model predicts only that many of "
             f"the inputs right")
@@ -167,7 +188,13 @@ def check_cmd(
                                                      help="CRITERION=RATE: fail below it "
                                                           "(repeatable or comma separated)."),
     max_faults: Optional[int] = typer.Option(None, "--max-faults", help="Fail when the "
-                                             "campaign finds more distinct faults."),
+                                             "campaign finds more faults (counted as "
+                                             "--count says)."),
+    count: str = typer.Option("classes", "--count", help="What --max-faults counts: classes "
+                              "(fault classes of valid faults), valid (valid distinct "
+                              "faults) or all (every distinct fault, valid or not)."),
+    validity: str = VALIDITY_OPT,
+    reference_model: Optional[str] = REFERENCE_OPT,
     budget: str = typer.Option("2m", "--budget", help="The campaign's budget (2m, 500calls)."),
     guide: Optional[str] = typer.Option(None, "--guide", help="Default: the first criterion of "
                                         "--min-coverage, else none."),
@@ -193,6 +220,9 @@ def check_cmd(
                          "--max-faults N")
     if max_faults is not None and max_faults < 0:
         raise InputError(f"--max-faults must be 0 or more, got {max_faults}")
+    from ..reports.campaign import FAULT_COUNTS
+    if count not in FAULT_COUNTS:
+        raise InputError(f"--count {count!r}: choose one of {', '.join(FAULT_COUNTS)}")
     guide = guide or next(iter(bounds), "none")
     x, y, _ = seed_inputs(inputs, labels, dataset)
     params = _params(ctx, param)
@@ -201,11 +231,11 @@ def check_cmd(
     with _interruptible() as interrupted:
         out = run_campaign(model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed,
                            inputs=x, labels=y, store=runs, should_stop=interrupted, log=log,
-                           **params)
+                           validity=validity, reference_model=reference_model, **params)
     info = runs.get(out["run_id"])
     from ..campaign.prepare import load_seeds
     keras_model = load_seeds(model, dataset, 1, x, y)[0]
-    table = check_bounds(info, keras_model, bounds, max_faults)
+    table = check_bounds(info, keras_model, bounds, max_faults, count)
     html_path = Path(html) if html else (Path(junit).with_suffix(".html") if junit
                                          else Path("rnncon-check.html"))
     atomic_write_text(html_path, campaign_html(info, table))
@@ -215,6 +245,7 @@ def check_cmd(
     if json_out:
         emit({"run_id": info.run_id, "passed": failed.empty, "checks": table.to_dict("records"),
               "junit": junit, "html": str(html_path)})
+    log(f"run {info.run_id}: {headline(out)}")
     for r in table.itertuples():
         log(f"{'PASS' if r.passed else 'FAIL'} {r.check}: measured {r.measured:.4g}")
     log(f"report {html_path}" + (f", JUnit {junit}" if junit else ""))

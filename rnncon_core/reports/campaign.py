@@ -32,6 +32,10 @@ from .writer import write_files
 MODELS = ("mnist-lstm", "stacked-mnist-lstm", "mnist-gru", "stacked-mnist-gru", "imdb-lstm")
 GUIDES = ("rconc", "nc", "kmnc", "state", "bc", "none", "faults")   # baselines last
 GRID_POINTS = 24
+# the measure guides are judged on: valid distinct faults (a reader would still give each its
+# seed's label; campaign.classes, validity); campaigns before validity have no such column
+MEASURE = "valid_faults"
+VALIDITY_LABEL = ",validity=default"     # in the loop label: rows before validity are apart
 COLORS = {"rconc": "#d62728", "nc": "#1f77b4", "kmnc": "#2ca02c", "state": "#9467bd",
           "bc": "#8c564b", "none": "#111111", "faults": "#7f7f7f"}
 
@@ -66,7 +70,7 @@ def welch(a, b) -> tuple[float, float, float]:
 def _grid_values(curve: dict, grid: np.ndarray, axis: str = "seconds") -> np.ndarray:
     """Distinct faults at each grid point of ``axis`` (seconds or calls: the last value
     recorded at or before it)."""
-    at, faults = np.asarray(curve[axis]), np.asarray(curve["distinct_faults"])
+    at, faults = np.asarray(curve[axis]), np.asarray(curve[MEASURE])
     pos = np.searchsorted(at, grid, side="right") - 1
     return np.where(pos >= 0, faults[np.maximum(pos, 0)], 0.0)
 
@@ -109,13 +113,16 @@ def summarize(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     difference, one row each (column ``baseline``)."""
     table, verdicts = [], []
     for (model, guide), g in rows.groupby(["model", "guide"], sort=False):
-        f, fl, fh = t_interval(g["distinct_faults"])
+        f, fl, fh = t_interval(g[MEASURE])
         p, pl, ph = t_interval(g["distinct_pairs"])
-        k, kl, kh = t_interval(1000 * g["distinct_faults"] / g["calls"])
+        k, kl, kh = t_interval(1000 * g[MEASURE] / g["calls"])
         table.append({"model": model, "guide": guide, "repeats": len(g), "faults": f,
                       "faults_low": fl, "faults_high": fh, "pairs": p, "pairs_low": pl,
                       "pairs_high": ph, "per_kcall": k, "per_kcall_low": kl,
                       "per_kcall_high": kh, "coverage": g["coverage"].mean(),
+                      "classes": g["fault_classes"].mean() if "fault_classes" in g else np.nan,
+                      "invalid": g["invalid_faults"].mean() if "invalid_faults" in g
+                      else np.nan, "all_faults": g["distinct_faults"].mean(),
                       "calls": g["calls"].mean(), "overhead": g["overhead"].mean()})
         for baseline in against(guide):
             base = rows[(rows.model == model) & (rows.guide == baseline)]
@@ -137,10 +144,10 @@ def against(guide: str) -> tuple[str, ...]:
 def _difference(g: pd.DataFrame, base: pd.DataFrame, baseline: str) -> dict:
     """Welch's 95 % intervals of guide rows ``g`` minus ``base`` (faults, pairs, per 1000
     calls) and the verdict on faults."""
-    d, lo, hi = welch(g["distinct_faults"], base["distinct_faults"])
+    d, lo, hi = welch(g[MEASURE], base[MEASURE])
     dp, plo, phi = welch(g["distinct_pairs"], base["distinct_pairs"])
-    dk, klo, khi = welch(1000 * g["distinct_faults"] / g["calls"],
-                         1000 * base["distinct_faults"] / base["calls"])
+    dk, klo, khi = welch(1000 * g[MEASURE] / g["calls"],
+                         1000 * base[MEASURE] / base["calls"])
     return {"faults_diff": d, "low": lo, "high": hi, "pairs_diff": dp, "pairs_low": plo,
             "pairs_high": phi, "per_kcall_diff": dk, "per_kcall_low": klo,
             "per_kcall_high": khi, "verdict": f"beats {baseline}" if lo > 0 else
@@ -190,21 +197,28 @@ def markdown(table: pd.DataFrame, verdicts: pd.DataFrame, settings: dict) -> str
     others = [f"{m}: {b}" for m, b in budgets.items() if b != common]
     per = common + (f" ({'; '.join(others)})" if others else "")
     source = f", from {settings['dataset']}" if settings.get("dataset") else ""
-    lines = ["# Campaigns: distinct faults in a fixed budget, by guide", "",
+    lines = ["# Campaigns: valid distinct faults in a fixed budget, by guide", "",
              f"Budget {per} per campaign, {settings['seeds']} seeds (the first "
              f"test inputs each model predicts right{source}), repeats = random seeds 0..r-1; "
-             f"measured on this machine ({settings.get('machine', '')}). Distinct faults: "
-             "distinct (true, predicted, DeepStellar abstract state) triples; pairs: distinct "
-             "(true, predicted). Intervals: 95 % t over the repeats. Loop: "
+             f"measured on this machine ({settings.get('machine', '')}). Valid distinct faults "
+             "(the measure): distinct (true, predicted, DeepStellar abstract state) triples "
+             "among the faults that pass the data set's validity checks (docs/validity.md: "
+             "an autoencoder of the training split and an independent reference classifier "
+             "for images, the reader checks of every edit for reviews); fault classes: valid "
+             "faults grouped per (true, predicted) pair by HDBSCAN in the model's penultimate "
+             "features; invalid: distinct faults set aside; pairs: distinct (true, "
+             "predicted), valid or not. Intervals: 95 % t over the repeats. Loop: "
              f"{_loop_of(settings.get('loop'))} (campaign parameters explore_faults and "
              "stale_picks).", "",
              *([settings["note"], ""] if settings.get("note") else []),
-             "| model | guide | n | distinct faults [95 % CI] | pairs [95 % CI] | per 1000 "
-             "calls [95 % CI] | final coverage | model calls | loop / model time |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| model | guide | n | valid distinct faults [95 % CI] | fault classes | invalid "
+             "| pairs [95 % CI] | per 1000 calls [95 % CI] | final coverage | model calls | "
+             "loop / model time |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table.itertuples():
         lines.append(f"| {r.model} | {r.guide} | {r.repeats} | {r.faults:.1f} "
-                     f"[{r.faults_low:.1f}, {r.faults_high:.1f}] | {r.pairs:.1f} "
+                     f"[{r.faults_low:.1f}, {r.faults_high:.1f}] | {r.classes:.1f} | "
+                     f"{r.invalid:.1f} | {r.pairs:.1f} "
                      f"[{r.pairs_low:.1f}, {r.pairs_high:.1f}] | {r.per_kcall:.2f} "
                      f"[{r.per_kcall_low:.2f}, {r.per_kcall_high:.2f}] | {r.coverage:.4f} | "
                      f"{r.calls:.0f} | {r.overhead:.2f} |")
@@ -244,7 +258,7 @@ def _verdict(verdicts: pd.DataFrame, baseline: str) -> str:
     text = (f"Against {baseline}: " + ("; ".join(won) + f" beat{'s' if len(won) == 1 else ''}"
                                        f" it" if won else "no guide beats it on any model") +
             " (95 % interval of the difference above 0)")
-    return text + (f"; fewer distinct faults than {baseline}: " + "; ".join(lost) if lost
+    return text + (f"; fewer valid distinct faults than {baseline}: " + "; ".join(lost) if lost
                    else "") + "."
 
 
@@ -256,8 +270,8 @@ def _against_markdown(v: pd.DataFrame, baseline: str) -> list[str]:
                                                                       else ""), "",
              f"Each column: the guide's mean minus the mean of {baseline}, with Welch's 95 % "
              f"interval.", "",
-             "| model | guide | distinct faults | pairs | per 1000 calls | verdict (distinct "
-             "faults at the budget) |", "|---|---|---|---|---|---|"]
+             "| model | guide | valid distinct faults | pairs | per 1000 calls | verdict (valid "
+             "distinct faults at the budget) |", "|---|---|---|---|---|---|"]
     for r in v.itertuples():
         lines.append(f"| {r.model} | {r.guide} | {r.faults_diff:+.1f} [{r.low:+.1f}, "
                      f"{r.high:+.1f}] | {r.pairs_diff:+.1f} [{r.pairs_low:+.1f}, "
@@ -302,7 +316,7 @@ def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30
     per_model = budgets_of(budget, models)
     from ..campaign import CAMPAIGN_PARAMS
     from ..campaign.loop import loop_label
-    loop = loop_label(CAMPAIGN_PARAMS.check("the report's campaigns", params))
+    loop = loop_label(CAMPAIGN_PARAMS.check("the report's campaigns", params)) + VALIDITY_LABEL
     settings = {"budget": budget, "budgets": per_model, "seeds": seeds, "repeats": repeats,
                 "models": models, "guides": guides, "params": params, "loop": loop,
                 **({"dataset": str(dataset)} if dataset else {})}
@@ -319,7 +333,9 @@ def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30
                                  store=store, **params)
                 rows.append({"model": model, "guide": guide, "repeat": r, "budget": mb,
                              "seeds": seeds, "loop": loop, **{k: s[k] for k in (
-                                 "run_id", "distinct_faults", "distinct_pairs", "faults_total",
+                                 "run_id", "valid_faults", "invalid_faults", "fault_classes",
+                                 "fault_roots", "valid_pairs", "distinct_faults",
+                                 "distinct_pairs", "faults_total",
                                  "coverage_start", "coverage", "calls", "seconds", "overhead",
                                  "queue", "memory_mb")},
                              "load_avg_1min": round(__import__("os").getloadavg()[0], 2)})
@@ -327,8 +343,9 @@ def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30
                 curve_rows += [{"model": model, "guide": guide, "repeat": r, "budget": mb,
                                 "loop": loop, "axis": axis, "at": t, "faults": f}
                                for t, f in zip(grid, _grid_values(curve, grid, axis))]
-                log(f"[campaign] {model} {guide} repeat {r}: {s['distinct_faults']} distinct "
-                    f"faults, {s['distinct_pairs']} pairs, coverage {s['coverage']:.4f}")
+                log(f"[campaign] {model} {guide} repeat {r}: {s['valid_faults']} valid "
+                    f"distinct faults ({s['fault_classes']} classes, {s['invalid_faults']} "
+                    f"invalid), coverage {s['coverage']:.4f}")
                 write_files(out, {"runs.csv": rows, "curves.csv": curve_rows}, "campaign")
     return write_report(out, settings)
 
@@ -509,10 +526,17 @@ def parse_bounds(items) -> dict[str, float]:
     return out
 
 
-def check_bounds(info, model, min_coverage: dict, max_faults: int | None) -> pd.DataFrame:
+# what `rnncon check --max-faults` counts (--count): summary key and the words of its check
+FAULT_COUNTS = {"classes": ("fault_classes", "fault classes of valid faults"),
+                "valid": ("valid_faults", "valid distinct faults"),
+                "all": ("distinct_faults", "distinct faults (valid or not)")}
+
+
+def check_bounds(info, model, min_coverage: dict, max_faults: int | None,
+                 count: str = "classes") -> pd.DataFrame:
     """One row per bound: check, measured, bound, passed. Coverage of a criterion that did not
     guide the campaign is measured over the campaign's queue (its seeds and every kept
-    input)."""
+    input). ``count``: what ``max_faults`` bounds (``FAULT_COUNTS``)."""
     from ..campaign import make_guide
     s = info.summary or {}
     rows = []
@@ -531,8 +555,9 @@ def check_bounds(info, model, min_coverage: dict, max_faults: int | None) -> pd.
         rows.append({"check": f"coverage {name} >= {bound:g}", "measured": rate,
                      "bound": bound, "passed": rate >= bound})
     if max_faults is not None:
-        n = int(s.get("distinct_faults", 0))
-        rows.append({"check": f"distinct faults <= {max_faults}", "measured": n,
+        key, words = FAULT_COUNTS[count]
+        n = int(s.get(key) if s.get(key) is not None else s.get("distinct_faults", 0))
+        rows.append({"check": f"{words} <= {max_faults}", "measured": n,
                      "bound": max_faults, "passed": n <= max_faults})
     return pd.DataFrame(rows, columns=["check", "measured", "bound", "passed"])
 
@@ -546,8 +571,8 @@ def junit_xml(bounds: pd.DataFrame, info, seconds: float) -> str:
                           failures=str(int((~bounds["passed"].astype(bool)).sum())),
                           errors="0", time=f"{seconds:.3f}")
     props = ET.SubElement(suite, "properties")
-    for k in ("model", "guide", "budget", "distinct_faults", "distinct_pairs", "coverage",
-              "calls"):
+    for k in ("model", "guide", "budget", "fault_classes", "fault_roots", "valid_faults",
+              "invalid_faults", "distinct_faults", "distinct_pairs", "coverage", "calls"):
         ET.SubElement(props, "property", name=k, value=str(s.get(k)))
     ET.SubElement(props, "property", name="run_id", value=info.run_id)
     for r in bounds.itertuples():
