@@ -9,6 +9,7 @@ while it ran (a loaded machine gives pessimistic times).
 
     .venv/bin/python benchmarks/bench_first_open.py [--models imdb-lstm mnist-lstm]
                                                       [--page coverage] [--timeout 240]
+                                                      [--kept-profiles]
 
 Measured figures only; nothing is asserted.
 """
@@ -29,9 +30,23 @@ DRAWN = {"coverage": chart_drawn("cov_by_layer"), "models": images_drawn("models
 TARGET = 10.0
 
 
-def first_open(model: str, page: str, timeout: float) -> dict:
+def fresh_cache(tmp: Path) -> dict:
+    """A cache folder as a fresh clone has it after the set-up: the data sets' files, no
+    dashboard profile (each is computed on the first open, then kept)."""
+    from rnncon_core.paths import CACHE_DIR
+    cache = tmp / "cache"
+    cache.mkdir()
+    for f in CACHE_DIR.glob("*.npz"):
+        (cache / f.name).symlink_to(f)
+    for f in CACHE_DIR.glob("*.json"):
+        (cache / f.name).symlink_to(f)
+    return {"RNNCON_CACHE": str(cache)}
+
+
+def first_open(model: str, page: str, timeout: float, cold: bool) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        srv = Server(Path(tmp) / "runs", Path(tmp) / "streamlit.log")
+        env = fresh_cache(Path(tmp)) if cold else {}
+        srv = Server(Path(tmp) / "runs", Path(tmp) / "streamlit.log", env=env)
         try:
             healthy = srv.wait_healthy()
             load0 = os.getloadavg()[0]
@@ -53,11 +68,15 @@ def main() -> None:
     ap.add_argument("--models", nargs="+", default=["imdb-lstm", "mnist-lstm"])
     ap.add_argument("--page", default="coverage", choices=sorted(DRAWN))
     ap.add_argument("--timeout", type=float, default=240)
+    ap.add_argument("--kept-profiles", action="store_true",
+                    help="Use the profiles kept in .cache (a second start); default: none, "
+                         "as after a fresh clone's set-up")
     args = ap.parse_args()
-    print(f"first open of /{args.page}?model=M on a fresh server (target <= {TARGET:g} s on "
-          f"an idle 2-core machine); {os.cpu_count()} CPUs")
+    print(f"first open of /{args.page}?model=M on a fresh server, "
+          f"{'profiles kept from before' if args.kept_profiles else 'no profile kept'} "
+          f"(target <= {TARGET:g} s on an idle 2-core machine); {os.cpu_count()} CPUs")
     for m in args.models:
-        r = first_open(m, args.page, args.timeout)
+        r = first_open(m, args.page, args.timeout, cold=not args.kept_profiles)
         print(f"{m:>20}: {r['seconds']:6.1f} s to the main view · server healthy after "
               f"{r['healthy_after']:.1f} s · RSS {r['rss_mb']:.0f} MB · load average "
               f"{r['load_before']:.1f} -> {r['load_after']:.1f}"

@@ -77,7 +77,8 @@ def _runs() -> dict:
 def _metrics(h: dict, info) -> None:
     m = st.columns(5)
     if h["checked"]:
-        m[0].metric("Fault classes", f"{h['fault_classes']:,}",
+        m[0].metric("Fault classes", "—" if h["fault_classes"] is None
+                    else f"{h['fault_classes']:,}",
                     help="Valid faults (the reader's oracle accepts them) grouped into classes "
                          "per (true, predicted) pair: the headline.")
         m[1].metric("Root seeds", f"{h['fault_roots']:,}",

@@ -50,10 +50,12 @@ def headline(faults: dict, curve: dict) -> dict:
         out["distinct_pairs"] = len(pairs)
         return out
     ok = valid_mask(faults)
-    cls = np.asarray(faults.get("fault_class", np.full(n, -1)))
     out["valid_faults"] = int(ok.sum())
     out["invalid_faults"] = int(n - ok.sum())
-    out["fault_classes"] = int(len(np.unique(cls[ok & (cls >= 0)])))
+    out["fault_classes"] = None                 # rows without features: not measured
+    if "fault_class" in faults or n == 0:
+        cls = np.asarray(faults.get("fault_class", np.zeros(0, np.int64)))
+        out["fault_classes"] = int(len(np.unique(cls[ok & (cls >= 0)])))
     out["fault_roots"] = int(len(np.unique(np.asarray(faults["root"])[ok])))
     out["valid_pairs"] = int(len(set(zip(np.asarray(faults["label"])[ok].tolist(),
                                          np.asarray(faults["pred"])[ok].tolist()))))
@@ -64,9 +66,11 @@ def headline_text(h: dict) -> str:
     """One line of the headline (a job card's message, the CLI's line)."""
     tail = (f"coverage {h['coverage']:.4f}, " if h.get("coverage") is not None else "") + \
         f"{h.get('calls') or 0:,} model calls"
-    if h["checked"]:
+    if h["checked"] and h["fault_classes"] is not None:
         return (f"{h['fault_classes']:,} fault classes ({h['valid_faults']:,} valid of "
                 f"{h['distinct_faults']:,} distinct faults), {tail}")
+    if h["checked"]:
+        return f"{h['valid_faults']:,} valid of {h['distinct_faults']:,} distinct faults, {tail}"
     return f"{h['distinct_faults']:,} distinct faults, {tail}"
 
 
