@@ -58,8 +58,10 @@ with st.form("camp_form"):
 if submitted:
     try:
         camp.parse_budget(budget)
+        # only what differs from the declarations' defaults (the engine applies those)
+        declared = {p.name: p.default for p in camp.CAMPAIGN_PARAMS}
         params = {k: v for k, v in forms.generation_params(_Declared, values).items()
-                  if v is not None}
+                  if v is not None and v != declared.get(k)}
     except RNNConError as e:
         state.show_error(e)
         st.stop()

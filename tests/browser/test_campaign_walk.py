@@ -132,6 +132,9 @@ def test_campaign_walk_agrees_everywhere(tmp_path):
             s = _agree(page, done[0].run_id, "finished", timeout=90)
             assert _n(s["calls"]) >= spent + 400, s
             no_traceback(page, "Campaign")
+            rss = srv.rss_mb()
+            print(f"server RSS after the walk: {rss:.0f} MB", file=sys.stderr)
+            assert rss <= 1536, f"server RSS {rss:.0f} MB after the walk (target 1.5 GB)"
         log = srv.log()
         assert "Traceback" not in log, log[-3000:]
         # Streamlit's front end, opened on a page's URL (/campaign), first looks for the
