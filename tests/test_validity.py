@@ -60,6 +60,10 @@ def test_reference_reads_labels_and_refuses_a_changed_digit(digits_checks):
     v = ref.check(ds.x_test, wrong)
     assert (~v.valid).mean() >= 0.95
     assert "reference classifier reads" in v.reason[0]
+    # with roots: a digit swapped for another class's digit no longer reads as its root
+    other = np.array([np.flatnonzero(ds.y_test != t)[0] for t in ds.y_test[:60]])
+    v = ref.check(ds.x_test[other], ds.y_test[:60], ds.x_test[:60])
+    assert (~v.valid).mean() >= 0.9
     # the oracle's measured share of flagged clean test inputs is what its cards say
     assert out["test_flagged"] == pytest.approx(
         (~Oracle([digits_checks[1], ref]).check(ds.x_test, ds.y_test, ds.x_test).valid).mean())
@@ -169,10 +173,9 @@ def test_campaign_keeps_verdicts_and_explores_only_valid_faults(tiny_lstm):
     values = CAMPAIGN_PARAMS.check("test", {"parents": 4, "mutants": 4, "max_linf": 0.5,
                                             "noise": 0.3})
     camp = Campaign(tiny_lstm, x, y, None, values, 3, "sequence",
-                    make_abstraction(tiny_lstm, values), faults_only=True,
-                    validity=Oracle([_Half()]))
+                    make_abstraction(tiny_lstm, values), validity=Oracle([_Half()]))
     camp.start()
-    for _ in range(25):
+    for _ in range(40):
         camp.step()
     f = camp.faults.rows
     valid = f["valid"].astype(bool)
@@ -180,8 +183,10 @@ def test_campaign_keeps_verdicts_and_explores_only_valid_faults(tiny_lstm):
     np.testing.assert_array_equal(valid, f["x"][:, 0, 0] < 0.5)
     assert all(r == "first value high" for r in f["reason"][~valid])
     assert f["feature"].shape == (len(f), tiny_lstm.layers[-1].input.shape[-1])
-    # faults_only: the queue holds the seeds and the valid faults only, never an invalid one
-    q = camp.queue.rows
-    assert len(q) == len(x) + int(valid.sum())
+    # a valid new fault becomes a parent (explore_faults), an invalid one never does
+    q = camp.queue.rows["x"].reshape(len(camp.queue), -1)
+    inq = [bool((q == fx.ravel()).all(1).any()) for fx in f["x"]]
+    assert all(inq[i] for i in np.flatnonzero(valid))
+    assert not any(inq[i] for i in np.flatnonzero(~valid))
     assert camp.curve[-1][8] == camp.faults.n_valid
     assert camp.validity_seconds > 0

@@ -195,12 +195,13 @@ class Campaign:
         import tensorflow as tf
 
         from .classes import feature_model
-        if self._with_features is None:
-            fm = feature_model(self.model)
-            self._with_features = tf.function(lambda t: fm(t, training=False),
-                                              reduce_retracing=True)
-        t0 = time.perf_counter()
         dtype = tf.int32 if self.kind == "text" else tf.float32
+        if self._with_features is None:      # one trace for every batch size
+            fm = feature_model(self.model)
+            spec = tf.TensorSpec([None, *self.x_seeds.shape[1:]], dtype)
+            self._with_features = tf.function(lambda t: fm(t, training=False),
+                                              input_signature=[spec])
+        t0 = time.perf_counter()
         outs = [self._with_features(tf.constant(x[i:i + 512], dtype))
                 for i in range(0, len(x), 512)]
         self.model_seconds += time.perf_counter() - t0

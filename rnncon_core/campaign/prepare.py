@@ -120,8 +120,13 @@ def validity_spec(checks: str | None, dataset: str | None, reference_model=None,
         return None
     spec = ValiditySpec(None if dataset in (None, "inputs") else str(dataset), checks,
                         None if reference_model is None else str(reference_model))
-    if kind is not None:
-        spec.oracle(kind, log=log)            # fits what is missing before the clock starts
+    if kind is not None and spec.dataset is not None and kind != "text":
+        from ..validity import fit_validity, is_fitted
+        if not is_fitted(spec.dataset):     # fitted once, before the campaign's clock starts
+            if log is not None:
+                log(f"fitting the validity checks of {spec.dataset} (once per data set; "
+                    f"`rnncon validity train` does it ahead)")
+            fit_validity(spec.dataset, log=log)
     return spec
 
 

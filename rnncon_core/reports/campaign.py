@@ -393,14 +393,26 @@ def load_settings(out_dir) -> dict:
 # ---------------------------------------------------------------- one campaign run
 
 def pair_table(faults: dict) -> pd.DataFrame:
-    """Distinct faults per (true, predicted) pair, most first."""
-    if not faults or not len(faults.get("label", ())):
-        return pd.DataFrame(columns=["true", "predicted", "faults", "states"])
-    df = pd.DataFrame({"true": faults["label"], "predicted": faults["pred"],
-                       "state": faults["state"]})
-    out = df.groupby(["true", "predicted"]).agg(faults=("state", "size"),
-                                                states=("state", "nunique")).reset_index()
-    return out.sort_values(["faults", "true", "predicted"], ascending=[False, True, True])
+    """Per (true, predicted) pair, most valid faults first: fault classes of valid faults,
+    valid faults, the root seeds behind them, and invalid faults (runs before validity: every
+    fault valid, classes unknown)."""
+    cols = ["true", "predicted", "fault classes", "valid faults", "seeds", "invalid faults"]
+    n = len(faults.get("label", ())) if faults else 0
+    if not n:
+        return pd.DataFrame(columns=cols)
+    valid = np.asarray(faults.get("valid", np.ones(n, bool)), bool)
+    cls = np.asarray(faults.get("fault_class", np.full(n, -1)))
+    df = pd.DataFrame({"true": faults["label"], "predicted": faults["pred"], "valid": valid,
+                       "cls": np.where(valid & (cls >= 0), cls, -1),
+                       "root": np.where(valid, faults["root"], -1)})
+    out = df.groupby(["true", "predicted"]).agg(
+        **{"fault classes": ("cls", lambda c: int(len(set(c) - {-1}))),
+           "valid faults": ("valid", "sum"), "seeds": ("root", lambda r: len(set(r) - {-1})),
+           "invalid faults": ("valid", lambda v: int((~v.astype(bool)).sum()))}).reset_index()
+    if "fault_class" not in faults:
+        out["fault classes"] = np.nan
+    return out.sort_values(["valid faults", "true", "predicted"],
+                           ascending=[False, True, True])[cols]
 
 
 def curve_figure(curve: dict, title: str = "Coverage and distinct faults"):
@@ -415,6 +427,11 @@ def curve_figure(curve: dict, title: str = "Coverage and distinct faults"):
         fig.add_trace(go.Scatter(x=x, y=curve["distinct_faults"], name="distinct faults",
                                  line=dict(color="#d62728"), showlegend=row == 1),
                       row=row, col=1, secondary_y=False)
+        valid = np.asarray(curve.get("valid_faults", []), np.float64)
+        if len(valid) == len(x) and np.isfinite(valid).any():
+            fig.add_trace(go.Scatter(x=x, y=valid, name="valid distinct faults",
+                                     line=dict(color="#2ca02c"), showlegend=row == 1),
+                          row=row, col=1, secondary_y=False)
         fig.add_trace(go.Scatter(x=x, y=curve["distinct_pairs"], name="distinct pairs",
                                  line=dict(color="#ff7f0e", dash="dot"), showlegend=row == 1),
                       row=row, col=1, secondary_y=False)
@@ -483,12 +500,16 @@ def campaign_html(info, bounds: pd.DataFrame | None = None) -> str:
     s = c["summary"]
     facts = {"run": info.run_id, "status": info.status, "model": s.get("model", info.model),
              "guide": s.get("guide", info.method), "budget": s.get("budget"),
-             "distinct faults": s.get("distinct_faults"),
+             "fault classes (valid faults)": s.get("fault_classes"),
+             "root seeds with a valid fault": s.get("fault_roots"),
+             "valid distinct faults": s.get("valid_faults"),
+             "invalid faults set aside": s.get("invalid_faults"),
+             "distinct faults (valid or not)": s.get("distinct_faults"),
              "distinct (true, predicted) pairs": s.get("distinct_pairs"),
              "coverage": s.get("coverage"), "model calls": s.get("calls")}
     sections = [Section("Checks", tables=[("", bounds)])] if bounds is not None else []
     sections += [Section("Curves", figures=[curve_figure(c["curve"])]),
-                Section("Distinct faults by (true, predicted)",
+                Section("Faults by (true, predicted)",
                         tables=[("", pair_table(c["faults"]))])]
     kind = c["config"].get("kind")
     if kind == "image" and len(c["faults"].get("label", ())):

@@ -86,15 +86,29 @@ def fit_validity(dataset, flag_rate: float = 0.01, seed: int = 0, log=None,
             "reference": ref.get_config(), "test_flagged": float(np.mean(~v.valid))}
 
 
+_LOADED: dict = {}
+
+
 def get_validator(name: str, dataset=None, **params) -> Validator:
-    """A check by name: a fitted one (``FITTED``) loaded from the data set's folder, any other
-    built with ``params``."""
+    """A check by name: a fitted one (``FITTED``) loaded from the data set's folder (once per
+    process and file version), any other built with ``params``."""
     cls = VALIDATORS.load(name)
     if name in FITTED:
         if dataset is None:
             raise InputError(f"validity check {name!r} is fitted on a data set: give dataset=")
-        return cls.load(validators_dir(dataset))
+        folder = validators_dir(dataset)
+        model = folder / f"{cls.FILE}.keras"
+        key = (name, str(folder), model.stat().st_mtime_ns if model.exists() else None)
+        if key not in _LOADED:
+            _LOADED[key] = cls.load(folder)
+        return _LOADED[key]
     return cls(**params)
+
+
+def is_fitted(dataset) -> bool:
+    """Whether the data set's fitted checks exist."""
+    folder = validators_dir(dataset)
+    return all((folder / f"{VALIDATORS.load(n).FILE}.keras").exists() for n in FITTED)
 
 
 def oracle_for(dataset, kind: str | None = None, *, train: bool = True, log=None,
@@ -126,8 +140,7 @@ def oracle_for(dataset, kind: str | None = None, *, train: bool = True, log=None
                 return Oracle([], unchecked="the seeds came without a training split; fit "
                               "checks with `rnncon validity train --dataset own.npz` and pass "
                               "--dataset own.npz")
-            folder = validators_dir(ds)
-            if not (folder / f"{VALIDATORS.load(name).FILE}.keras").exists():
+            if not is_fitted(ds):
                 if not train:
                     raise InputError(f"no validity checks fitted for {ds.name}: run `rnncon "
                                      f"validity train --dataset {ds.name}`")
@@ -139,4 +152,5 @@ def oracle_for(dataset, kind: str | None = None, *, train: bool = True, log=None
 
 
 __all__ = ["VALIDATORS", "FITTED", "DEFAULT_CHECKS", "REASON_DTYPE", "Oracle", "Validator",
-           "Verdict", "fit_validity", "get_validator", "oracle_for", "validators_dir"]
+           "Verdict", "fit_validity", "get_validator", "is_fitted", "oracle_for",
+           "validators_dir"]
