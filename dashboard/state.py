@@ -218,7 +218,30 @@ def model(model_ref: str):
 @timed()
 @st.cache_resource(show_spinner=False, max_entries=4)
 def dataset(name: str) -> data.Dataset:
-    return data.load_dataset(name)
+    ds = data.load_dataset(name)
+    _computed.add(("dataset", (name,)))
+    return ds
+
+
+def load_with_progress(model_ref: str, dataset_name: str, what: str, compute):
+    """``compute()`` (a cached profile) on a page, the first time with its stages shown as
+    they pass: the model, the data set (both loaded once per server, shared by every
+    session), then ``what``. Later calls (any session) return at once."""
+    if ready("model", model_ref) and ready("dataset", dataset_name):
+        return compute()
+    import time
+    started = time.perf_counter()
+    with st.status(f"Loading {what}…", expanded=True) as box:
+        st.write(f"the model {model_ref if model_ref in zoo.ARCHITECTURES else 'uploaded'}…")
+        model(model_ref)
+        st.write(f"the {data_label(dataset_name)} data set…")
+        dataset(dataset_name)
+        st.write(f"{what} (kept on disk for the next start)…")
+        out = compute()
+        box.update(label=f"Loaded {what} in {time.perf_counter() - started:.0f} s "
+                         "(once per server: shared by every session)",
+                   state="complete", expanded=False)
+    return out
 
 
 @timed()

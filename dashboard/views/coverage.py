@@ -50,8 +50,10 @@ if (normalize, values) == state.EQ3_AS_WRITTEN:
                "(Eq. 3)**")
 profile = (sel.model, sel.dataset, n_inputs, granularity, normalize, values)
 
-try:                                       # the cache shows a spinner only while it computes
-    crits = state.coverage(*profile)
+try:                  # the first time on this server, its stages are shown as they pass
+    crits = state.load_with_progress(sel.model, sel.dataset,
+                                     f"the coverage profile of {n_inputs} test inputs",
+                                     lambda: state.coverage(*profile))
 except RNNConError as e:
     state.show_error(e)
     st.stop()
