@@ -40,6 +40,7 @@ class Job:
     thread: threading.Thread | None = field(default=None, repr=False)
     model: str | None = None        # the model it works on (cards are per model)
     session: str = ""               # the browser session that started it
+    note: str = ""                  # the engine's last log line before its run began
 
     @property
     def alive(self) -> bool:
@@ -72,11 +73,15 @@ def _job_store(job: Job, name: str | None = None, tags=()) -> RunStore:
 
 def start(kind: str, label: str, fn: Callable[..., Any], /, **kwargs) -> Job:
     """Run ``fn(**kwargs, store=...)`` in a worker thread; return its Job at once.
-    ``run_name`` / ``run_tags`` (taken out of kwargs): the user's name and tags for its run."""
+    ``run_name`` / ``run_tags`` (taken out of kwargs): the user's name and tags for its run.
+    ``log=True``: ``fn`` gets ``log=`` a callback whose last line the job's card shows while
+    it prepares (e.g. a campaign fitting its validity checks)."""
     name, tags = kwargs.pop("run_name", None), kwargs.pop("run_tags", ())
     job = Job(job_id=secrets.token_hex(4), kind=kind, label=label,
               model=None if kwargs.get("model") is None else str(kwargs["model"]),
               session=_session())
+    if kwargs.get("log") is True:
+        kwargs["log"] = lambda line: setattr(job, "note", str(line))
 
     def work():
         try:
@@ -277,7 +282,7 @@ def _card_for_job(job: Job) -> Card:
     if job.error:
         return Card(job.label, "failed", error=job.error, elapsed=time.time() - job.started)
     if job.alive:
-        return Card(job.label, "starting", message=f"loading the model and the data "
+        return Card(job.label, "starting", message=f"{job.note or 'loading the model and the data'} "
                     f"({_fmt_seconds(time.time() - job.started)} so far)…",
                     elapsed=time.time() - job.started)
     return Card(job.label, "failed", error="the job ended without creating a run")

@@ -67,7 +67,7 @@ if submitted:
         st.stop()
     jobs.launch("campaign", f"{guide} campaign on {sel.label} · {budget}", camp.run_campaign,
                 model=sel.model, dataset=sel.dataset, guide=guide, budget=budget,
-                seeds=int(n_seeds), seed=int(seed), **params)
+                seeds=int(n_seeds), seed=int(seed), log=True, **params)
 
 store = jobs.store()
 
@@ -224,7 +224,7 @@ def _resume(info, run_id: str) -> None:
                 state.show_error(e)
                 return
             jobs.launch("campaign", f"resume {run_id}", camp.run_campaign, model=info.model,
-                        resume=run_id, budget=total)
+                        resume=run_id, budget=total, log=True)
             st.rerun()
 
 
