@@ -427,7 +427,7 @@ def _show(show_key: str, run_id: str, model: str | None = None) -> None:
 def job_panel(kind: str, show_key: str | None = None, limit: int = 4,
               model: str | None = None, cancelled_note: str = PARTIAL_NOTE,
               follow_running: bool = False, body: Callable[[list[Card]], None] | None = None,
-              live: bool = False) -> None:
+              live: bool = False, every: float = POLL_SECONDS) -> None:
     """The cards of a kind's jobs, polled while any of them is active. When one of them
     finishes (started here or in another session), the whole page reruns with its results
     selected in ``show_key`` (cancelled and failed runs are never selected by themselves).
@@ -436,7 +436,7 @@ def job_panel(kind: str, show_key: str | None = None, limit: int = 4,
     ``body``: what the page draws below the cards in the same fragment, from the same look
     at the store (it gets the cards and may set their ``message`` before they are drawn), so
     the cards and the results agree at every poll; ``live``: poll even with no active card
-    (the shown run is running)."""
+    (the shown run is running); ``every``: seconds between polls."""
     watch = st.session_state.setdefault("jobs_watch", {})
     followed = st.session_state.setdefault("jobs_followed", set())
 
@@ -480,7 +480,7 @@ def job_panel(kind: str, show_key: str | None = None, limit: int = 4,
                 render_card(card, key=f"{kind}-{i}", show_key=show_key,
                             cancelled_note=cancelled_note)
 
-    st.fragment(panel, run_every=POLL_SECONDS if active or live else None)()
+    st.fragment(panel, run_every=every if active or live else None)()
 
 
 # ---------------------------------------------------------------- choosing a run to show

@@ -6,6 +6,8 @@ Everything about the shown run (its job card's counts, the picker's status, the 
 curves, the groups and the gallery) is drawn in one fragment from one look at the run store
 (``campaign.load_campaign``: rows, curve and counters of the same checkpoint), so they agree
 while it runs, after Cancel and after Resume."""
+import time
+
 import numpy as np
 import streamlit as st
 
@@ -188,7 +190,14 @@ def _view(cards: list) -> None:
     if (info.status == "running") != ss.get("camp_live", False):
         ss["camp_live"] = info.status == "running"
         st.rerun()                 # poll (or stop polling) with the whole page's new state
-    loaded = camp.load_campaign(info)
+    started = time.perf_counter()
+    loaded = camp.load_campaign(info)   # classes a running campaign's faults: seconds for 1000s
+    # poll at most a third of the time: a long campaign's read (its fault classes) must not
+    # take a core away from the campaign itself
+    ss["camp_poll"] = min(10.0, max(jobs.POLL_SECONDS, 3 * (time.perf_counter() - started)))
+    used = ss.get("camp_poll_used", jobs.POLL_SECONDS)
+    if info.status == "running" and not used / 2 <= ss["camp_poll"] <= 2 * used:
+        st.rerun()                 # the fragment's interval is set by a whole run
     h = fview.headline(loaded["faults"], loaded["curve"])
     for card in cards:             # the card of the shown run says what the metrics say
         if card.run_id == run_id:
@@ -230,6 +239,7 @@ def _resume(info, run_id: str) -> None:
 
 shown = _runs().get(ss.get("camp_show"))
 ss["camp_live"] = shown is not None and shown.status == "running"
+ss["camp_poll_used"] = ss.get("camp_poll", jobs.POLL_SECONDS)
 jobs.job_panel("campaign", show_key="camp_show", follow_running=True, model=sel.model,
                cancelled_note="resume it from its last checkpoint below", body=_view,
-               live=ss["camp_live"])
+               live=ss["camp_live"], every=ss["camp_poll_used"])
