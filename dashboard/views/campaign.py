@@ -196,8 +196,9 @@ def _view(cards: list) -> None:
     # take a core away from the campaign itself
     ss["camp_poll"] = min(10.0, max(jobs.POLL_SECONDS, 3 * (time.perf_counter() - started)))
     used = ss.get("camp_poll_used", jobs.POLL_SECONDS)
-    if info.status == "running" and not used / 2 <= ss["camp_poll"] <= 2 * used:
-        st.rerun()                 # the fragment's interval is set by a whole run
+    if info.status == "running" and ss["camp_poll"] > 2 * used:
+        st.rerun()                 # the fragment's interval is set by a whole run (at most
+        #                            a few times a run: it only grows, up to 10 s)
     h = fview.headline(loaded["faults"], loaded["curve"])
     for card in cards:             # the card of the shown run says what the metrics say
         if card.run_id == run_id:
