@@ -320,8 +320,9 @@ def cards(kind: str, job_ids: list[str], now: float | None = None,
 
 
 def _run_title(info) -> str:
+    from dashboard.state import public
     from rnncon_core.runs import display_name
-    return f"{display_name(info)} on {info.model}"
+    return f"{display_name(info)} on {public(info.model)}"   # an upload by name, not path
 
 
 def started_by(run_id: str, session: str | None = None) -> str:
