@@ -39,7 +39,8 @@ def main() -> None:
     store = RunStore(a.runs_dir or tempfile.mkdtemp(prefix="bench-validity-"))
     def campaign(validity):
         return run_campaign(a.model, a.dataset, guide="faults", budget=f"{a.calls}calls",
-                            seeds=a.seeds, seed=a.seed, store=store, validity=validity)
+                            seeds=a.seeds, seed=a.seed, store=store,
+                            validity_checks=validity)
     campaign("default")          # warm: the process's first campaign traces what it shares
     runs = {"off": [], "default": []}
     for _ in range(2):           # interleaved, so load changes hit both alike

@@ -34,6 +34,7 @@ PAGES = [
     st.Page("views/gates.py", title="Gates", icon=":material/view_timeline:"),
     st.Page("views/generate.py", title="Generate", icon=":material/auto_fix_high:"),
     st.Page("views/campaign.py", title="Campaign", icon=":material/bug_report:"),
+    st.Page("views/prioritize.py", title="Prioritize", icon=":material/low_priority:"),
     st.Page("views/perturbations.py", title="Perturbations", icon=":material/scatter_plot:"),
     st.Page("views/retrain.py", title="Retrain", icon=":material/model_training:"),
     st.Page("views/runs.py", title="Runs", icon=":material/history:"),

@@ -114,9 +114,10 @@ def save_upload(name: str, content: bytes) -> Path:
     if len(content) > MAX_UPLOAD_MB * 1024 * 1024:
         raise ModelLoadError(f"{name} is {len(content) / 2**20:.1f} MB; uploads are limited to "
                              f"{MAX_UPLOAD_MB} MB")
-    if not name.lower().endswith(".keras"):
+    if not name.lower().endswith((".keras", ".onnx")):
         raise ModelLoadError(f"{name}: only Keras 3 '.keras' files are supported (in Keras, "
-                             f"model.save('model.keras') writes one)")
+                             f"model.save('model.keras') writes one), and ONNX files of "
+                             f"recurrent models ('.onnx', from torch.onnx.export)")
     digest = hashlib.sha256(content).hexdigest()[:16]
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", Path(name).name)
     path = upload_dir() / digest / safe
@@ -213,6 +214,12 @@ def model(model_ref: str):
     m = zoo.load_model(model_ref)
     _computed.add(("model", (model_ref,)))
     return m
+
+
+def onnx_card(model) -> dict | None:
+    """The import card of a model read from an ONNX file (None for a Keras file)."""
+    from rnncon_core.onnx_import import onnx_card as card
+    return card(model)
 
 
 @timed()

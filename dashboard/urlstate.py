@@ -93,6 +93,7 @@ PAGE_PARAMS = {
                                                              _choice(("seconds", "calls"))),
                  "show": ("camp_filter", _choice(("valid", "invalid", "all"))),
                  "group": ("camp_group", _text())},
+    "prioritize": {"inputs": ("prio_n", _inputs())},
     "retrain": {"source": ("retrain_from", _run_id), "run": ("retrain_show", _run_id)},
     "runs": {"run": ("runs_one", _run_id)},
 }

@@ -159,10 +159,12 @@ def fit_split(ds, validation_split: float = 0.1) -> tuple[np.ndarray, np.ndarray
     return ds.x_train[:len(ds.y_train) - n_val], ds.y_train[:len(ds.y_train) - n_val]
 
 
-def adversarial_inputs(run, max_inputs: int | None = None) -> dict:
+def adversarial_inputs(run, max_inputs: int | None = None, valid_only: bool = True) -> dict:
     """The adversarial inputs of a finished (or cancelled) generation run, with their seeds'
-    labels and indices: ``{"x", "y", "seed_index", "run_seeds", "split"}`` (``run_seeds``:
-    every seed of the run, adversarial or not)."""
+    labels and indices: ``{"x", "y", "seed_index", "run_seeds", "split", "dropped_invalid"}``
+    (``run_seeds``: every seed of the run, adversarial or not). ``valid_only``: only those the
+    validity oracle passed, where the run checked them (``dropped_invalid`` counts the
+    others; a reader would not give them their seed's label, so they are no training data)."""
     if run.kind != "generate":
         raise InputError(f"run {run.run_id} is a {run.kind!r} run; retraining needs a "
                          f"generation run (`rnncon runs --kind generate`)")
@@ -171,6 +173,10 @@ def adversarial_inputs(run, max_inputs: int | None = None) -> dict:
         raise InputError(f"run {run.run_id} has no outputs.npz with x_gen, y_seed and "
                          f"adversarial ({run.status}); run the generation again")
     mask = out["adversarial"].astype(bool)
+    dropped = 0
+    if valid_only and "valid" in out:
+        dropped = int((mask & ~out["valid"].astype(bool)).sum())
+        mask &= out["valid"].astype(bool)
     if not mask.any():
         raise InputError(f"run {run.run_id} found no adversarial inputs: nothing to retrain "
                          f"with; generate with more seeds or another method")
@@ -178,7 +184,7 @@ def adversarial_inputs(run, max_inputs: int | None = None) -> dict:
     seeds = out["seed_index"] if "seed_index" in out else np.full(len(mask), -1)
     return {"x": out["x_gen"][idx], "y": out["y_seed"][idx].astype(np.int64),
             "seed_index": seeds[idx].astype(np.int64), "run_seeds": seeds.astype(np.int64),
-            "split": run.config.get("split", "test")}
+            "split": run.config.get("split", "test"), "dropped_invalid": dropped}
 
 
 def split_test(ds, adv: dict, seed: int = SPLIT_SEED) -> dict[str, np.ndarray]:

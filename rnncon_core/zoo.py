@@ -252,7 +252,8 @@ def _depth(node) -> int:
 
 
 def load_model(name_or_path: str | os.PathLike, compile: bool = False):
-    """A shipped model by name (``mnist-lstm``) or any ``.keras`` file, loaded safely.
+    """A shipped model by name (``mnist-lstm``), any ``.keras`` file, or an ``.onnx`` file of a
+    recurrent model (imported as the equivalent Keras model: ``onnx_import``), loaded safely.
 
     The file's config is read and checked before Keras sees it: Lambda layers and
     custom (non-Keras) classes are refused, so no code from the file is executed;
@@ -266,10 +267,15 @@ def load_model(name_or_path: str | os.PathLike, compile: bool = False):
             raise ModelLoadError(f"model {text!r} is not shipped in {MODELS_DIR}: train it with "
                                  f"`rnncon train {text}`")
         raise ModelLoadError(f"no such model file: {path}. Give a shipped model name "
-                             f"({', '.join(ARCHITECTURES)}) or the path of a .keras file.")
+                             f"({', '.join(ARCHITECTURES)}) or the path of a .keras or .onnx "
+                             f"file.")
+    if path.suffix.lower() == ".onnx":
+        from .onnx_import import load_onnx
+        return load_onnx(path)
     if path.suffix != ".keras":
-        raise ModelLoadError(f"{path.name}: only Keras 3 '.keras' files are supported "
-                             f"(in Keras, model.save('model.keras') writes one)")
+        raise ModelLoadError(f"{path.name}: only Keras 3 '.keras' files and ONNX files of "
+                             f"recurrent models ('.onnx', docs/onnx.md) are supported (in "
+                             f"Keras, model.save('model.keras') writes one)")
     try:
         with zipfile.ZipFile(path) as z:
             config = json.loads(z.read("config.json"))

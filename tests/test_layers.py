@@ -3,8 +3,9 @@
 has no circle, and neither the core nor the CLI imports the dashboard.
 
 The order (docs/internals.md draws it): ground (errors, paths, io, params, registry) ->
-data, textdiff -> zoo -> trace -> coverage -> generate -> text -> quality, validity -> retrain, campaign
--> runs -> jobs -> experiments -> reports -> cli -> dashboard.
+data, textdiff -> zoo, onnx_import -> trace -> coverage -> generate -> text -> quality,
+validity, prioritize -> retrain, campaign -> runs -> jobs -> experiments -> reports -> cli ->
+dashboard.
 """
 from __future__ import annotations
 
@@ -19,12 +20,13 @@ LAYERS = [
     ("rnncon_core", "rnncon_core.errors", "rnncon_core.paths", "rnncon_core.io",
      "rnncon_core.params", "rnncon_core.registry"),
     ("rnncon_core.data", "rnncon_core.textdiff"),
-    ("rnncon_core.zoo",),
+    ("rnncon_core.zoo", "rnncon_core.onnx_import"),
     ("rnncon_core.trace",),
     ("rnncon_core.coverage",),
     ("rnncon_core.generate",),
     ("rnncon_core.text",),
-    ("rnncon_core.quality", "rnncon_core.checks", "rnncon_core.validity"),
+    ("rnncon_core.quality", "rnncon_core.checks", "rnncon_core.validity",
+     "rnncon_core.prioritize"),
     ("rnncon_core.retrain", "rnncon_core.campaign"),
     ("rnncon_core.runs",),
     ("rnncon_core.jobs",),

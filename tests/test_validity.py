@@ -190,3 +190,46 @@ def test_campaign_keeps_verdicts_and_explores_only_valid_faults(tiny_lstm):
     assert not any(inq[i] for i in np.flatnonzero(~valid))
     assert camp.curve[-1][8] == camp.faults.n_valid
     assert camp.validity_seconds > 0
+
+
+class _Run:
+    """A finished generation run as retraining reads it (outputs.npz only)."""
+    kind, run_id, status, config = "generate", "r1", "done", {"split": "test"}
+
+    def __init__(self, out):
+        self.out = out
+
+    def load_npz(self, name):
+        return self.out if name == "outputs" else None
+
+
+def test_retraining_takes_only_valid_adversarial_inputs():
+    from rnncon_core.retrain import adversarial_inputs
+    out = {"x_gen": np.arange(5, dtype=np.float32)[:, None], "y_seed": np.arange(5),
+           "adversarial": np.array([1, 1, 1, 0, 1], bool), "seed_index": np.arange(5) + 10,
+           "valid": np.array([1, 0, 1, 1, 0], bool)}
+    got = adversarial_inputs(_Run(out))
+    assert got["seed_index"].tolist() == [10, 12] and got["dropped_invalid"] == 2
+    every = adversarial_inputs(_Run(out), valid_only=False)
+    assert every["seed_index"].tolist() == [10, 11, 12, 14] and every["dropped_invalid"] == 0
+    out["valid"][:] = False
+    with pytest.raises(InputError, match="no adversarial"):
+        adversarial_inputs(_Run(out))
+
+
+def test_generation_summary_splits_valid_adversarial():
+    from rnncon_core.generate.base import GenerationResult
+    import dataclasses
+    names = {f.name for f in dataclasses.fields(GenerationResult)}
+    n = 4
+    kw = {"method": "m", "x_seed": np.zeros((n, 2, 2), np.float32),
+          "x_gen": np.ones((n, 2, 2), np.float32), "y_seed": np.zeros(n, np.int64),
+          "pred_seed": np.zeros(n, np.int64), "pred_gen": np.array([1, 1, 0, 1]),
+          "conf_gen": np.ones(n), "adversarial": np.array([1, 1, 0, 1], bool),
+          "iterations": np.ones(n), "n_activated": np.full(n, -1),
+          "targets": np.zeros((n, 1)), "seconds": 1.0, "input_kind": "image",
+          "extras": {"valid": np.array([1, 0, 1, 1], bool)}}
+    r = GenerationResult(**{k: v for k, v in kw.items() if k in names})
+    s = r.summary("x")
+    assert s["n_adversarial"] == 3 and s["n_valid_adversarial"] == 2
+    assert s["valid_adv_rate"] == pytest.approx(0.5)

@@ -48,7 +48,9 @@ with st.form("camp_form"):
     c = st.columns(4)
     guides = camp.guide_names()
     guide = c[0].selectbox("Guide", guides, key="camp_guide",
-                           help=f"A coverage criterion, or a baseline without one: {BASELINES}.")
+                           help=f"A coverage criterion, a signal beyond coverage (gini, margin, "
+                                f"lsa, dsa, diversity: docs/prioritize.md), or a baseline "
+                                f"without one: {BASELINES}.")
     budget = c[1].text_input("Budget", key="camp_budget",
                              help="10m, 90s, 1h, or model calls such as 5000calls.")
     n_seeds = c[2].number_input("Seeds", 1, 2000, key="camp_seeds",

@@ -77,9 +77,11 @@ missing = [n for n in zoo.ARCHITECTURES if n not in names]
 left, right = st.columns([1, 1], gap="large")
 with left:
     st.subheader("Model under test")
-    sources = ["Shipped model", "Upload a .keras file"]
+    sources = ["Shipped model", "Upload a .keras file", "Upload an .onnx file (PyTorch)"]
+    onnx_selected = bool(current.model) and current.model.lower().endswith(".onnx")
     source = st.radio("Source", sources, horizontal=True, key="models_source",
-                      index=0 if current.shipped or current.model is None else 1)
+                      index=0 if current.shipped or current.model is None
+                      else 2 if onnx_selected else 1)
     if source == sources[0]:
         if not names:
             st.info("No trained model is in `assets/models` yet: the shipped models are being "
@@ -103,10 +105,17 @@ with left:
     else:
         st.caption("Beside the model you may upload your own test set; without one, a data "
                    "set whose inputs fit the model is used.")
-        upload = st.file_uploader(f"A Keras 3 `.keras` model (at most {state.MAX_UPLOAD_MB} MB; "
-                                  "models with Lambda layers or custom code are refused)",
-                                  type=["keras"], key="models_upload",
-                                  max_upload_size=state.MAX_UPLOAD_MB)
+        if source == sources[1]:
+            upload = st.file_uploader(f"A Keras 3 `.keras` model (at most {state.MAX_UPLOAD_MB} "
+                                      "MB; models with Lambda layers or custom code are refused)",
+                                      type=["keras"], key="models_upload",
+                                      max_upload_size=state.MAX_UPLOAD_MB)
+        else:
+            upload = st.file_uploader(
+                f"An `.onnx` file of a recurrent model, as `torch.onnx.export` writes it (at "
+                f"most {state.MAX_UPLOAD_MB} MB): imported as the equivalent Keras model and "
+                "checked against onnxruntime (docs/onnx.md)", type=["onnx"],
+                key="models_upload_onnx", max_upload_size=state.MAX_UPLOAD_MB)
         if upload is not None:
             try:
                 path = state.save_upload(upload.name, upload.getvalue())
@@ -192,6 +201,17 @@ if current.model is not None and current.dataset is not None:
                     f"run store): "
                     f"{m.count_params():,} parameters, input {m.input_shape}, layers "
                     + " → ".join(f"{type(layer).__name__}" for layer in m.layers) + ".")
+        onnx_card = state.onnx_card(m)
+        if onnx_card is not None:
+            st.markdown(
+                f"Imported from ONNX (producer {onnx_card['producer']}, opset "
+                f"{onnx_card['opset']}, input {onnx_card['input_layout']}); sha256 "
+                f"`{onnx_card['sha256'][:16]}…`. The Keras model differs from onnxruntime by "
+                f"at most **{onnx_card['max_difference']:.2g}** on "
+                f"{onnx_card['checked_on']}.")
+            st.caption("Layers from ONNX nodes: " + ", ".join(
+                f"{layer['layer']} ({layer['class']}) ← {layer['onnx_node']}"
+                for layer in onnx_card["layers"]))
 
 
 def waiting_for_tensorflow(current) -> tuple[bool, bool]:

@@ -123,7 +123,7 @@ class _Worker:
 def run_on_ray(model, dataset, *, guide, budget, seeds, seed, inputs, labels, guide_params,
                store, progress,
                should_stop, old, workers, ray_address, values, log, ray_runtime=None,
-               validity=None, reference_model=None) -> dict:
+               validity_checks=None, reference_model=None) -> dict:
     """run_campaign's Ray path (same arguments); returns the summary with ``run_id``."""
     from .prepare import (ValiditySpec, ensure_profile, input_kind, load_seeds, make_guide,
                           validity_spec)
@@ -142,8 +142,8 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, inputs, labels, gu
     kind = input_kind(keras_model)
     ensure_profile(keras_model, x_train, kind, log)
     merged = make_guide(guide, keras_model, guide_params)
-    spec = validity if isinstance(validity, ValiditySpec) or (old is not None) else \
-        validity_spec(validity, ds_name, reference_model, kind, log)
+    spec = validity_checks if isinstance(validity_checks, ValiditySpec) or old is not None \
+        else validity_spec(validity_checks, ds_name, reference_model, kind, log)
     config = {"model": model, "dataset": ds_name, "guide": guide,
               "guide_params": guide_params or {}, "budget": budget.text(),
               "seeds": int(seeds), "seed": int(seed), "params": dict(values), "kind": kind,

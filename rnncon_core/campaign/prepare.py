@@ -28,7 +28,8 @@ DEFAULT_SEEDS = {"image": 1000, "sequence": 1000, "text": 100}
 
 def guide_names() -> list[str]:
     from ..coverage import CRITERIA
-    return [*CRITERIA, *BASELINES]
+    from .signal_guides import SIGNAL_GUIDES
+    return [*CRITERIA, *SIGNAL_GUIDES, *BASELINES]
 
 
 def faults_only(name: str) -> bool:
@@ -38,13 +39,16 @@ def faults_only(name: str) -> bool:
 
 
 def make_guide(name: str, model, params: dict | None):
-    """The guiding criterion (None for the baselines, ``BASELINES``), its profile built first
-    where it needs one."""
+    """The guiding criterion (None for the baselines, ``BASELINES``; a signal guide of
+    ``signal_guides.SIGNAL_GUIDES``), its profile built first where it needs one."""
     from ..coverage import CRITERIA, default_threshold, get_criterion
     if name in BASELINES:
         if params:
             raise InputError(f"the unguided baseline (guide {name}) takes no guide parameters")
         return None
+    from .signal_guides import SIGNAL_GUIDES, make_signal_guide
+    if name in SIGNAL_GUIDES:                  # beyond coverage (signal_guides.py)
+        return make_signal_guide(name, model, params)
     if name not in CRITERIA:
         raise InputError(f"unknown guide {name!r}; choose one of {', '.join(guide_names())}")
     params = dict(params or {})

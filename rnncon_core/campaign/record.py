@@ -262,7 +262,7 @@ def summary_of(camp: Campaign, config: dict, budget: Budget, stopped: bool) -> d
     oracle = camp.validity
     return {"guide": config["guide"], "model": config["model"], "dataset": config["dataset"],
             **counts, "validity": oracle.describe() if oracle is not None else
-            ["not checked (--validity off)"],
+            ["not checked (--validity-checks off)"],
             "validity_seconds": round(camp.validity_seconds, 3),
             "validity_share": round(camp.validity_seconds / secs, 4) if secs > 0 else None,
             "budget": budget.text(), "seeds": int(len(camp.x_seeds)),

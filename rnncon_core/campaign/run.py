@@ -28,7 +28,7 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
                  progress: Callable[[int, int], None] | None = None,
                  should_stop: Callable[[], bool] | None = None, resume: str | None = None,
                  workers: int = 0, ray_address: str | None = None, ray_runtime=None,
-                 log=None, validity: str | None = None, reference_model=None,
+                 log=None, validity_checks: str | None = None, reference_model=None,
                  **params) -> dict:
     """Run a campaign on ``model`` (a shipped name, a .keras path or a Keras model) from the
     first ``seeds`` test inputs it predicts right (None: ``prepare.DEFAULT_SEEDS``, 1,000
@@ -42,7 +42,7 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
     ``ray_runtime=rnncon_core.jobs.distributed.runtime``).
     ``store``: the run store to write to (``rnncon_core.runs.RunStore``; given by the caller,
     since the store is a layer above campaigns).
-    ``validity``: the checks each fault passes before it counts as valid ("default": the data
+    ``validity_checks``: the checks each fault passes before it counts as valid ("default": the data
     set's, ``validity.DEFAULT_CHECKS``; "off"; or check names, comma-separated);
     ``reference_model``: a classifier of the user's own used as the reference."""
     if store is None:     # the run store is a layer above this one: the caller opens it
@@ -75,21 +75,21 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
         raise InputError(f"unknown guide {guide!r}; choose one of {', '.join(guide_names())}")
     if workers or ray_address:
         if old is not None:
-            validity = ValiditySpec.of(stored_validity, dataset)
+            validity_checks = ValiditySpec.of(stored_validity, dataset)
         from .distributed import run_on_ray
         return run_on_ray(model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed,
                           inputs=inputs, labels=labels, guide_params=guide_params,
                           store=store, progress=progress,
                           should_stop=should_stop, old=old, workers=workers or 1,
                           ray_address=ray_address, values=values, log=log,
-                          ray_runtime=ray_runtime, validity=validity,
+                          ray_runtime=ray_runtime, validity_checks=validity_checks,
                           reference_model=reference_model)
     keras_model, x, y, x_train, ds_name = load_seeds(model, dataset, seeds, inputs, labels)
     seeds = len(x) if seeds is None else seeds
     kind = input_kind(keras_model)
     ensure_profile(keras_model, x_train, kind, log)
     spec = ValiditySpec.of(stored_validity, ds_name) if old is not None else \
-        validity_spec(validity, ds_name, reference_model, kind, log)
+        validity_spec(validity_checks, ds_name, reference_model, kind, log)
     camp = make_campaign(keras_model, x, y, guide, guide_params, values, seed, kind, spec)
     config = {"model": str(model) if isinstance(model, str) else "in-memory model",
               "dataset": ds_name, "guide": guide, "guide_params": guide_params or {},

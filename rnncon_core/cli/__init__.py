@@ -337,4 +337,4 @@ def _fail(message: str, code: int = 2) -> None:
 
 # the sub-commands register themselves on `app` / `report_app` (engine imports stay inside them)
 from . import coverage, generate, models, report_html, retrain, runs, text  # noqa: E402,F401
-from . import campaign, validity  # noqa: E402,F401
+from . import campaign, prioritize, validity  # noqa: E402,F401

@@ -24,8 +24,9 @@ DATASET_OPT = typer.Option(None, "--dataset", help="Seeds from this data set's t
 BUDGET_OPT = typer.Option("10m", "--budget", help="How long: 10m, 90s, 1h, or model calls "
                                                   "such as 5000calls.")
 GUIDE_HELP = (f"A coverage criterion (one of {', '.join(CRITERIA.names())}; `rnncon criteria` "
-              f"lists their parameters), or an unguided baseline: none (keeps every mutant "
-              f"predicted right) or faults (keeps only the new distinct faults).")
+              f"lists their parameters), a signal beyond coverage (gini, margin, lsa, dsa, "
+              f"diversity: docs/prioritize.md), or an unguided baseline: none (keeps every "
+              f"mutant predicted right) or faults (keeps only the new distinct faults).")
 SEEDS_OPT = typer.Option(None, "--seeds", help="The first N test inputs the model predicts "
                                                "right (default: 1000 for images and "
                                                "sequences, 100 for text).")
@@ -34,7 +35,7 @@ REPORT_SEEDS_OPT = typer.Option(100, "--seeds", help="The first N test inputs ea
 EPILOG = ("Mutation and loop parameters follow as --NAME VALUE (e.g. --max-linf 0.2 "
           "--max-changed 0.02 --mutations pixel,affine,gradient --parents 8 --mutants 8); the "
           "guide's own as --guide-param NAME=VALUE. docs/campaign.md lists them.")
-VALIDITY_OPT = typer.Option("default", "--validity", help="The checks a fault must pass to "
+VALIDITY_OPT = typer.Option("default", "--validity-checks", help="The checks a fault must pass to "
                             "count as valid (a reader would still give it its seed's label): "
                             "default (images and sequences: the data set's autoencoder and "
                             "reference classifier, fitted once; text: the reader checks of "
@@ -127,7 +128,7 @@ def campaign_cmd(
     workers: Optional[int] = typer.Option(None, "--workers", help="One queue per Ray worker "
                                           "(states merged); 1 gives one process's results."),
     ray_address: Optional[str] = RAY_OPT,
-    validity: str = VALIDITY_OPT,
+    validity_checks: str = VALIDITY_OPT,
     reference_model: Optional[str] = REFERENCE_OPT,
     runs_dir: Optional[str] = RUNS_DIR_OPT,
     json_out: bool = JSON_OPT,
@@ -154,7 +155,7 @@ def campaign_cmd(
             model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed, inputs=x,
             labels=y, guide_params=gparams, store=runs, should_stop=interrupted, resume=resume,
             workers=workers or 0, ray_address=ray_address, ray_runtime=_ray_runtime(), log=log,
-            progress=_progress_log(unit), validity=validity, reference_model=reference_model,
+            progress=_progress_log(unit), validity_checks=validity_checks, reference_model=reference_model,
             **params)
     if json_out:
         emit({k: out.get(k) for k in _JSON_KEYS})
@@ -193,7 +194,7 @@ def check_cmd(
     count: str = typer.Option("classes", "--count", help="What --max-faults counts: classes "
                               "(fault classes of valid faults), valid (valid distinct "
                               "faults) or all (every distinct fault, valid or not)."),
-    validity: str = VALIDITY_OPT,
+    validity_checks: str = VALIDITY_OPT,
     reference_model: Optional[str] = REFERENCE_OPT,
     budget: str = typer.Option("2m", "--budget", help="The campaign's budget (2m, 500calls)."),
     guide: Optional[str] = typer.Option(None, "--guide", help="Default: the first criterion of "
@@ -231,7 +232,7 @@ def check_cmd(
     with _interruptible() as interrupted:
         out = run_campaign(model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed,
                            inputs=x, labels=y, store=runs, should_stop=interrupted, log=log,
-                           validity=validity, reference_model=reference_model, **params)
+                           validity_checks=validity_checks, reference_model=reference_model, **params)
     info = runs.get(out["run_id"])
     from ..campaign.prepare import load_seeds
     keras_model = load_seeds(model, dataset, 1, x, y)[0]

@@ -99,8 +99,6 @@ class GenerationResult:
             out["avg_words_changed"] = mean(w[adv])
             out["avg_words_changed_all"] = mean(w)
             if "valid" in self.extras and self.n:     # text runs check every edit (text.lexical)
-                valid = np.asarray(self.extras["valid"], bool)
-                out["valid_adv_rate"] = float(np.mean(adv & valid))
                 out["checks"] = {k[8:]: (float(np.sum(self.extras["pass_" + k[8:]]) / n)
                                          if (n := int(np.sum(v))) else None)
                                  for k, v in self.extras.items() if k.startswith("checked_")}
@@ -114,6 +112,10 @@ class GenerationResult:
                 out["minimize_seconds"] = round(float(np.sum(self.extras["min_seconds"])), 3)
                 if "pre_activated" in self.extras:
                     out["mean_activated_unminimized"] = mean(self.extras["pre_activated"])
+        if "valid" in self.extras and self.n:   # validity of the generated inputs (validity)
+            valid = np.asarray(self.extras["valid"], bool)
+            out["n_valid_adversarial"] = int((adv & valid).sum())
+            out["valid_adv_rate"] = float(np.mean(adv & valid))
         if (self.n_activated >= 0).any():
             out["mean_activated"] = mean(self.n_activated[self.n_activated >= 0])
         if "set_pool" in self.extras and self.n:      # which targets coverage-guided runs chose

@@ -145,7 +145,7 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
                      _evaluation_parts(ds, adv, evaluation_inputs))
     config = {"model": model, "from_run": from_run, "dataset": ds.name, "epochs": epochs,
               "repeats": repeats, "control": control, "max_inputs": max_inputs,
-              "n_inputs": len(adv["y"]),
+              "n_inputs": len(adv["y"]), "dropped_invalid": adv.get("dropped_invalid", 0),
               "learning_rate": defaults["learning_rate"] if learning_rate is None
               else learning_rate,
               "augment": defaults["augment"] if augment is None else augment,
@@ -288,6 +288,11 @@ def _source_and_data(model: str, from_run: str, store, dataset, max_inputs, forc
     if note and progress is not None:
         progress({"stage": "check", "message": f"note: {note}", "done": 0, "total": 0})
     adv = adversarial_inputs(source, max_inputs)
+    if adv["dropped_invalid"] and progress is not None:
+        progress({"stage": "check", "done": 0, "total": 0, "message":
+                  f"{adv['dropped_invalid']} adversarial inputs of run {from_run} are set aside "
+                  f"as invalid (a reader would not give them their seed's label; "
+                  f"docs/validity.md); retraining with the {len(adv['y'])} valid ones"})
     ds = resolve_dataset(model, dataset, source.config)
     base = load_model(model)
     model_head(base).require_classifier("retraining")    # regression, multi-output: refused

@@ -124,6 +124,7 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
 
         result = _generate(run, gen, x_all[idx], y_all[idx], idx, name, progress, should_stop,
                            workers, ray_address, model, method, seed, params)
+        _check_validity(result, ds_name)
         summary = result.summary(name)
         if result.stopped:       # the finished seeds' outputs, whole, once (if there are any)
             if result.n:
@@ -135,6 +136,20 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
         run.save_json("targets", result.target_info)
         run.finish(summary)
     return {"run_id": run.run_id, **summary, "outputs": str(outputs)}
+
+
+def _check_validity(result, dataset) -> None:
+    """The generated inputs checked by the data set's validity oracle, where its checks are
+    fitted (``validity``; text generators check their own edits): ``valid`` and
+    ``invalid_reason`` per seed in the outputs, the valid-adversarial rate in the summary."""
+    from ..validity import is_fitted, oracle_for
+    if not result.n or "valid" in result.extras or result.input_kind == "text" or \
+            dataset in (None, "inputs") or not is_fitted(dataset):
+        return
+    v = oracle_for(dataset, result.input_kind, train=False).check(
+        result.x_gen, result.y_seed, result.x_seed)
+    result.extras["valid"] = v.valid
+    result.extras["invalid_reason"] = v.reason
 
 
 def _seed_data(model, keras_model, cls, head, inputs, labels, dataset, split, kind):

@@ -51,7 +51,10 @@ def _encode(name: str, content: Any, float_format: str | None) -> bytes:
         if hasattr(content, "to_csv"):                       # a DataFrame
             content.to_csv(buf, index=False, float_format=float_format)
         else:                                                # rows: a list of dicts
-            w = csv.DictWriter(buf, fieldnames=list(content[0]))
+            # every row's columns, in order of appearance (rows of an earlier version lack
+            # the newer columns: left empty)
+            w = csv.DictWriter(buf, fieldnames=list(dict.fromkeys(k for r in content
+                                                                  for k in r)))
             w.writeheader()
             w.writerows(content)
         return buf.getvalue().encode()

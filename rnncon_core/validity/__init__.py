@@ -118,7 +118,7 @@ def oracle_for(dataset, kind: str | None = None, *, train: bool = True, log=None
     (``train``; else an error that says how). ``reference_model``: a user's classifier (path)
     used instead of the fitted reference. ``checks``: names, or "off"."""
     if checks == OFF or (isinstance(checks, (list, tuple)) and list(checks) == [OFF]):
-        return Oracle([], unchecked="switched off (--validity off)")
+        return Oracle([], unchecked="switched off (--validity-checks off)")
     from ..data import load_dataset
     ds = None
     if dataset is not None and str(dataset) != "inputs":

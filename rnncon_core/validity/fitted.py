@@ -27,6 +27,7 @@ from .base import Validator, Verdict
 HELD_OUT = 0.1            # share of the training split kept out of fitting, for thresholds
 SPLIT_SEED = 7
 MIN_STEPS = 1500          # the reference classifier's least training steps (small data sets)
+MAX_EPOCHS = 150          # ... within at most this many epochs
 
 
 def held_out_split(n: int, seed: int = SPLIT_SEED) -> tuple[np.ndarray, np.ndarray]:
@@ -246,7 +247,7 @@ class Reference(_Fitted):
                                name="validity_reference")
         trainer = keras.Sequential([keras.Input(shape), *augment, clf])
         per_epoch = -(-len(z) // 128)
-        epochs = max(epochs, -(-MIN_STEPS // per_epoch))    # small data sets: more epochs
+        epochs = max(epochs, min(MAX_EPOCHS, -(-MIN_STEPS // per_epoch)))   # small data sets
         steps = epochs * per_epoch
         trainer.compile(optimizer=keras.optimizers.Adam(
             keras.optimizers.schedules.CosineDecay(2e-3, steps)),
