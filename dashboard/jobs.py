@@ -320,7 +320,7 @@ def cards(kind: str, job_ids: list[str], now: float | None = None,
 
 
 def _run_title(info) -> str:
-    from dashboard.state import public
+    from dashboard.uploads import public
     from rnncon_core.runs import display_name
     return f"{display_name(info)} on {public(info.model)}"   # an upload by name, not path
 

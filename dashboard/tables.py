@@ -118,7 +118,7 @@ def runs_history(runs: Iterable) -> pd.DataFrame:
     """The run store's history: one row per run (its name, or what it did and when; a
     retraining's held-out sets under it, marked ↳), the headline of its summary (text) and
     its full id last."""
-    from dashboard.state import public       # an upload by name, not path
+    from dashboard.uploads import public     # an upload by name, not path
     from rnncon_core.runs import display_name
     out = []
     for info, depth in under_parents(list(runs)):
