@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import DataMissingError, InputError
+from .errors import DataMissingError, InputError, did_you_mean
 from .paths import CACHE_DIR, MODELS_DIR, NPM_MODULES, ensure_dir
 from .io import atomic_write_bytes, atomic_write_npz
 
@@ -141,37 +141,44 @@ def class_labels(y, n_inputs: int | None = None, what: str = "labels"):
 NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
 
 
+KINDS = ("image", "sequence", "text")
+
+
 def read_dataset(path, kind: str | None = None) -> Dataset:
     """A user's data set: one .npz with ``x_train, y_train, x_test, y_test`` and optionally
     ``kind`` ("image" | "sequence" | "text"; default: int ids (N, T) are text, float
     (N, T, F) images if in [0, 1], else sequences), ``class_names`` and ``vocabulary`` (the
-    words of ids 3, 4, ... as Vocabulary keeps them). Read without pickles; every part
-    checked. ``kind`` overrides the file's."""
-    import zipfile
+    words of ids 3, 4, ... as Vocabulary keeps them). Read without pickles and checked whole,
+    both splits, before any model sees it (:func:`check_splits`). ``kind`` overrides the
+    file's. Read once per file version in a process."""
     path = Path(path).expanduser()
-    if not path.is_file():
-        raise InputError(f"no data set file {path}" if not path.exists() else
-                         f"{path} is not a file: give a .npz data set")
-    try:
-        f = np.load(path, allow_pickle=False)
-        if not hasattr(f, "files"):
-            raise InputError(f"{path} holds one array: a data set is an .npz with "
-                             f"{', '.join(NPZ_KEYS)} (numpy.savez)")
-        with f:
-            missing = [k for k in NPZ_KEYS if k not in f.files]
-            if missing:
-                raise InputError(f"{path} lacks {', '.join(missing)}: a data set is an .npz "
-                                 f"with {', '.join(NPZ_KEYS)} (numpy.savez('{path.name}', "
-                                 f"x_train=..., y_train=..., x_test=..., y_test=...))")
-            a = {k: f[k] for k in f.files}
-    except InputError:
-        raise
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as e:
-        why = "it holds Python objects, which are not read" if "pickle" in str(e) else \
-            f"{type(e).__name__}; truncated or not an .npz?"
-        raise InputError(f"{path} is not a readable .npz data set ({why}): save it with "
-                         f"numpy.savez") from None
-    kind = kind or (str(a["kind"]) if "kind" in a else None)
+    key = (str(path.resolve()), kind, *((path.stat().st_mtime_ns, path.stat().st_size)
+                                        if path.is_file() else ()))
+    if key not in _READ:
+        _READ.clear()                  # one user data set at a time (memory)
+        _READ[key] = _read_dataset(path, kind)
+    return _READ[key]
+
+
+_READ: dict = {}
+
+
+def _read_dataset(path: Path, kind: str | None) -> Dataset:
+    from .io import read_npz
+    fix = (f"save it with numpy.savez('{path.name}', x_train=..., y_train=..., x_test=..., "
+           f"y_test=...)")
+    a = read_npz(path, "data set", fix)
+    missing = [k for k in NPZ_KEYS if k not in a]
+    if missing:
+        raise InputError(f"{path} lacks {', '.join(missing)}: a data set is an .npz with "
+                         f"{', '.join(NPZ_KEYS)} ({fix})")
+    if kind is None and "kind" in a:
+        if a["kind"].ndim != 0 or a["kind"].dtype.kind not in "US":
+            raise InputError(f"{path}: kind must be one string (image, sequence or text), got "
+                             f"an array of shape {a['kind'].shape}")
+        kind = str(a["kind"])
+    if kind is not None and kind not in KINDS:
+        raise InputError(f"{path}: kind must be image, sequence or text, got {kind!r}")
     ys = {}
     for split in ("train", "test"):
         x = a[f"x_{split}"]
@@ -185,9 +192,9 @@ def read_dataset(path, kind: str | None = None) -> Dataset:
     if kind is None:
         kind = "text" if np.issubdtype(x_test.dtype, np.integer) and x_test.ndim == 2 else \
             "image" if np.issubdtype(x_test.dtype, np.floating) and x_test.ndim == 3 \
-            and float(x_test.min()) >= 0 and float(x_test.max()) <= 1 else "sequence"
-    if kind not in ("image", "sequence", "text"):
-        raise InputError(f"{path}: kind must be image, sequence or text, got {kind!r}")
+            and np.isfinite(x_test).all() and float(x_test.min()) >= 0 \
+            and float(x_test.max()) <= 1 else "sequence"
+    check_splits(path.name, {s: a[f"x_{s}"] for s in ("train", "test")}, ys, kind)
     xs = {s: a[f"x_{s}"].astype(np.int32 if kind == "text" else np.float32)
           for s in ("train", "test")}
     vocab = Vocabulary([str(w) for w in a["vocabulary"].tolist()]) if "vocabulary" in a \
@@ -201,6 +208,42 @@ def read_dataset(path, kind: str | None = None) -> Dataset:
                    f"the user's data set {name}: {len(ys['train']):,} train / "
                    f"{len(ys['test']):,} test, {kind}", kind,
                    len(names) if names else n_classes, vocab=vocab, class_names=names)
+
+
+def check_splits(name: str, xs: dict, ys: dict, kind: str) -> None:
+    """Both splits of a data set checked whole against its kind, or an InputError naming the
+    split and what is wrong: numbers (no NaN or inf); images in [0, 1] (``kind="image"``);
+    word ids non-negative integers (``kind="text"``, 2-D); labels class indices >= 0."""
+    for split, x in xs.items():
+        where = f"{name} x_{split}"
+        if not (np.issubdtype(x.dtype, np.number) or x.dtype == bool) \
+                or np.issubdtype(x.dtype, np.complexfloating):
+            raise InputError(f"{where} must hold real numbers, got dtype {x.dtype}")
+        if kind == "text":
+            if not np.issubdtype(x.dtype, np.integer) or x.ndim != 2:
+                raise InputError(f"{where} is declared text: it must hold integer word ids "
+                                 f"(N, T), got dtype {x.dtype} of shape {x.shape}")
+            if int(x.min()) < 0:
+                raise InputError(f"{where} holds negative word ids (from {int(x.min())}): ids "
+                                 f"are 0 (padding), 1 (start), 2 (unknown), 3, 4, ... words")
+            continue
+        bad = ~np.isfinite(x) if np.issubdtype(x.dtype, np.floating) else None
+        if bad is not None and bad.any():
+            first = np.unravel_index(int(np.flatnonzero(bad)[0]), x.shape)[0]
+            raise InputError(f"{where} holds {int(bad.sum()):,} NaN or infinite values (the "
+                             f"first in input {first}): clean or drop those inputs first")
+        if kind == "image":
+            lo, hi = float(x.min()), float(x.max())
+            if lo < 0 or hi > 1:
+                hint = "divide 8-bit pixels by 255" if lo >= 0 and hi <= 255 else \
+                    "scale them into [0, 1]"
+                raise InputError(f"{where} is declared kind='image', so its values must lie in "
+                                 f"[0, 1], but they go from {lo:.4g} to {hi:.4g}: {hint}, or "
+                                 f"declare kind='sequence' (any real values)")
+    for split, y in ys.items():
+        if len(y) and int(y.min()) < 0:
+            raise InputError(f"{name} y_{split} holds negative labels (from {int(y.min())}): "
+                             f"labels are class indices 0, 1, 2, ...")
 
 
 def is_dataset_file(name) -> bool:
@@ -229,11 +272,24 @@ def load_dataset(name: str | Path, kind: str | None = None) -> Dataset:
     loaders = {"mnist": _load_mnist, "fashion-mnist": _load_fashion,
                "imdb": _load_imdb, "digits": _load_digits}
     if name not in loaders:
-        if is_dataset_file(name):
-            return read_dataset(name, kind)
-        raise InputError(f"unknown data set {name!r}; choose one of {', '.join(DATASETS)}, or "
-                         f"give the path of your own .npz (x_train, y_train, x_test, y_test)")
+        check_dataset(name, kind)
+        return read_dataset(name, kind)
     return loaders[name]()
+
+
+def check_dataset(name: str | Path, kind: str | None = None) -> None:
+    """A --dataset value checked before any work (no TensorFlow): a built-in name, a test set
+    of this process, or the user's .npz read and checked whole (:func:`read_dataset`); an
+    unknown name is an InputError that lists the data sets (and the nearest one)."""
+    name = str(name)
+    if name in DATASETS or name in _USER:
+        return
+    if is_dataset_file(name):
+        read_dataset(name, kind)
+        return
+    raise InputError(f"unknown data set {name!r}{did_you_mean(name, DATASETS)}; choose one "
+                     f"of {', '.join(DATASETS)}, or give the path of your own .npz (x_train, "
+                     f"y_train, x_test, y_test)")
 
 
 # ---------------------------------------------------------------- images

@@ -28,3 +28,11 @@ class RunStoreError(RNNConError):
 
 class JobCancelled(RNNConError):
     """Raised inside a job when its cancel flag was set."""
+
+
+def did_you_mean(name: str, choices) -> str:
+    """The hint `` (did you mean NEAREST?)`` for a misspelt name (the nearest of ``choices``),
+    or "" when none is near."""
+    import difflib
+    close = difflib.get_close_matches(str(name), list(choices), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""

@@ -4,8 +4,9 @@ Every module that writes a file a reader may open at the same time (the run stor
 caches, profiles, saved criteria, model cards, reports) writes it here, atomically: into a
 temporary file with a unique name in the same folder, then ``os.replace`` onto the target, so
 a reader sees the old file or the new one, never half of one, and two processes writing the
-same file never share a temporary name. This module imports nothing from the package except
-``paths``.
+same file never share a temporary name. ``check_writable`` / ``check_writable_folder`` probe an
+output path before the work whose result goes there. This module imports nothing from the
+package except ``paths`` and ``errors``.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import paths
+from .errors import InputError
 
 # key -> distributions that may provide it (the first one installed wins)
 _DISTRIBUTIONS = {"tensorflow": ("tensorflow-cpu", "tensorflow"), "keras": ("keras",),
@@ -81,6 +83,101 @@ def atomic_save_keras(model, path: str | Path) -> Path:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+# ---------------------------------------------------------------- output paths, probed
+
+def _existing_folder(folder: Path, target: Path, what: str) -> Path:
+    """The nearest folder of ``folder`` and its parents that exists (where a missing folder
+    would be made), or an InputError when a file stands where a folder should be."""
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise InputError(f"{what} {target}: cannot create the folder {folder} ({probe} is a "
+                         f"file, not a folder): give a path in a writable folder")
+    return probe
+
+
+def _probe(folder: Path, target: Path, what: str) -> None:
+    """Write and remove a temporary file in ``folder`` (os.access says yes to root, and a
+    read-only file system is only seen by writing), or an InputError naming ``target``."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".rnncon-probe-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise InputError(f"{what} {target} cannot be written ({e.strerror or e} in {folder}): "
+                         f"give a path in a writable folder") from None
+
+
+def check_writable(path: str | Path, what: str = "the output file") -> Path:
+    """``path`` as a Path that a file can be written to, checked before the work whose result
+    goes there: not a folder, its folder existing (or makeable under a folder that exists) and
+    writable, probed with a temporary file that is removed; nothing is left behind. An
+    InputError (one line naming ``what``, e.g. "--junit") otherwise."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise InputError(f"{what} {path} is a folder: give a file name, e.g. "
+                         f"{path / 'out'}")
+    if path.exists() and not path.is_file():
+        raise InputError(f"{what} {path} is not a regular file (a device, pipe or socket): "
+                         f"give a file name")
+    _probe(_existing_folder(path.parent, path, what), path, what)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise InputError(f"{what} {path} cannot be written (permission denied): give a path "
+                         f"in a writable folder")
+    return path
+
+
+def check_writable_folder(path: str | Path, what: str = "the output folder") -> Path:
+    """``path`` as a Path of a folder that files can be written into (existing, or makeable
+    under a folder that exists), probed as :func:`check_writable` does; nothing is left."""
+    path = Path(path).expanduser()
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{what} {path} is a file, not a folder: give a folder")
+    _probe(path if path.is_dir() else _existing_folder(path, path, what), path, what)
+    return path
+
+
+# ---------------------------------------------------------------- reading .npz archives
+
+NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")      # an archive with files, an empty one
+
+
+def read_npz(path: str | Path, kind: str = "archive",
+             fix: str = "save it again with numpy.savez") -> dict[str, np.ndarray]:
+    """Every array of an .npz archive, read whole and without pickles, or an InputError (one
+    line) that says what the file is instead: missing, a folder, a single .npy array, not an
+    archive at all, truncated or damaged, or holding Python objects. ``kind`` names what the
+    file should be ("data set", "checkpoint"), ``fix`` what to do."""
+    import zipfile
+    import zlib
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise InputError(f"no {kind} file {path}" if not path.exists() else
+                         f"{path} is not a file: give an .npz {kind}")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+    except OSError as e:
+        raise InputError(f"{path} cannot be read ({e.strerror or e})") from None
+    if head.startswith(NPY_MAGIC):
+        why = "it holds one array (a .npy file), not an archive of named arrays"
+    elif not head.startswith(ZIP_MAGICS):
+        why = "the file is empty" if not head else "it is not an archive (no .npz header)"
+    else:
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return {k: z[k] for k in z.files}
+        except ValueError as e:
+            why = "it holds Python objects (dtype object), which are not read for safety" \
+                if "pickle" in str(e) or "Object arrays" in str(e) else \
+                f"damaged: {str(e).splitlines()[0][:120]}"
+        except (zipfile.BadZipFile, EOFError, OSError, zlib.error, KeyError) as e:
+            why = f"truncated or damaged: {type(e).__name__}"
+    raise InputError(f"{path} is not a readable .npz {kind} ({why}): {fix}")
 
 
 # ---------------------------------------------------------------- JSON

@@ -342,6 +342,21 @@ ARGS = Params(
     Param("patience", None, IntRange(1), "Early stopping patience (epochs)."),
     Param("learning_rate", None, Interval(0, math.inf, lo_open=True), "Adam's learning rate."),
     Param("validation_split", 0.1, Interval(0, 0.9), "Share of the training split held out."),
+    # the reports' sizes (rnncon report ...)
+    Param("repeats", None, IntRange(1), "Repeats."),
+    Param("iterations", None, IntRange(1), "Iteration budget per seed."),
+    Param("other_seeds", None, IntRange(1), "Seeds of the other rows."),
+    Param("n_mnist", None, IntRange(0), "MNIST test inputs per model (0: all)."),
+    Param("n_imdb", None, IntRange(0), "IMDB test inputs per model (0: all)."),
+    Param("n_clean", None, IntRange(1), "Clean test inputs in each pool."),
+    Param("n_seeds", None, IntRange(1), "Seeds per generation method."),
+    Param("n_suites", None, IntRange(1), "Random suites per size."),
+    Param("n_profile", None, IntRange(0), "Training inputs of a profile (0: all)."),
+    Param("table5_repeats", None, IntRange(1), "Repeats per candidate for Table 5."),
+    Param("recipe_epochs", None, IntRange(1), "Epochs of the recipe search."),
+    Param("recipe_repeats", None, IntRange(1), "Repeats of the recipe search."),
+    Param("max_fraction", None, Interval(0, 1, lo_open=True), "Most words changed (share)."),
+    Param("max_changes", None, IntRange(1), "Most words changed (count)."),
 )
 
 

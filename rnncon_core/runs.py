@@ -46,9 +46,10 @@ import numpy as np
 from .errors import InputError, JobCancelled, RunStoreError
 from .paths import RUNS_DIR
 from .io import (atomic_write_bytes, atomic_write_json, atomic_write_npz, file_sha256,
-                 model_file, model_sha256, to_json, versions)
+                 model_file, model_sha256, read_npz, to_json, versions)
 
 STATUSES = ("running", "finished", "failed", "cancelled")
+KINDS = ("generate", "retrain", "campaign", "robustness", "pollution")   # what jobs start
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,
@@ -158,16 +159,13 @@ class RunInfo:
         A job that appends (``Run.append_npz``) leaves parts until it ends; they are read
         together, in order, as one."""
         p = self.path / f"{name}.npz"
+        fix = f"run {self.run_id}'s file is damaged; start that work again"
         if p.exists():
-            with np.load(p, allow_pickle=False) as z:
-                return {k: z[k] for k in z.files}
+            return read_npz(p, "run file", fix)
         parts = sorted(self.path.glob(f"{name}.part*.npz"))
         if not parts:
             return None
-        loaded = []
-        for part in parts:
-            with np.load(part, allow_pickle=False) as z:
-                loaded.append({k: z[k] for k in z.files})
+        loaded = [read_npz(part, "run file", fix) for part in parts]
         return {k: np.concatenate([d[k] for d in loaded]) for k in loaded[0]}
 
     def files(self) -> list[str]:
@@ -284,15 +282,22 @@ class Run:
 class RunStore:
     """All runs under one root (default ``rnncon_core.paths.RUNS_DIR``, env ``RNNCON_RUNS``).
     ``on_start(run)``, if given, is called with each run this store starts (the dashboard
-    learns its job's run id that way)."""
+    learns its job's run id that way). ``read_only``: a store this process cannot write (a
+    shared or archived one) opened to list and report its runs; a write is a RunStoreError
+    (:meth:`for_reading` opens one so where the store cannot be written)."""
 
     def __init__(self, root: str | os.PathLike | None = None,
                  on_start: Callable[["Run"], None] | None = None,
-                 parent: str | None = None, name: str | None = None, tags=()):
+                 parent: str | None = None, name: str | None = None, tags=(),
+                 read_only: bool = False):
         self.root = Path(root) if root is not None else RUNS_DIR
         self.on_start = on_start
         self.parent, self.name, self.tags = parent, clean_name(name), clean_tags(tags)
         self.db = self.root / "index.sqlite"
+        self.read_only = read_only
+        if read_only:
+            self._open_read_only()
+            return
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -313,6 +318,36 @@ class RunStore:
             except sqlite3.Error as e:
                 raise self._unusable(e) from None
 
+    @classmethod
+    def for_reading(cls, root: str | os.PathLike | None = None) -> "RunStore":
+        """The store at ``root`` to list and report: writable where it can be written, else
+        opened read-only (its runs listed and reported; any write a RunStoreError)."""
+        try:
+            return cls(root)
+        except RunStoreError as e:
+            if "corrupt" in str(e):
+                raise
+            return cls(root, read_only=True)
+
+    def _open_read_only(self) -> None:
+        """Open the index without writing anything: read-only, or, where SQLite's WAL needs a
+        file it cannot make in a read-only folder, as an immutable file."""
+        if not self.db.is_file():
+            raise RunStoreError(f"no run store at {self.root} (no index.sqlite, and the folder "
+                                f"cannot be written to start one): give the store's folder "
+                                f"with --runs-dir DIR")
+        from urllib.parse import quote
+        for mode in ("mode=ro", "immutable=1"):
+            self._uri = f"file:{quote(str(self.db.resolve()))}?{mode}"
+            try:
+                self._execute("SELECT run_id FROM runs LIMIT 1")
+                return
+            except RunStoreError as e:
+                if "corrupt" in str(e):
+                    raise
+                error = e
+        raise error
+
     def _unusable(self, e: Exception) -> RunStoreError:
         """One clear error for a store that cannot be used, naming the path and the way out."""
         text = str(getattr(e, "strerror", None) or e)
@@ -320,6 +355,10 @@ class RunStore:
             return RunStoreError(f"the run store's index {self.db} is corrupt ({text}); rebuild "
                                  f"it from the run folders with `rnncon runs --repair --runs-dir "
                                  f"{self.root}`, or use another store with --runs-dir DIR")
+        if getattr(self, "read_only", False):
+            return RunStoreError(f"the run store {self.root} is read-only here ({text}): its "
+                                 f"runs can be listed and reported, not changed; to write, "
+                                 f"use a writable folder with --runs-dir DIR")
         return RunStoreError(f"the run store {self.root} cannot be written ({text}); choose a "
                              f"writable folder with --runs-dir DIR (or RNNCON_RUNS=DIR)")
 
@@ -335,6 +374,7 @@ class RunStore:
 
     def label(self, run_id: str, name: str | None, tags=()) -> RunInfo:
         """Give a run a name and tags (None / empty: remove them)."""
+        self._writable()
         info = self.get(run_id)
         name, tags = clean_name(name), clean_tags(tags)
         _write_relation(self.root / run_id, info.parent, name, tags)
@@ -344,7 +384,8 @@ class RunStore:
 
     def _connect(self) -> sqlite3.Connection:
         try:
-            con = sqlite3.connect(self.db, timeout=30)
+            con = sqlite3.connect(self._uri, timeout=30, uri=True) if self.read_only else \
+                sqlite3.connect(self.db, timeout=30)
         except sqlite3.Error as e:
             raise self._unusable(e) from None
         con.row_factory = sqlite3.Row
@@ -360,9 +401,14 @@ class RunStore:
         return rows
 
     # ---- writing
+    def _writable(self) -> None:
+        if self.read_only:
+            raise self._unusable(PermissionError("opened read-only"))
+
     def start(self, kind: str, model: str | None = None, method: str | None = None,
               config: dict | None = None) -> Run:
         """Create a running run (its directory, config, versions, model record) and return it."""
+        self._writable()
         if not kind or not isinstance(kind, str):
             raise InputError("a run needs a kind (generate, retrain, coverage, ...)")
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
@@ -389,6 +435,7 @@ class RunStore:
 
     def request_cancel(self, run_id: str) -> None:
         """Ask a running run to stop at its next check (works from any thread or process)."""
+        self._writable()
         info = self.get(run_id)
         if info.status != "running":
             raise InputError(f"run {run_id} is {info.status}, not running: nothing to cancel")
@@ -415,6 +462,7 @@ class RunStore:
         """Remove a run and its folder; a running run must be cancelled first (see
         :meth:`_refuse_live` for ``force``)."""
         import shutil
+        self._writable()
         info = self.get(run_id)
         if info.status == "running":
             self._refuse_live(run_id, "deleted", force)
@@ -425,6 +473,7 @@ class RunStore:
                     force: bool = False) -> RunInfo:
         """End a run that is stuck as "running" (its job will never finish it); a live run is
         refused (see :meth:`_refuse_live`)."""
+        self._writable()
         info = self.get(run_id)
         if info.status != "running":
             raise InputError(f"run {run_id} is {info.status}, not running: nothing to mark "
@@ -467,6 +516,7 @@ class RunStore:
                 and not _pid_alive(row["pid"], row["proc_start"]):
             # the process died without marking the run (killed, power loss): say so once
             status, error = "failed", "the process running it ended without finishing"
+        if status != row["status"] and not self.read_only:     # (read-only: only reported)
             self._execute("UPDATE runs SET status = ?, error = ?, updated = ? WHERE run_id = ? "
                           "AND status = 'running'", (status, error, _now(), row["run_id"]))
             folder = self.root / row["run_id"]

@@ -193,13 +193,19 @@ def check_model(model) -> None:
         if any(getattr(l, "stateful", False) for l in inner if l is not None):
             raise _unsupported(layer, "stateful=True (its state would carry over from one "
                                       "batch to the next; save a copy with stateful=False)")
-    dtypes = sorted({str(getattr(w, "dtype", "float32")) for w in model.weights}
-                    - {"float32", "int32", "int64", "bool"})
+    dtypes = other_dtypes(model)
     if dtypes:
         raise UnsupportedModelError(
             f"model {model.name!r} computes in {', '.join(dtypes)}; the trace and the "
             f"generators run float32: convert it first with "
             f"rnncon_core.trace.to_float32(model).save('model32.keras')")
+
+
+def other_dtypes(model) -> list[str]:
+    """The dtypes other than float32 (and ints, bools) the model's weights have: empty for a
+    model that computes in float32."""
+    return sorted({str(getattr(w, "dtype", "float32")) for w in model.weights}
+                  - {"float32", "int32", "int64", "bool"})
 
 
 def to_float32(model):
@@ -292,7 +298,7 @@ def _check_shape(shape: tuple, want: tuple, what: str) -> None:
         raise InputError(f"{what} of shape {shape} do not fit this model: it expects "
                          f"(N, {_dims(want)}){hint}")
     if shape[0] == 0:
-        raise InputError(f"no {what} given (the batch is empty)")
+        raise InputError(f"{what} hold no input (the batch is empty): give at least one")
 
 
 def _dims(shape) -> str:

@@ -12,7 +12,7 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import InputError, ModelLoadError, UnsupportedModelError
+from .errors import InputError, ModelLoadError, UnsupportedModelError, did_you_mean
 from .paths import MODELS_DIR, ensure_dir
 from .io import atomic_save_keras, atomic_write_json, atomic_write_text, versions
 
@@ -222,6 +222,8 @@ def _check_config(node, where: str = "model") -> None:
             keras_module = isinstance(module, str) and module.split(".")[0] == "keras"
             custom = registered if registered and not (keras_module and registered == cls) \
                 else None
+            if keras_module and not _serializable(module):
+                custom = cls            # e.g. keras.utils.get_file named as an initializer
             if (isinstance(module, str) and not keras_module) or custom:
                 raise ModelLoadError(
                     f"refused to load: the {where} uses {custom or cls!r} from module "
@@ -233,6 +235,21 @@ def _check_config(node, where: str = "model") -> None:
     elif isinstance(node, list):
         for item in node:
             _check_config(item, where)
+
+
+# the Keras modules a saved model's config may name a class from (what Keras serializes:
+# layers, models, initializers, regularizers, constraints, activations, optimizers, losses,
+# metrics, dtype policies); any other (keras.utils.get_file, keras.src.saving...) is code
+# that loading would run, refused as custom code
+_SERIALIZABLE = ("keras", "keras.layers", "keras.models", "keras.initializers",
+                 "keras.regularizers", "keras.constraints", "keras.activations",
+                 "keras.optimizers", "keras.optimizers.schedules", "keras.losses",
+                 "keras.metrics", "keras.dtype_policies")
+_SERIALIZABLE_PREFIXES = ("keras.src.models.", "keras.src.layers.", "keras.src.ops.")
+
+
+def _serializable(module: str) -> bool:
+    return module in _SERIALIZABLE or module.startswith(_SERIALIZABLE_PREFIXES)
 
 
 MAX_CONFIG_DEPTH = 200     # a saved Keras config nests a few dozen levels; deeper is not one
@@ -255,23 +272,53 @@ def load_model(name_or_path: str | os.PathLike, compile: bool = False):
     """A shipped model by name (``mnist-lstm``), any ``.keras`` file, or an ``.onnx`` file of a
     recurrent model (imported as the equivalent Keras model: ``onnx_import``), loaded safely.
 
-    The file's config is read and checked before Keras sees it: Lambda layers and
-    custom (non-Keras) classes are refused, so no code from the file is executed;
-    Keras' own ``safe_mode`` stays on as a second guard.
+    The file's config is read and checked before Keras sees it (:func:`check_model_file`):
+    Lambda layers and custom (non-Keras) classes are refused, so no code from the file is
+    executed; Keras' own ``safe_mode`` stays on as a second guard.
     """
+    path = check_model_file(name_or_path)
+    if path.suffix.lower() == ".onnx":
+        from .onnx_import import load_onnx
+        return load_onnx(path)
     import keras
+    try:
+        model = keras.saving.load_model(path, compile=compile, safe_mode=True)
+    except Exception as e:  # Keras raises many kinds here; all mean "this file won't load"
+        raise ModelLoadError(_load_failure(path, e)) from None
+    return model
+
+
+def check_architecture(name: str) -> None:
+    """An architecture ``rnncon train`` builds (Table 1's, or the feature net), or an
+    InputError listing them (with the nearest name)."""
+    if name in ARCHITECTURES or name == FEATURE_NET:
+        return
+    raise InputError(f"unknown architecture {name!r}"
+                     f"{did_you_mean(name, [*ARCHITECTURES, FEATURE_NET])}; choose one of "
+                     f"{', '.join(ARCHITECTURES)} or {FEATURE_NET}")
+
+
+def check_model_file(name_or_path: str | os.PathLike) -> Path:
+    """The file of a shipped model name, a ``.keras`` or an ``.onnx`` path, checked without
+    TensorFlow (fast: a command calls it before any other work): it exists; a ``.keras``
+    archive's config.json is sane and names only built-in Keras classes (an ``.onnx`` file is
+    checked when ``onnx_import`` reads it). A ModelLoadError (one line) otherwise."""
     text = str(name_or_path)
     path = model_path(text) if text in ARCHITECTURES or text == FEATURE_NET else Path(text)
     if not path.exists():
         if text in ARCHITECTURES or text == FEATURE_NET:
             raise ModelLoadError(f"model {text!r} is not shipped in {MODELS_DIR}: train it with "
                                  f"`rnncon train {text}`")
-        raise ModelLoadError(f"no such model file: {path}. Give a shipped model name "
+        near = did_you_mean(text, [*ARCHITECTURES, FEATURE_NET])
+        raise ModelLoadError(f"no such model file: {path}{near}. Give a shipped model name "
                              f"({', '.join(ARCHITECTURES)}) or the path of a .keras or .onnx "
                              f"file.")
+    if path.is_dir():
+        raise ModelLoadError(f"{path} is a folder: give a Keras 3 '.keras' file (a SavedModel "
+                             f"folder is not read; in Keras, model.save('model.keras') writes "
+                             f"one) or an '.onnx' file")
     if path.suffix.lower() == ".onnx":
-        from .onnx_import import load_onnx
-        return load_onnx(path)
+        return path                     # read by onnx_import when loaded (no code runs)
     if path.suffix != ".keras":
         raise ModelLoadError(f"{path.name}: only Keras 3 '.keras' files and ONNX files of "
                              f"recurrent models ('.onnx', docs/onnx.md) are supported (in "
@@ -291,11 +338,7 @@ def load_model(name_or_path: str | os.PathLike, compile: bool = False):
                              f"is a few dozen). Save the model again with "
                              f"model.save('model.keras').")
     _check_config(config)
-    try:
-        model = keras.saving.load_model(path, compile=compile, safe_mode=True)
-    except Exception as e:  # Keras raises many kinds here; all mean "this file won't load"
-        raise ModelLoadError(_load_failure(path, e)) from None
-    return model
+    return path
 
 
 def _load_failure(path: Path, e: Exception) -> str:

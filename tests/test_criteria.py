@@ -111,7 +111,7 @@ def test_cli_profile_coverage_sweep(cache, tiny_lstm, tiny_x, tmp_path, capsys, 
     assert json.loads(out)["profile"] == str(prof) and prof.is_file()
     code, out, err = _cli(capsys, monkeypatch, "coverage", "--model", model, "--inputs", x,
                           "--criterion", "state", "--params",
-                          f"components=2,cells=4,profile_path={prof}", "--json")
+                          f"components=2,cells=4,profile_inputs=all,profile_path={prof}", "--json")
     assert code == 0, err
     res = json.loads(out)
     assert res["criterion"] == "state" and res["threshold"] is None and res["n_inputs"] == 9
@@ -214,3 +214,26 @@ def test_cli_builds_the_profile_on_demand(cache, tiny_gru, tiny_x, tmp_path, cap
     code, out, err = _cli(capsys, monkeypatch, "coverage", "--model", model, "--dataset", "mnist",
                           "--criterion", "transition", "--n-profile", "8", "--json")
     assert code == 0 and "building the training profile" not in err      # cached
+
+
+def test_deepstellar_keeps_far_states_apart(cache, tiny_lstm, tiny_x):
+    """Cells far outside the training range are not clipped to one cell beyond it (issue 42):
+    two hidden states 5 and 20 training ranges out get two keys, each decoding to its own
+    cells; a far state is no boundary item (nor major), so coverage does not change."""
+    profiles(tiny_lstm, tiny_x)
+    sc = get_criterion("state", tiny_lstm, components=2, cells=4)
+    units = int(sc._spec.units)
+    span = sc._hi - sc._lo
+    keys = []
+    for ranges in (5, 20):
+        p = sc._lo - ranges * span                        # that many ranges below, each axis
+        h = sc._mean + p @ sc._axes                       # a hidden state projecting there
+        keys.append(int(sc.states_of_hidden(h[None].astype(np.float32))[0]))
+        cells = sc.decode_state(keys[-1])
+        assert all(-4 * ranges - 1 <= c <= -4 * ranges for c in cells), (ranges, cells)
+    assert keys[0] != keys[1] and units == 3
+    far = np.stack([sc._mean + (sc._lo - r * span) @ sc._axes for r in (5, 20)])
+    regions = sc.regions_of_hidden(far.astype(np.float32))   # a guide's finite regions:
+    assert regions[0] == regions[1] == 0 < sc.region_count()  # both in the cell below
+    boundary = get_criterion("state-boundary", tiny_lstm, components=2, cells=4)
+    assert not np.isin(keys, boundary._items).any() and not np.isin(keys, sc._items).any()

@@ -223,7 +223,7 @@ def test_deepstellar(setup, components, cells):
             tfreq[(tuple(a), tuple(b))] += 1
     made = {(tuple(a), tuple(b)) for seq in test for a, b in zip(seq[:-1], seq[1:])}
     kw = {"components": components, "cells": cells, "profile_path": path,
-          "fake_initial": False, "first_state": True}
+          "profile_inputs": "all", "fake_initial": False, "first_state": True}
 
     cov = _update(get_criterion("state", model, **kw), x)
     assert cov.total == len(states)

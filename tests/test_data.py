@@ -116,7 +116,12 @@ def test_a_users_npz_is_a_data_set_by_its_path(tmp_path):
     assert ds.name == str(p.resolve()) and ds.kind == "sequence"    # real values, not [0, 1]
     assert ds.x_train.dtype == np.float32 and ds.y_test.tolist() == [0, 1, 2, 0]  # one-hot
     assert ds.num_classes == 3 and ds.class_names == ["a", "b", "c"]
-    assert load_dataset(str(p), kind="image").kind == "image"         # kind overrides
+    with pytest.raises(InputError, match="declared kind='image'"):   # images lie in [0, 1]
+        load_dataset(str(p), kind="image")
+    unit = _npz(tmp_path / "unit.npz", x_train=rng.random((6, 5, 3)), y_train=np.arange(6) % 3,
+                x_test=rng.random((4, 5, 3)), y_test=np.arange(4) % 3)
+    assert load_dataset(unit).kind == "image"
+    assert load_dataset(str(unit), kind="sequence").kind == "sequence"   # kind overrides
     ids = _npz(tmp_path / "ids.npz", x_train=rng.integers(0, 9, (5, 7)), y_train=np.ones(5),
                x_test=rng.integers(0, 9, (3, 7)), y_test=np.zeros(3),
                vocabulary=np.array(["good", "bad"]))

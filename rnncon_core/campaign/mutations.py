@@ -73,6 +73,16 @@ def input_kind(model) -> str:
     return {"ids": "text", "image": "image"}.get(input_domain(model), "sequence")
 
 
+def check_family_names(text: str | None) -> None:
+    """The names of ``--mutations`` checked before the model is known: each a family of some
+    input kind (which kind's, ``families`` checks once the model is loaded)."""
+    known = dict.fromkeys((*IMAGE_FAMILIES, *SEQUENCE_FAMILIES, *TEXT_FAMILIES))
+    bad = [m for m in split_list(text, "mutations") if m not in known] if text else []
+    if bad:
+        raise InputError(f"no mutation family {', '.join(map(repr, bad))}; the families are "
+                         f"{', '.join(known)} (`rnncon campaign --help`)")
+
+
 def families(kind: str, text: str | None) -> tuple[str, ...]:
     allowed = {"image": IMAGE_FAMILIES, "sequence": SEQUENCE_FAMILIES,
                "text": TEXT_FAMILIES}[kind]

@@ -10,12 +10,15 @@ that run's last checkpoint and goes on exactly as the first would have.
 """
 from __future__ import annotations
 
+import struct
 import time
+import zipfile
+import zlib
 from typing import Callable
 
-from ..errors import InputError, JobCancelled
+from ..errors import InputError, JobCancelled, RNNConError
 from .loop import CAMPAIGN_PARAMS, YIELD_BEFORE, Campaign
-from .mutations import input_kind
+from .mutations import families, input_kind
 from .prepare import (ValiditySpec, ensure_profile, guide_names, load_seeds, make_campaign,
                       validity_spec)
 from .record import (_checkpoint, _progress, _save_state, finish, load_checkpoint,
@@ -56,8 +59,7 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
         if old.status == "running":
             raise InputError(f"run {resume} is still running: cancel it first (`rnncon runs "
                              f"--cancel {resume}`)")
-        if old.load_npz("checkpoint") is None:
-            raise InputError(f"run {resume} has no checkpoint to resume from")
+        check_resumable(store, resume)
         cfg = old.config
         model = cfg["model"] if isinstance(model, str) or model is None else model
         dataset, guide, seeds, seed = cfg["dataset"], cfg["guide"], cfg["seeds"], cfg["seed"]
@@ -87,6 +89,7 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
     keras_model, x, y, x_train, ds_name = load_seeds(model, dataset, seeds, inputs, labels)
     seeds = len(x) if seeds is None else seeds
     kind = input_kind(keras_model)
+    families(kind, values.get("mutations"))        # before the profile is built
     ensure_profile(keras_model, x_train, kind, log)
     spec = ValiditySpec.of(stored_validity, ds_name) if old is not None else \
         validity_spec(validity_checks, ds_name, reference_model, kind, log)
@@ -113,6 +116,64 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
             raise JobCancelled(f"campaign {run.run_id} was stopped after {camp.batches} "
                                f"batches; resume it with --resume {run.run_id}")
     return {"run_id": run.run_id, **summary}
+
+
+# what a damaged checkpoint, rows log or config raises when read (numpy, zipfile, zlib,
+# struct, json): reading it is all that is done with it
+_DAMAGED = (RNNConError, ValueError, OSError, EOFError, KeyError, IndexError, TypeError,
+            struct.error, zipfile.BadZipFile, zlib.error)
+
+
+def _unreadable(info) -> str | None:
+    """Why campaign run ``info`` cannot be resumed from (its checkpoint or rows missing or
+    damaged), or None: everything a resume reads is read once, before any work."""
+    try:
+        if load_checkpoint(info) is None:
+            return "it has no checkpoint (checkpoint.npz)"
+        read_rows(info, "queue")
+        read_rows(info, "faults")
+        info.config["guide"], info.config["params"]
+    except _DAMAGED as e:
+        return f"its checkpoint is damaged ({' '.join(str(e).split())[:160] or type(e).__name__})"
+    return None
+
+
+def _config(info) -> dict:
+    try:
+        cfg = info.config
+    except _DAMAGED:
+        return {}
+    return cfg if isinstance(cfg, dict) else {}
+
+
+def check_resumable(store, run_id: str) -> None:
+    """An InputError (one line saying what to do) unless campaign ``run_id`` of ``store`` can be
+    resumed: its checkpoint and rows read whole. A damaged one points to the last good
+    checkpoint (the run it was itself resumed from, and so on) or to starting afresh."""
+    info = store.get(run_id)
+    if info.kind != "campaign":
+        raise InputError(f"run {run_id} is a {info.kind} run, not a campaign")
+    why = _unreadable(info)
+    if why is None:
+        return
+    cfg = _config(info)
+    earlier, seen = cfg.get("resumed_from"), {run_id}
+    while earlier and earlier not in seen:
+        seen.add(earlier)
+        try:
+            before = store.get(earlier)
+        except RNNConError:
+            break
+        if _unreadable(before) is None:
+            raise InputError(f"run {run_id} cannot be resumed: {why}; resume from the last good "
+                             f"checkpoint, run {earlier}'s (it was resumed from there): "
+                             f"rnncon campaign --resume {earlier}")
+        earlier = _config(before).get("resumed_from")
+    again = (f"rnncon campaign --model {cfg['model']} --guide {cfg.get('guide', 'rconc')} "
+             f"--budget {cfg.get('budget', '10m')} --seed {cfg.get('seed', 0)}"
+             if cfg.get("model") else "rnncon campaign --model MODEL ...")
+    raise InputError(f"run {run_id} cannot be resumed: {why} and no earlier checkpoint of it "
+                     f"is good; start afresh: {again}")
 
 
 def loop(camp: Campaign, budget: Budget, on_batch, on_progress, stop) -> None:

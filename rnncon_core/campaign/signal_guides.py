@@ -227,10 +227,10 @@ class DiversityGuide(SignalGuide):
         comp, cells = self.config.get("components", 3), self.config.get("cells", 10)
         self._abs = StateCoverage(self.model, components=comp, cells=cells,
                                   profile_inputs="all")
-        return int(self._abs._base ** comp)
+        return self._abs.region_count()
 
     def _regions(self, probs, hidden) -> np.ndarray:
-        return self._abs.states_of_hidden(hidden)
+        return self._abs.regions_of_hidden(hidden)
 
 
 GUIDES = {g.name: g for g in (GiniGuide, MarginGuide, LSAGuide, DSAGuide, DiversityGuide)}

@@ -5,6 +5,12 @@ Figures go to stdout (one JSON object with ``--json``); logs and progress go to 
 every command shares lives here: one name per flag (``--runs-dir``, ``--out-dir``; the old
 ``--root`` and ``--out`` still work for one release, with a note), lists read by one helper,
 and the declared parameters of a method or criterion read from ``--NAME VALUE``.
+
+Every command checks all its arguments, paths and files first (:func:`preflight`: model files,
+data sets read whole, output paths probed), before TensorFlow is imported and before any model
+call. Exit codes (docs/errors.md): 0 done (a gate passed), 1 a gate's bound failed (`rnncon
+check`), 2 a usage or input error (one line ``error: ...``), 3 an internal error (a bug: one
+line naming the log that holds the traceback), 130 interrupted.
 """
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ import logging
 import os
 import sys
 import tempfile
+from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # TensorFlow's Python warnings (a tf.function retraced as a loop calls a model on new shapes)
@@ -100,6 +107,60 @@ SEED_LABELS_OPT = typer.Option(None, "--labels", help="Their class labels (.npy,
 PARAM_OPT = typer.Option(None, "--param", help="NAME=VALUE: a parameter of the method or "
                                                "criterion (repeatable; the same as --NAME "
                                                "VALUE).")
+
+
+EXIT_PASSED, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def preflight(model: str | None = None, models=(), dataset: str | None = None,
+              kind: str | None = None, outputs=(), folders=()) -> None:
+    """A command's names, paths and files checked before any work, without TensorFlow: each
+    model file (``zoo.check_model_file``: exists, a sane .keras archive of built-in Keras
+    classes), the data set (a built-in name, or the user's .npz read and checked whole),
+    ``outputs`` (option, file) and ``folders`` (option, folder) probed for writing. The first
+    problem is an RNNConError (one line)."""
+    from ..io import check_writable, check_writable_folder
+    from ..zoo import check_model_file
+    for option, path in outputs:
+        if path is not None:
+            check_writable(path, option)
+    for option, path in folders:
+        if path is not None:
+            check_writable_folder(path, option)
+    for name in (model, *models):
+        if name is not None:
+            check_model_file(name)
+    if dataset is not None:
+        from ..data import check_dataset
+        check_dataset(dataset, kind)
+
+
+def internal_log() -> Path:
+    """Where this process writes the traceback of an internal error (one file a process)."""
+    import time
+    if not _LOG:
+        _LOG.append(Path(tempfile.gettempdir()) / f"rnncon-error-"
+                    f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
+    return _LOG[0]
+
+
+_LOG: list = []
+
+
+def _internal(e: BaseException) -> str:
+    """The one line of an internal error; its traceback goes to :func:`internal_log`."""
+    import traceback
+    path = internal_log()
+    text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    try:
+        path.write_text(f"rnncon {' '.join(sys.argv[1:])}\n\n{text}")
+        where = f"the traceback is in {path}"
+    except OSError:
+        where = "the traceback could not be saved"
+        sys.stderr.write(text)
+    first = next((line for line in str(e).splitlines() if line.strip()), "")[:200]
+    return (f"internal error ({type(e).__name__}{': ' + first if first else ''}); this is a "
+            f"bug, not your input: {where}; please report it")
 
 
 def emit(obj: dict) -> None:
@@ -299,26 +360,31 @@ def show_params(title: str, entries: dict, json_out: bool) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """The `rnncon` entry point: a deliberate error (RNNConError) or a usage error prints one
-    line ``error: ...`` on stderr and exits with code 2, never a traceback."""
+    line ``error: ...`` on stderr and exits with code 2; any other exception is a bug: one line
+    naming the log that holds its traceback, exit code 3. Never a traceback on the screen."""
     from typer.exceptions import Abort, TyperException
     quiet_tensorflow()
     try:
         code = app(args=argv, standalone_mode=False)
     except RNNConError as e:
-        _fail(str(e))
+        _fail(str(e), EXIT_INPUT)
     except TyperException as e:            # typer's (vendored click's) usage errors
         if type(e).__name__ == "NoArgsIsHelpError":     # `rnncon` alone: the help
             e.show()
             sys.exit(e.exit_code)
-        ctx = getattr(e, "ctx", None)
-        hint = f" (see `rnncon {ctx.info_name} --help`)" if ctx is not None and ctx.parent \
-            else " (see `rnncon --help`)"
+        ctx, words = getattr(e, "ctx", None), []
+        while ctx is not None and ctx.parent is not None:      # report html: both words
+            words.insert(0, ctx.info_name)
+            ctx = ctx.parent
+        hint = f" (see `rnncon {' '.join(words)} --help`)" if words else " (see `rnncon --help`)"
         _fail(e.format_message() + hint, e.exit_code if e.exit_code else 2)
     except (Abort, KeyboardInterrupt):
-        _fail(_interrupted(), 130)
-    if code == 130:                 # typer turns Ctrl-C into a silent exit code 130
-        _fail(_interrupted(), 130)
-    sys.exit(code if isinstance(code, int) else 0)
+        _fail(_interrupted(), EXIT_INTERRUPTED)
+    except Exception as e:          # a bug: one line, the traceback in a log
+        _fail(_internal(e), EXIT_INTERNAL)
+    if code == EXIT_INTERRUPTED:    # typer turns Ctrl-C into a silent exit code 130
+        _fail(_interrupted(), EXIT_INTERRUPTED)
+    sys.exit(code if isinstance(code, int) else EXIT_PASSED)
 
 
 def _interrupted() -> str:

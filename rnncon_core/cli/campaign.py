@@ -11,9 +11,9 @@ from typing import List, Optional
 
 import typer
 
-from . import (DECLARED, JSON_OPT, PARAM_OPT, RAY_OPT, RUNS_DIR_OPT, SEED_INPUTS_OPT,
-               SEED_LABELS_OPT, app, declared_values, emit, log, names, report_app,
-               seed_inputs, store)
+from . import (DECLARED, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL, EXIT_PASSED, JSON_OPT,
+               PARAM_OPT, RAY_OPT, RUNS_DIR_OPT, SEED_INPUTS_OPT, SEED_LABELS_OPT, app, checked,
+               declared_values, emit, log, names, preflight, report_app, seed_inputs, store)
 from ..errors import InputError
 from ..registry import CRITERIA
 
@@ -72,7 +72,10 @@ def _guide_params(guide: str, pairs: list[str] | None) -> dict:
 
 def _params(ctx: typer.Context, pairs: list[str] | None) -> dict:
     from ..campaign import CAMPAIGN_PARAMS
-    return declared_values(CAMPAIGN_PARAMS, ctx.args, pairs, "a campaign", lambda: set())
+    from ..campaign.mutations import check_family_names
+    values = declared_values(CAMPAIGN_PARAMS, ctx.args, pairs, "a campaign", lambda: set())
+    check_family_names(values.get("mutations"))
+    return values
 
 
 @contextmanager
@@ -142,12 +145,19 @@ def campaign_cmd(
     if resume is not None and (ctx.args or param or guide_param or inputs or labels):
         raise InputError("--resume takes the run's own settings: give only --budget (and "
                          "--workers) with it")
+    checked(seed=seed, seeds=seeds, workers=workers)
     x, y, _ = seed_inputs(inputs, labels, dataset)
     if guide not in guide_names():
         raise InputError(f"unknown guide {guide!r}; choose one of {', '.join(guide_names())}")
     params = _params(ctx, param) if resume is None else {}
     gparams = _guide_params(guide, guide_param) if resume is None else None
+    if budget is not None:
+        parse_budget(budget)
+    preflight(model=model, models=[reference_model] if reference_model else (), dataset=dataset)
     runs = store(runs_dir)
+    if resume is not None:
+        from ..campaign.run import check_resumable
+        check_resumable(runs, resume)         # a damaged checkpoint: before any work
     budget = budget or (runs.get(resume).config["budget"] if resume else "10m")
     unit = parse_budget(budget).unit
     with _interruptible() as interrupted:
@@ -211,8 +221,49 @@ def check_cmd(
     json_out: bool = JSON_OPT,
 ):
     """The CI gate: run a campaign, check coverage and fault bounds, write JUnit XML and the
-    HTML report; exit 1 when a bound fails."""
-    from ..campaign import run_campaign
+    HTML report. Exit codes: 0 every bound passed, 1 a bound failed, 2 a usage or input error,
+    3 an internal error; the JUnit file records which."""
+    from ..io import check_writable
+    t0 = time.perf_counter()
+    if junit is not None:
+        check_writable(junit, "--junit")         # first: what follows can be recorded there
+    try:
+        passed = _check(ctx, t0, model=model, dataset=dataset, min_coverage=min_coverage,
+                        max_faults=max_faults, count=count, validity_checks=validity_checks,
+                        reference_model=reference_model, budget=budget, guide=guide,
+                        seeds=seeds, inputs=inputs, labels=labels, seed=seed, junit=junit,
+                        html=html, param=param, runs_dir=runs_dir, json_out=json_out)
+    except Exception as e:
+        if junit is not None:
+            _junit_error(junit, e, time.perf_counter() - t0, model)
+        raise
+    if not passed:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _junit_error(junit: str, e: Exception, seconds: float, model) -> None:
+    """The JUnit file of a check that could not run: its one line and exit code (2 input,
+    3 internal: the message names the log ``main`` writes the traceback to)."""
+    from ..errors import RNNConError
+    from ..io import atomic_write_text
+    from ..reports.campaign import junit_error_xml
+    from . import internal_log
+    if isinstance(e, RNNConError):
+        code, message = EXIT_INPUT, " ".join(str(e).split())
+    else:
+        code, message = EXIT_INTERNAL, (f"internal error ({type(e).__name__}); the traceback "
+                                        f"is in {internal_log()}")
+    try:
+        atomic_write_text(Path(junit), junit_error_xml(message, code, seconds, model))
+    except OSError:
+        pass                    # the line on stderr still says it
+
+
+def _check(ctx, t0, *, model, dataset, min_coverage, max_faults, count, validity_checks,
+           reference_model, budget, guide, seeds, inputs, labels, seed, junit, html, param,
+           runs_dir, json_out) -> bool:
+    """The gate's work, every argument checked first; True when every bound passed."""
+    from ..campaign import parse_budget, run_campaign
     from ..io import atomic_write_text
     from ..reports.campaign import campaign_html, check_bounds, junit_xml, parse_bounds
     bounds = parse_bounds(min_coverage)
@@ -225,33 +276,37 @@ def check_cmd(
     if count not in FAULT_COUNTS:
         raise InputError(f"--count {count!r}: choose one of {', '.join(FAULT_COUNTS)}")
     guide = guide or next(iter(bounds), "none")
+    parse_budget(budget)
+    checked(seed=seed, seeds=seeds)
+    html_path = Path(html) if html else (Path(junit).with_suffix(".html") if junit
+                                         else Path("rnncon-check.html"))
+    preflight(model=model, models=[reference_model] if reference_model else (),
+              dataset=dataset, outputs=[("--html", html_path)])
     x, y, _ = seed_inputs(inputs, labels, dataset)
     params = _params(ctx, param)
     runs = store(runs_dir)
-    t0 = time.perf_counter()
     with _interruptible() as interrupted:
         out = run_campaign(model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed,
                            inputs=x, labels=y, store=runs, should_stop=interrupted, log=log,
-                           validity_checks=validity_checks, reference_model=reference_model, **params)
+                           validity_checks=validity_checks, reference_model=reference_model,
+                           **params)
     info = runs.get(out["run_id"])
     from ..campaign.prepare import load_seeds
     keras_model = load_seeds(model, dataset, 1, x, y)[0]
     table = check_bounds(info, keras_model, bounds, max_faults, count)
-    html_path = Path(html) if html else (Path(junit).with_suffix(".html") if junit
-                                         else Path("rnncon-check.html"))
     atomic_write_text(html_path, campaign_html(info, table))
     if junit:
         atomic_write_text(Path(junit), junit_xml(table, info, time.perf_counter() - t0))
     failed = table[~table["passed"].astype(bool)]
     if json_out:
         emit({"run_id": info.run_id, "passed": failed.empty, "checks": table.to_dict("records"),
-              "junit": junit, "html": str(html_path)})
+              "junit": junit, "html": str(html_path), "exit_code": EXIT_FAILED if len(failed)
+              else EXIT_PASSED})
     log(f"run {info.run_id}: {headline(out)}")
     for r in table.itertuples():
         log(f"{'PASS' if r.passed else 'FAIL'} {r.check}: measured {r.measured:.4g}")
     log(f"report {html_path}" + (f", JUnit {junit}" if junit else ""))
-    if not failed.empty:
-        raise typer.Exit(1)
+    return failed.empty
 
 
 @report_app.command("campaign", context_settings=DECLARED)
@@ -278,8 +333,9 @@ def report_campaign_cmd(
     and faults, with 95 % intervals (rows already in OUT_DIR/runs.csv are kept: a stopped
     report goes on)."""
     from ..reports.campaign import build_campaign
-    if repeats < 1:
-        raise InputError(f"--repeats must be at least 1, got {repeats}")
+    checked(repeats=repeats, seeds=seeds)
+    preflight(models=names(models, "--models") or (), dataset=dataset,
+              folders=[("--out-dir", out_dir)])
     rep = build_campaign(models=names(models, "--models"), guides=names(guides, "--guides"),
                          repeats=repeats, budget=budget, seeds=seeds, dataset=dataset,
                          out_dir=out_dir,

@@ -9,7 +9,7 @@ from typing import List, Optional
 import typer
 
 from . import (DECLARED, JSON_OPT, OUT_OPT, PARAM_OPT, RAY_OPT, app, checked, declared_values,
-               emit, log, names, numbers, renamed, report_app, show_params)
+               emit, log, names, numbers, preflight, renamed, report_app, show_params)
 from ..errors import InputError
 from ..registry import CRITERIA
 
@@ -65,6 +65,17 @@ def _criterion_params(ctx: typer.Context, criterion: str, pairs: list[str] | Non
                            [*(pairs or []), *(names(old_pairs, "--params") or [])],
                            f"criterion {criterion!r}",
                            lambda: {p.name for c in CRITERIA.values() for p in c.params})
+
+
+def _preflight(model: str, dataset: str | None, kind: str | None, given: dict,
+               outputs=()) -> None:
+    """The model, data set, a given profile file and the output paths checked before the
+    work (``preflight``)."""
+    preflight(model=model, dataset=dataset, kind=kind, outputs=outputs)
+    profile = given.get("profile_path")
+    if profile is not None and not Path(profile).is_file():
+        raise InputError(f"no training profile at {profile}: build it with `rnncon profile "
+                         f"--model {model} --dataset DATA --profile-path {profile}`")
 
 
 def _criterion(model, criterion: str, params: dict, dataset: str | None = None,
@@ -168,10 +179,11 @@ def coverage_cmd(ctx: typer.Context, model: str = MODEL_OPT,
                  json_out: bool = JSON_OPT):
     """Coverage of a set of inputs under one criterion, per layer and in all."""
     given = _criterion_params(ctx, criterion, param, params)
-    checked(workers=workers)
-    if save_state is not None:
-        from ..coverage.base import check_writable
-        check_writable(save_state)                  # before the work, not after it
+    checked(workers=workers, kind=kind)
+    _preflight(model, dataset, kind, given, outputs=[("--save-state", save_state)])
+    if state is not None:
+        from ..coverage.base import check_state
+        check_state(state)                          # a damaged file: before the work
     m, x, what = _model_and_inputs(model, dataset, split, n, inputs, kind)
     cov = _criterion(m, criterion, given, dataset, n_profile)
     if state is not None:
@@ -219,6 +231,8 @@ def sweep_cmd(ctx: typer.Context, model: str = MODEL_OPT, dataset: Optional[str]
         raise InputError("sweep takes --thresholds (a list), not --threshold")
     if not grid:
         raise InputError("give at least one threshold")
+    checked(kind=kind)
+    _preflight(model, dataset, kind, given)
     m, x, what = _model_and_inputs(model, dataset, split, n, inputs, kind)
     cov = _criterion(m, criterion, {**given, "threshold": grid[0]}, dataset, n_profile)
     cov.update(x)
@@ -262,6 +276,8 @@ def report_coverage_cmd(
     """Figures 6, 7/8 and 12 as CSV plus a markdown summary, on the shipped models."""
     from ..reports.coverage import build_coverage
     folder = renamed(out_dir, out, "--out-dir", "--out") or "reports/coverage"
+    checked(n_mnist=n_mnist, n_imdb=n_imdb)
+    preflight(models=names(models, "--models") or (), folders=[("--out-dir", folder)])
     result = build_coverage(Path(folder), names(models, "--models"), n_mnist=n_mnist,
                             n_imdb=n_imdb, progress=log)
     if json_out:
@@ -300,6 +316,8 @@ def profile_cmd(model: str = MODEL_OPT,
     path = renamed(profile_path, out, "--profile-path", "--out")
     if path and profile_inputs == "both":
         profile_inputs = "all"                     # one file: the profile of all inputs
+    checked(kind=kind)
+    preflight(model=model, dataset=dataset, kind=kind, outputs=[("--profile-path", path)])
     x, y, what = _load_inputs(dataset, "train", n, None)
     data_kind = _data_kind(dataset, kind)
     m = load_model(model)
@@ -348,9 +366,17 @@ def report_criteria_cmd(
     with their faults, per suite size and controlling for size (FSE 2020's method)."""
     from ..reports.criteria import MNIST_MODELS, build_criteria
     folder = renamed(out_dir, out, "--out-dir", "--out") or "reports/criteria"
+    checked(n_clean=n_clean, n_seeds=n_seeds, n_suites=n_suites, n_profile=n_profile)
+    suite_sizes = tuple(numbers(sizes, "--sizes", int) or ())
+    if not suite_sizes or min(suite_sizes) < 1:
+        raise InputError(f"--sizes must be suite sizes of at least 1, got {sizes!r}")
+    from ..generate import generator_class
+    for method in names(methods, "--methods") or ():
+        generator_class(method)                 # an unknown method: its one line, now
+    preflight(models=names(models, "--models") or (), folders=[("--out-dir", folder)])
     result = build_criteria(Path(folder), tuple(names(models, "--models") or MNIST_MODELS),
                             progress=log, n_clean=n_clean, n_seeds=n_seeds,
-                            sizes=tuple(numbers(sizes, "--sizes", int) or ()),
+                            sizes=suite_sizes,
                             n_suites=n_suites, n_profile=n_profile,
                             methods=tuple(names(methods, "--methods") or ()))
     if json_out:

@@ -8,7 +8,7 @@ import typer
 
 from . import (DECLARED, JSON_OPT, NAME_OPT, PARAM_OPT, RAY_OPT, ROOT_OPT, RUNS_DIR_OPT,
                SEED_INPUTS_OPT, SEED_LABELS_OPT, TAGS_OPT, app, checked, declared_values, emit,
-               log, names, report_app, seed_inputs, show_params, store)
+               log, names, preflight, report_app, seed_inputs, show_params, store)
 from ..errors import InputError
 from ..registry import GENERATORS
 
@@ -57,7 +57,10 @@ def _check_vocab(path: str) -> None:
     from ..data import Vocabulary
     try:
         Vocabulary.load(path)
-    except (ValueError, KeyError, TypeError):
+    except OSError as e:
+        raise InputError(f"--vocab {path} cannot be read ({e.strerror or e}): give a "
+                         f"vocabulary file saved by rnncon_core.data.Vocabulary.save") from None
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise InputError(f"--vocab {path} is not a vocabulary saved by "
                          f"rnncon_core.data.Vocabulary.save") from None
 
@@ -107,13 +110,14 @@ def generate_cmd(
     params = declared_values(method_params(generator_class(method), ctx.args, param),
                              ctx.args, param, f"method {method!r}", _declared_elsewhere)
     x, y, source = seed_inputs(inputs, labels, dataset)
+    preflight(model=model, models=names(models, "--models") or (), dataset=dataset, kind=kind)
     if params.get("vocab") is not None:
         _check_vocab(params["vocab"])
     runs = store(runs_dir, root).named(name, tags or ())   # an unusable store fails here
     others = _other_models(model, method, models)
     out = run_generation(model, method, seeds, seed=seed, others=others, batch_size=batch_size,
                          dataset=dataset, inputs=x, labels=y, store=runs, kind=kind,
-                         inputs_source=source,
+                         inputs_source=source, note=lambda text: log(f"note: {text}"),
                          progress=lambda d, t: log(f"[{method}] {d}/{t} seeds"),
                          workers=workers or 0, ray_address=ray_address, **params)
     if json_out:
@@ -194,6 +198,8 @@ def report_generation_cmd(
 ):
     """Tables 2, 3 and 4 and the t-SNE data of Figure 10, measured, beside the paper's."""
     from ..reports.generation import build_generation
+    checked(seeds=seeds, other_seeds=other_seeds, iterations=iterations)
+    preflight(models=names(models, "--models") or (), folders=[("--out-dir", out_dir)])
     rep = build_generation(n_seeds=seeds, models=names(models, "--models"), out_dir=out_dir,
                            iterations=iterations, store=store(runs_dir, root), log=log,
                            other_seeds=other_seeds)

@@ -50,10 +50,12 @@ def train_cmd(
     json_out: bool = JSON_OPT,
 ):
     """Train one architecture on our split and save it with its model card."""
-    from . import checked
-    from ..zoo import train_model
+    from . import checked, preflight
+    from ..zoo import check_architecture, train_model
     checked(epochs=epochs, batch_size=batch_size, seed=seed, validation_split=validation_split,
             patience=patience, learning_rate=learning_rate)
+    check_architecture(name)
+    preflight(folders=[("--out-dir", out_dir)])
     card = train_model(name, epochs=epochs, batch_size=batch_size, seed=seed,
                        validation_split=validation_split, patience=patience,
                        out_dir=out_dir or None, resume=resume,

@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from . import (JSON_OPT, NAME_OPT, RUNS_DIR_OPT, TAGS_OPT, app, checked, emit, log, names,
-               read_labels, read_npy, report_app, store)
+               preflight, read_labels, read_npy, report_app, store)
 from ..errors import InputError
 
 BY_HELP = ("Signals, comma separated: gini, margin, entropy, lsa, dsa, deepstate, "
@@ -88,6 +88,8 @@ def prioritize_cmd(model: str = typer.Option(..., "--model", help="Shipped model
         raise InputError(f"--repeats must be at least 1, got {repeats}")
     if n_profile < 0:
         raise InputError(f"--n-profile must be a count (0: all), got {n_profile}")
+    checked(n=n, split=split)
+    preflight(model=model, dataset=dataset)
     runs = store(runs_dir).named(name, names(tags, "--tags") or ())
     m, x, y, x_train, y_train, what, what_train = _inputs(model, dataset, split, n, inputs,
                                                           labels)
@@ -141,6 +143,9 @@ def report_prioritization_cmd(
     """APFD and faults found in the first 1 / 5 / 10 % per signal, on the shipped models'
     test splits and mixed pools with generated inputs."""
     from ..reports.prioritization import MODELS, build_prioritization
+    checked(repeats=repeats, n_profile=n_profile)
+    preflight(models=names(models, "--models") or (),
+              folders=[("--out-dir", out_dir or "reports/prioritization")])
     result = build_prioritization(Path(out_dir or "reports/prioritization"),
                                   tuple(names(models, "--models") or MODELS),
                                   n_test_mnist=n_test_mnist, n_test_imdb=n_test_imdb,

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from . import JSON_OPT, RUNS_DIR_OPT, emit, log, report_app, store
+from . import JSON_OPT, RUNS_DIR_OPT, emit, log, preflight, report_app
 from ..errors import InputError
 from ..io import atomic_write_text
 
@@ -44,14 +44,17 @@ def report_html_cmd(
                                  ("--values", values, ("abs", "signed"))):
         if value not in choices:
             raise InputError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    folder = Path(out_dir or ".")
+    preflight(model=model, dataset=dataset, folders=[("--out-dir", folder)])
     from ..reports import html as report
     if run is not None:
-        doc, name = report.for_run(store(runs_dir).get(run)), f"report-{run}.html"
+        from ..runs import RunStore        # a read-only store is reported too
+        info = RunStore.for_reading(runs_dir).get(run)
+        doc, name = report.for_run(info), f"report-{run}.html"
     else:
         doc = report.coverage_of_model(model, dataset, n, threshold, granularity, normalize,
                                        values)
         name = f"report-coverage-{Path(model).stem}.html"
-    folder = Path(out_dir or ".")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
     atomic_write_text(path, doc)

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from . import (JSON_OPT, NAME_OPT, ROOT_OPT, RUNS_DIR_OPT, TAGS_OPT, app, emit, log, names,
-               report_app, store)
+               preflight, report_app, store)
 
 
 class _Progress:
@@ -111,7 +111,11 @@ def retrain_cmd(
                     learning_rate=learning_rate, mix=mix, transfer_seeds=transfer_seeds,
                     robustness_seeds=robustness_seeds, seed=seed, fit_inputs=fit_inputs)
     _check_settings(settings)
+    preflight(model=model, dataset=dataset)
     runs = store(runs_dir, root).named(name, tags or ())
+    for run_id in (from_run, continue_from):      # the runs named exist: before any work
+        if run_id is not None and run_id != "best":
+            runs.get(run_id)
     from_run = _source_run(model, from_run, runs)
     summary = _retrain(model, from_run, runs, settings, dataset=dataset, control=control,
                        augment=augment, transfer_methods=transfer_methods, force=force,
@@ -216,6 +220,13 @@ def report_retraining_cmd(
     Reuses the finished runs in the store that have the same settings; runs what is missing.
     """
     from ..reports.retraining import build_retraining
+    from ..params import check_args
+    from ..retrain import PARAMS
+    check_args(PARAMS, epochs=epochs, repeats=repeats, robustness_seeds=robustness_seeds,
+               transfer_seeds=transfer_seeds)
+    check_args(seeds=seeds, table5_repeats=table5_repeats, recipe_epochs=recipe_epochs,
+               recipe_repeats=recipe_repeats)
+    preflight(models=names(models, "--models") or (), folders=[("--out-dir", out_dir)])
     report = build_retraining(names(models, "--models"), seeds=seeds, epochs=epochs, repeats=repeats,
                               table5_repeats=table5_repeats,
                               robustness_seeds=robustness_seeds,

@@ -6,7 +6,7 @@ from typing import Optional
 import typer
 
 from . import JSON_OPT, ROOT_OPT, RUNS_DIR_OPT, app, emit, log, renamed
-from ..errors import InputError
+from ..errors import InputError, did_you_mean
 
 
 @app.command("runs")
@@ -39,7 +39,11 @@ def runs_cmd(
     if force and mark_failed is None and delete is None:
         raise InputError("--force goes with --mark-failed or --delete")
     from . import checked
+    from ..runs import KINDS
     checked(limit=limit)
+    if kind is not None and kind not in KINDS:
+        raise InputError(f"--kind {kind!r}{did_you_mean(kind, KINDS)}: runs are of the "
+                         f"kinds {', '.join(KINDS)}")
     runs_dir = renamed(runs_dir, root, "--runs-dir", "--root")
     if repair:      # before opening the store: its index may be what is broken
         out = repair_store(runs_dir)
@@ -50,7 +54,7 @@ def runs_cmd(
                 f"from their folders)" + (f"; the corrupt index was moved to "
                                           f"{out['moved_aside']}" if out["moved_aside"] else ""))
         return
-    store = RunStore(runs_dir)
+    store = RunStore(runs_dir) if actions else RunStore.for_reading(runs_dir)
     if actions:
         if cancel is not None:
             store.request_cancel(cancel)

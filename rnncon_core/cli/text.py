@@ -5,7 +5,8 @@ from typing import Optional
 
 import typer
 
-from . import JSON_OPT, ROOT_OPT, RUNS_DIR_OPT, emit, log, names, report_app, store
+from . import (JSON_OPT, ROOT_OPT, RUNS_DIR_OPT, checked, emit, log, names, preflight, report_app,
+               store)
 
 
 @report_app.command("text")
@@ -24,6 +25,8 @@ def report_text_cmd(
 ):
     """Adversarial rate, words changed, RConC and NC before/after, time per input."""
     from ..reports.text import DEFAULT_OUT, build_text
+    checked(seeds=seeds, max_fraction=max_fraction, max_changes=max_changes)
+    preflight(models=names(models, "--models") or (), folders=[("--out-dir", out_dir)])
     rep = build_text(models=names(models, "--models"), n_seeds=seeds,
                      max_fraction=max_fraction, max_changes=max_changes,
                      out_dir=out_dir or DEFAULT_OUT, store=store(runs_dir, root), log=log)

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from . import JSON_OPT, app, emit, log, read_labels, read_npy
+from . import JSON_OPT, app, checked, emit, log, preflight, read_labels, read_npy
 from ..errors import InputError
 
 validity_app = typer.Typer(no_args_is_help=True, help="Validity checks of generated inputs: "
@@ -44,6 +44,8 @@ def train_cmd(
     from ..validity import fit_validity
     if not 0 < flag_rate < 0.5:
         raise InputError(f"--flag-rate {flag_rate}: give a share in (0, 0.5), e.g. 0.01")
+    checked(seed=seed)
+    preflight(dataset=dataset)
     out = fit_validity(dataset, flag_rate=flag_rate, seed=seed, log=log)
     if json_out:
         emit(out)
@@ -72,6 +74,7 @@ def check_cmd(
     from collections import Counter
 
     from ..validity import oracle_for
+    preflight(models=[reference_model] if reference_model else (), dataset=dataset)
     x = read_npy(inputs, "--inputs")
     y = read_labels(labels, len(x))
     r = read_npy(roots, "--roots") if roots else None

@@ -136,23 +136,22 @@ def tracer_for(model) -> Tracer:
         return cache["tracer"]
 
 
-def check_writable(path) -> "Path":
-    """``path`` as a Path whose folder exists (made here) and can be written, or an
+def check_writable(path, what: str = "the coverage state") -> "Path":
+    """``path`` as a Path a coverage state can be written to (``io.check_writable``: not a
+    folder, its folder writable or makeable, probed without leaving anything), or an
     InputError naming it: call it before long work whose result goes there."""
-    import os
+    from ..io import check_writable as probe
+    return probe(path, what)
+
+
+def check_state(path) -> "Path":
+    """A saved coverage state (``--state``) read and checked as a file before the work (the
+    criterion and model are checked when it is loaded): its path, or an InputError."""
     from pathlib import Path
     path = Path(path)
-    if path.is_dir():
-        raise InputError(f"{path} is a folder: give a file name for the coverage state")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise InputError(f"cannot create the folder {path.parent} ({e.strerror or e}): give "
-                         f"a path in a writable folder") from None
-    if not os.access(path.parent, os.W_OK | os.X_OK) or (path.exists()
-                                                          and not os.access(path, os.W_OK)):
-        raise InputError(f"cannot write {path} (permission denied): give a path in a "
-                         f"writable folder")
+    if not path.exists() and path.with_suffix(".npz").is_file():
+        path = path.with_suffix(".npz")          # saved by an older version (it added .npz)
+    _read_state(path)
     return path
 
 

@@ -35,8 +35,10 @@ Abstraction/DTMCGraph.py, Abstraction/GraphWrapper.py and coverage.py:
 - transition-weighted: the summed weight of those transitions.
 
 DeepStellar packs a state into ``bits`` bits per component (Abstraction/Coder.py): cells out
-of that range can collide there; here every cell is kept apart. DeepStellar's PCA is
-scikit-learn's: axes are signed as scikit-learn >= 1.5 signs them (profile.py).
+of that range can collide there; here every cell is kept apart, as far out as an int64 key
+holds (``_reach``: for 3 components of 10 cells, 64 training ranges either side); nothing is
+clipped near the range. DeepStellar's PCA is scikit-learn's: axes are signed as
+scikit-learn >= 1.5 signs them (profile.py).
 """
 from __future__ import annotations
 
@@ -54,7 +56,7 @@ from .profile import MAX_COMPONENTS, ProfiledCriterion
 class _AbstractModel(ProfiledCriterion):
     uses_threshold = False
     weighted = False
-    margin = 0                  # cells kept outside the training range (boundary states)
+    margin = 0                  # cells around the training range that are items (boundary)
     params = Params(
         Param("layer", None, Text(layers="recurrent", what="a recurrent layer"),
               "The recurrent layer abstracted (default: the last one)."),
@@ -91,10 +93,15 @@ class _AbstractModel(ProfiledCriterion):
         # 1 / range times the cell count in float64, times the float32 offset p − lo
         inv = np.where(r > 0, np.float32(1) / np.where(r > 0, r, np.float32(1)), 0)
         self._scale = inv.astype(np.float32).astype(np.float64) * self.cells
-        self._base = self.cells + 2 * self.margin + 3
-        if float(self._base) ** (2 * k) >= 2.0 ** 62:
+        # every cell a component can take, also far outside the training range, keeps its
+        # own digit: the widest base whose pair keys (transitions) fit in an int64
+        self._base = int(2.0 ** (62 / (2 * k)))
+        while float(self._base) ** (2 * k) >= 2.0 ** 62:
+            self._base -= 1
+        if self._base < self.cells + 2 * self.margin + 3:
             raise InputError(f"{k} components of {self.cells} cells are too many to encode; "
                              f"use fewer")
+        self._offset = (self._base - self.cells - 1) // 2     # digit of cell 0
         train = self._keys_np(self._cells_np(p))                      # (N, T) int64
         n, steps = train.shape
         self._states, freq = np.unique(train, return_counts=True)
@@ -112,11 +119,18 @@ class _AbstractModel(ProfiledCriterion):
     # -- the abstraction (NumPy for the training profile, TF below for inputs)
     def _cells_np(self, p):
         c = np.floor((p - self._lo).astype(np.float32).astype(np.float64) * self._scale)
-        return np.clip(c, -self.margin - 1, self.cells + self.margin + 1).astype(np.int64)
+        return np.clip(c, *self._reach()).astype(np.int64)
+
+    def _reach(self) -> tuple[int, int]:
+        """The cells a key can hold: -offset .. base - 1 - offset (e.g. 3 components of 10
+        cells: -639 .. 650, 64 training ranges either side; only a state farther out shares
+        the key of the last cell). DeepStellar packs cells into ``bits`` bits, where cells
+        outside 0 .. 2^bits - 1 collide with others; it does not clip."""
+        return -self._offset, self._base - 1 - self._offset
 
     def _keys_np(self, c):
         place = self._base ** np.arange(self.components, dtype=np.int64)
-        return ((c + self.margin + 1) * place).sum(axis=-1)
+        return ((c + self._offset) * place).sum(axis=-1)
 
     def _pair_keys(self, keys):
         return keys[:, :-1] * self._base ** self.components + keys[:, 1:]
@@ -133,7 +147,7 @@ class _AbstractModel(ProfiledCriterion):
         out = []
         for _ in range(self.components):
             key, r = divmod(int(key), self._base)
-            out.append(r - self.margin - 1)
+            out.append(r - self._offset)
         return out
 
     def _keys_graph(self, tr):
@@ -146,10 +160,10 @@ class _AbstractModel(ProfiledCriterion):
         p = tf.einsum("ntu,ku->ntk", h - self._mean, tf.constant(self._axes))
         diff = tf.cast(p - tf.constant(self._lo), tf.float64)
         c = tf.floor(diff * tf.constant(self._scale, tf.float64))
-        c = tf.cast(tf.clip_by_value(c, -self.margin - 1.0, self.cells + self.margin + 1.0),
-                    tf.int64)
+        lo, hi = self._reach()
+        c = tf.cast(tf.clip_by_value(c, float(lo), float(hi)), tf.int64)
         place = tf.constant(self._base ** np.arange(self.components, dtype=np.int64))
-        return tf.reduce_sum((c + self.margin + 1) * place, axis=-1)
+        return tf.reduce_sum((c + self._offset) * place, axis=-1)
 
     def _visited(self, keys, items):
         """(N, len(items)) 1.0 where an input's keys (N, M) include the item key."""
@@ -217,6 +231,21 @@ class _AbstractModel(ProfiledCriterion):
                                                                          tf.float32)])
         return self._hidden_fn(tf.constant(np.asarray(h, np.float32))).numpy()
 
+    def region_count(self) -> int:
+        """How many regions ``regions_of_hidden`` tells apart: (cells + 3) ** components."""
+        return (self.cells + 3) ** self.components
+
+    def regions_of_hidden(self, h) -> np.ndarray:
+        """(N,) int64 dense region of each hidden state (N, units) of the abstracted layer, in
+        [0, region_count()): its abstract state with every cell clipped to one cell either
+        side of the training range (a finite set of regions for a guide; the abstract states
+        themselves, ``states_of_hidden``, keep every cell apart)."""
+        keys = self.states_of_hidden(h)
+        k = np.arange(self.components, dtype=np.int64)
+        cells = (keys[:, None] // self._base ** k) % self._base - self._offset
+        near = np.clip(cells, -1, self.cells + 1) + 1
+        return (near * (self.cells + 3) ** k).sum(axis=1)
+
     def decode_state(self, key: int) -> list[int]:
         """The cells (one per component) of an abstract state key."""
         return self._decode(key)
@@ -279,7 +308,7 @@ class StateBoundaryCoverage(_AbstractModel):
         place = self._base ** np.arange(k, dtype=np.int64)
         major = np.array([self._decode(s) for s in self._states], np.int64)     # (S, k)
         near = (major[:, None, :] + moves[None]).reshape(-1, k)
-        keys = ((near + b + 1) * place).sum(axis=1)
+        keys = ((near + self._offset) * place).sum(axis=1)
         return np.setdiff1d(np.unique(keys), self._states), None
 
 

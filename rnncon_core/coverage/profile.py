@@ -95,10 +95,12 @@ MISSING = ("no training profile of this model ({inputs} training inputs): pass i
            "with its data set) or build it once with `rnncon profile --model M --dataset D`")
 
 
-def load_profile(model, path=None, inputs: str = "all") -> Profile:
+def load_profile(model, path=None, inputs: str = "all", choosable: bool = False) -> Profile:
     """The profile at ``path`` (default: the model's own for ``inputs`` under
-    CACHE_DIR/profiles), checked against the model's fingerprint. Loaded once per file and
-    modification time."""
+    CACHE_DIR/profiles), checked against the model's fingerprint and against ``inputs`` (the
+    training inputs it must hold: a profile of the others is an InputError; ``choosable``:
+    the criterion takes ``profile_inputs``, so the message offers it). Loaded once per file
+    and modification time."""
     p = Path(path) if path else default_path(model, inputs)
     if not p.is_file():
         if path:
@@ -113,7 +115,18 @@ def load_profile(model, path=None, inputs: str = "all") -> Profile:
         raise InputError(f"the profile {p.name} was built for another model (fingerprint "
                          f"{prof.meta.get('fingerprint')}, this model {fingerprint(model)}); "
                          f"build one for this model with `rnncon profile`")
+    built = prof.meta.get("inputs")
+    if built is not None and built != inputs:
+        switch = f"give --profile-inputs {built} to use it, or " if choosable else ""
+        raise InputError(f"the profile {p} was built from {_INPUTS_TEXT.get(built, built)}, but "
+                         f"the criterion reads a profile of {_INPUTS_TEXT.get(inputs, inputs)}: "
+                         f"{switch}build one with `rnncon profile --profile-inputs {inputs} "
+                         f"--profile-path FILE`")
     return prof
+
+
+_INPUTS_TEXT = {"all": "all the training inputs",
+                "correct": "the training inputs the model classifies correctly"}
 
 
 def correct_inputs(model, x, y, embedded: bool = False):
@@ -356,7 +369,8 @@ class ProfiledCriterion(Criterion):
             x, y, progress, source = self._train or (None, None, None, "")
             if self.profile_path is None and x is not None:
                 ensure_profile(self.tracer, x, y, inputs, source=source, progress=progress)
-            self._prof = load_profile(self.tracer.model, self.profile_path, inputs)
+            self._prof = load_profile(self.tracer.model, self.profile_path, inputs,
+                                      choosable=hasattr(self, "profile_inputs"))
             p = Path(self.profile_path) if self.profile_path else \
                 default_path(self.tracer.model, inputs)
             self._prof_key = (str(p.resolve()), p.stat().st_mtime_ns)

@@ -273,6 +273,9 @@ class Generator(metaclass=_Declared):
     accepts: ClassVar[tuple] = ("batch_size", "seed")     # keywords that are no parameters
     # capabilities, read by the runner, the CLI and the reports instead of method names:
     needs_others: ClassVar[bool] = False    # compares with other models (``others=``)
+    traces: ClassVar[bool] = True           # reads the trace (False: the model's outputs and
+    #                                         gradients only, so a float64 model runs as a
+    #                                         float32 copy: jobs.run_generation)
     # bumped when the outputs for the same configuration change (a run of another revision
     # is never reused for this one: jobs.generation_config stores it)
     revision: ClassVar[int] = 1

@@ -28,6 +28,7 @@ class PGD(GradientGenerator):
     """Projected gradient ascent on the prediction loss inside an L-infinity ball of radius
     ``eps`` (Madry et al.); signed steps of ``step`` unless a constraint shapes them."""
     method = "pgd"
+    traces = False
     params = Params(EPS, *GradientGenerator.params.replace("step", default=0.01),
                     Param("random_start", False, Bool(), "Start from a random point of the "
                                                          "ball.", level="more"))
@@ -75,6 +76,7 @@ class Noise(Generator):
     L2 norm asked for: one number, or one per seed (to match another strategy's perturbations
     on the same seeds). ``tries`` draws per seed; the first adversarial one is kept."""
     method = "noise"
+    traces = False
     params = Params(Param("l2", 1.0, Interval(0.0, 1e6, many=True), "L2 norm of the noise "
                                                                      "(Python: one per seed).",
                           label="L2 norm of the noise"),

@@ -76,7 +76,8 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
                    progress: Callable[[int, int], None] | None = None,
                    should_stop: Callable[[], bool] | None = None, workers: int = 0,
                    ray_address: str | None = None, kind: str | None = None,
-                   inputs_source: dict | None = None, **params) -> dict:
+                   inputs_source: dict | None = None, note: Callable[[str], None] | None = None,
+                   **params) -> dict:
     """Generate one input per seed with ``method`` and store the run.
 
     ``model``: a shipped name or a .keras path. Seeds come from ``inputs`` and ``labels``
@@ -87,8 +88,10 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
     (rnncon_core.jobs.distributed; the same inputs as one process). ``kind`` ("image",
     "sequence", "text") overrides the guess from the input shape (trace.set_kind);
     ``inputs_source`` (e.g. the files of ``inputs`` and ``labels``) is recorded in the run's
-    config, so that retraining can say what to pass. Returns the summary plus ``run_id`` and
-    ``outputs``."""
+    config, so that retraining can say what to pass. A float64 model runs as a float32 copy
+    (same weights, cast) for a method that does not read the trace (PGD, FGSM, noise); the
+    config records it and ``note`` (e.g. the CLI's stderr) is told. Returns the summary plus
+    ``run_id`` and ``outputs``."""
     from ..generate.base import model_head
     from ..params import check_args
     from ..runs import RunStore
@@ -96,6 +99,12 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
     check_args(prefix="", seed=seed, n=int(n_seeds) if seed_indices is None else None)
     cls = generator_class(method)      # unknown method: fail before loading anything
     keras_model = load_model(model)
+    converted = _float32_for(cls, keras_model)
+    if converted is not None:
+        keras_model, was = converted
+        if note is not None:
+            note(f"the model computes in {was}; method {method!r} reads only its outputs and "
+                 f"gradients, so it runs on a float32 copy (the same weights, cast)")
     head = model_head(keras_model).require_classifier(f"method {method!r}")
     keras_model, x_all, y_all, ds_name, split = _seed_data(
         model, keras_model, cls, head, inputs, labels, dataset, split, kind)
@@ -114,7 +123,8 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
                                seed=seed, correct_only=correct_only,
                                seed_indices_given=seed_indices is not None, others=others) \
         | ({"kind": kind} if kind else {}) \
-        | ({"inputs_source": inputs_source} if inputs_source else {})
+        | ({"inputs_source": inputs_source} if inputs_source else {}) \
+        | ({"model_dtype": f"{converted[1]}, run as a float32 copy"} if converted else {})
     name = str(model)
     if workers or ray_address:                 # before the run exists: a wrong argument
         _check_ray(gen, model, ray_address)    # leaves no failed run behind
@@ -136,6 +146,17 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
         run.save_json("targets", result.target_info)
         run.finish(summary)
     return {"run_id": run.run_id, **summary, "outputs": str(outputs)}
+
+
+def _float32_for(cls, keras_model):
+    """(a float32 copy, its dtypes) of a model that does not compute in float32 when method
+    ``cls`` does not read the trace (which runs float32 only); else None (the trace's own
+    check refuses it, naming trace.to_float32)."""
+    from ..trace import other_dtypes, to_float32
+    dtypes = other_dtypes(keras_model)
+    if cls.traces or not dtypes:
+        return None
+    return to_float32(keras_model), ", ".join(dtypes)
 
 
 def _check_validity(result, dataset) -> None:

@@ -35,6 +35,14 @@ GRID_POINTS = 24
 # the measure guides are judged on: valid distinct faults (a reader would still give each its
 # seed's label; campaign.classes, validity); campaigns before validity have no such column
 MEASURE = "valid_faults"
+MEASURE_WORDS = {"valid_faults": "valid distinct faults", "distinct_faults": "distinct faults"}
+
+
+def measure_of(rows) -> str:
+    """The column guides are judged on: valid distinct faults, or (rows of campaigns before
+    validity, which lack it) distinct faults."""
+    return MEASURE if MEASURE in rows and not pd.isna(rows[MEASURE]).any() else \
+        "distinct_faults"
 VALIDITY_LABEL = ",validity=default"     # in the loop label: rows before validity are apart
 COLORS = {"rconc": "#d62728", "nc": "#1f77b4", "kmnc": "#2ca02c", "state": "#9467bd",
           "bc": "#8c564b", "none": "#111111", "faults": "#7f7f7f"}
@@ -70,7 +78,9 @@ def welch(a, b) -> tuple[float, float, float]:
 def _grid_values(curve: dict, grid: np.ndarray, axis: str = "seconds") -> np.ndarray:
     """Distinct faults at each grid point of ``axis`` (seconds or calls: the last value
     recorded at or before it)."""
-    at, faults = np.asarray(curve[axis]), np.asarray(curve[MEASURE])
+    col = MEASURE if MEASURE in curve and np.isfinite(np.asarray(curve[MEASURE], float)).all() \
+        else "distinct_faults"
+    at, faults = np.asarray(curve[axis]), np.asarray(curve[col])
     pos = np.searchsorted(at, grid, side="right") - 1
     return np.where(pos >= 0, faults[np.maximum(pos, 0)], 0.0)
 
@@ -110,12 +120,13 @@ def _grid(budget: str) -> tuple[str, np.ndarray]:
 
 def summarize(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per (model, guide) means with intervals; per guide and baseline (``against``) the
-    difference, one row each (column ``baseline``)."""
+    difference, one row each (column ``baseline``); judged on ``measure_of(rows)``."""
     table, verdicts = [], []
+    measure = measure_of(rows)
     for (model, guide), g in rows.groupby(["model", "guide"], sort=False):
-        f, fl, fh = t_interval(g[MEASURE])
+        f, fl, fh = t_interval(g[measure])
         p, pl, ph = t_interval(g["distinct_pairs"])
-        k, kl, kh = t_interval(1000 * g[MEASURE] / g["calls"])
+        k, kl, kh = t_interval(1000 * g[measure] / g["calls"])
         table.append({"model": model, "guide": guide, "repeats": len(g), "faults": f,
                       "faults_low": fl, "faults_high": fh, "pairs": p, "pairs_low": pl,
                       "pairs_high": ph, "per_kcall": k, "per_kcall_low": kl,
@@ -128,7 +139,7 @@ def summarize(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             base = rows[(rows.model == model) & (rows.guide == baseline)]
             if len(base):
                 verdicts.append({"model": model, "guide": guide, "baseline": baseline,
-                                 **_difference(g, base, baseline)})
+                                 **_difference(g, base, baseline, measure)})
     return pd.DataFrame(table), pd.DataFrame(verdicts)
 
 
@@ -141,13 +152,14 @@ def against(guide: str) -> tuple[str, ...]:
     return BASELINES
 
 
-def _difference(g: pd.DataFrame, base: pd.DataFrame, baseline: str) -> dict:
+def _difference(g: pd.DataFrame, base: pd.DataFrame, baseline: str,
+                measure: str = MEASURE) -> dict:
     """Welch's 95 % intervals of guide rows ``g`` minus ``base`` (faults, pairs, per 1000
     calls) and the verdict on faults."""
-    d, lo, hi = welch(g[MEASURE], base[MEASURE])
+    d, lo, hi = welch(g[measure], base[measure])
     dp, plo, phi = welch(g["distinct_pairs"], base["distinct_pairs"])
-    dk, klo, khi = welch(1000 * g[MEASURE] / g["calls"],
-                         1000 * base[MEASURE] / base["calls"])
+    dk, klo, khi = welch(1000 * g[measure] / g["calls"],
+                         1000 * base[measure] / base["calls"])
     return {"faults_diff": d, "low": lo, "high": hi, "pairs_diff": dp, "pairs_low": plo,
             "pairs_high": phi, "per_kcall_diff": dk, "per_kcall_low": klo,
             "per_kcall_high": khi, "verdict": f"beats {baseline}" if lo > 0 else
@@ -197,7 +209,8 @@ def markdown(table: pd.DataFrame, verdicts: pd.DataFrame, settings: dict) -> str
     others = [f"{m}: {b}" for m, b in budgets.items() if b != common]
     per = common + (f" ({'; '.join(others)})" if others else "")
     source = f", from {settings['dataset']}" if settings.get("dataset") else ""
-    lines = ["# Campaigns: valid distinct faults in a fixed budget, by guide", "",
+    words = MEASURE_WORDS[settings.get("measure", MEASURE)]
+    lines = [f"# Campaigns: {words} in a fixed budget, by guide", "",
              f"Budget {per} per campaign, {settings['seeds']} seeds (the first "
              f"test inputs each model predicts right{source}), repeats = random seeds 0..r-1; "
              f"measured on this machine ({settings.get('machine', '')}). Valid distinct faults "
@@ -371,6 +384,7 @@ def write_report(out: Path, settings: dict) -> dict:
                    for m, b, v in zip(df.model, df.budget, loops)]]
     rows = _ordered(mine(rows), settings)
     table, verdicts = summarize(rows)
+    settings["measure"] = measure_of(rows)
     curves = pd.read_csv(out / "curves.csv")
     curves = mine(curves)
     mean = curves.groupby(["model", "guide", "axis", "at"], sort=False)["faults"].mean() \
@@ -584,14 +598,16 @@ def check_bounds(info, model, min_coverage: dict, max_faults: int | None,
 
 
 def junit_xml(bounds: pd.DataFrame, info, seconds: float) -> str:
-    """JUnit XML: one test case per bound (a failure element where it failed)."""
+    """JUnit XML: one test case per bound (a failure element where it failed); the property
+    ``exit_code`` is the command's (0 every bound passed, 1 one failed)."""
     import xml.etree.ElementTree as ET
     s = info.summary or {}
     suites = ET.Element("testsuites")
+    failures = int((~bounds["passed"].astype(bool)).sum())
     suite = ET.SubElement(suites, "testsuite", name="rnncon check", tests=str(len(bounds)),
-                          failures=str(int((~bounds["passed"].astype(bool)).sum())),
-                          errors="0", time=f"{seconds:.3f}")
+                          failures=str(failures), errors="0", time=f"{seconds:.3f}")
     props = ET.SubElement(suite, "properties")
+    ET.SubElement(props, "property", name="exit_code", value=str(1 if failures else 0))
     for k in ("model", "guide", "budget", "fault_classes", "fault_roots", "valid_faults",
               "invalid_faults", "distinct_faults", "distinct_pairs", "coverage", "calls"):
         ET.SubElement(props, "property", name=k, value=str(s.get(k)))
@@ -605,4 +621,22 @@ def junit_xml(bounds: pd.DataFrame, info, seconds: float) -> str:
             f.text = (f"{r.check} failed on {s.get('model')}: measured {r.measured:.4g} "
                       f"(campaign {info.run_id}, guide {s.get('guide')}, budget "
                       f"{s.get('budget')})")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, "unicode") + "\n"
+
+
+def junit_error_xml(message: str, exit_code: int, seconds: float, model=None) -> str:
+    """JUnit XML of a check that could not run: one test case with an error element (the
+    one-line message) and the property ``exit_code`` (2 a usage or input error, 3 an internal
+    error), so that a CI job tells a typo from a failing model."""
+    import xml.etree.ElementTree as ET
+    suites = ET.Element("testsuites")
+    suite = ET.SubElement(suites, "testsuite", name="rnncon check", tests="1", failures="0",
+                          errors="1", time=f"{seconds:.3f}")
+    props = ET.SubElement(suite, "properties")
+    ET.SubElement(props, "property", name="exit_code", value=str(exit_code))
+    kind = "input error" if exit_code == 2 else "internal error"
+    case = ET.SubElement(suite, "testcase", classname=f"rnncon.check.{model}",
+                         name=f"rnncon check ({kind})", time="0")
+    error = ET.SubElement(case, "error", type=kind, message=message)
+    error.text = f"error: {message} (exit code {exit_code})"
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, "unicode") + "\n"
