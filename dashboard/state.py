@@ -287,7 +287,7 @@ def kind_of(dataset_name: str) -> str:
 def data_kind(dataset_name: str) -> str:
     """The data set's own kind: "image", "text" or "sequence" (a user's real-valued series)."""
     if dataset_name in data.DATASETS:
-        return "text" if dataset_name == "imdb" else "image"
+        return data.dataset_kind(dataset_name)
     return dataset(dataset_name).kind
 
 

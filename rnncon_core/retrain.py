@@ -31,6 +31,7 @@ from typing import Callable
 
 import numpy as np
 
+from . import text  # noqa: F401  (its strategies join GENERATORS)
 from .errors import InputError
 from .params import Interval, IntRange, Param, Params
 
@@ -213,9 +214,9 @@ def describe_split(parts: dict[str, np.ndarray]) -> str:
             f"generation run's seeds)")
 
 
-def _cancel_callback(run, report: Callable[[int], None], every: int = 20,
-                     on_batch: Callable[[int, int], None] | None = None,
-                     seconds: float = 0.5):
+def cancel_callback(run, report: Callable[[int], None], every: int = 20,
+                    on_batch: Callable[[int, int], None] | None = None,
+                    seconds: float = 0.5):
     """A Keras callback that checks ``run``'s cancel flag every ``every`` batches and at each
     epoch's end, calls ``report(epochs done)`` there, and ``on_batch(epoch, batches done in
     it)`` at most every ``seconds`` (progress inside an epoch)."""
@@ -398,8 +399,8 @@ def default_transfer_methods(ds) -> tuple[str, ...]:
     return TRANSFER_METHODS if ds.kind != "text" else ("synonym-gradient",)
 
 
-def _summarize(config: dict, before: dict, results: dict, parts: dict, transfer: dict,
-               source, started: float) -> dict:
+def retraining_summary(config: dict, before: dict, results: dict, parts: dict,
+                       transfer: dict, source, started: float) -> dict:
     keys = [k for k in before if k in METRICS or k.startswith("rconc")]
     gen = results["generated"]
     done = len(gen)
@@ -447,7 +448,7 @@ def _summarize(config: dict, before: dict, results: dict, parts: dict, transfer:
     return out
 
 
-def _quality_or_reason(adv: dict, ds) -> dict:
+def quality_or_reason(adv: dict, ds) -> dict:
     """Table 5's quality of the inputs used, where the feature CNN applies (28 x 28 images)."""
     from .errors import InputError, ModelLoadError
     from .quality import FEATURE_NOTE, set_quality

@@ -140,10 +140,6 @@ class RunInfo:
                 "tags": list(self.tags)}
 
     @property
-    def is_child(self) -> bool:
-        return self.parent is not None
-
-    @property
     def config(self) -> dict:
         return self.load_json("config") or {}
 

@@ -611,9 +611,9 @@ class Tracer:
                 if fs.return_sequences:
                     # Keras flips the backward outputs back into the inputs' order
                     yb = tf.reverse(yb, [0])
-                    y, seq = _merge(layer.merge_mode, yf, yb), "time"
+                    y, seq = merge_directions(layer.merge_mode, yf, yb), "time"
                 else:
-                    y, seq, mask = _merge(layer.merge_mode, yf[-1], yb[-1]), False, None
+                    y, seq, mask = merge_directions(layer.merge_mode, yf[-1], yb[-1]), False, None
                 raw[layer.name] = {"out": tf_batch_major(y) if seq == "time" else y}
                 x = y
         return raw, (tf_batch_major(x) if seq == "time" else x)
@@ -744,7 +744,7 @@ def _simple_rnn_step(xz, h, c, rk, act, rec_act, u, spec, rec_bias, need_hw):
     return h_new, c, (h_new,), hW, h
 
 
-def _merge(mode: str, a, b):
+def merge_directions(mode: str, a, b):
     import tensorflow as tf
     if mode == "concat":
         return tf.concat([a, b], axis=-1)

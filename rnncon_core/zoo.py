@@ -12,6 +12,7 @@ from typing import Callable
 
 import numpy as np
 
+from .data import dataset_kind, default_dataset
 from .errors import InputError, ModelLoadError, UnsupportedModelError, did_you_mean
 from .paths import MODELS_DIR, ensure_dir
 from .io import atomic_save_keras, atomic_write_json, atomic_write_text, versions
@@ -20,7 +21,7 @@ from .io import atomic_save_keras, atomic_write_json, atomic_write_text, version
 @dataclass(frozen=True)
 class Architecture:
     name: str
-    dataset: str            # "mnist" or "imdb"
+    dataset: str            # the built-in data set it trains on (rnncon_core.data.DATA_SETS)
     cell: str               # "lstm" or "gru"
     stacked: bool
     # the paper's Table 1 figures, for the side-by-side view only (never reported as ours)
@@ -30,11 +31,16 @@ class Architecture:
     paper_accuracy: float | None
 
     @property
+    def text(self) -> bool:
+        """Whether it reads word ids (an Embedding first, one sigmoid unit) or images."""
+        return dataset_kind(self.dataset) == "text"
+
+    @property
     def layers_text(self) -> str:
         cell = self.cell.upper()
         rnn = f"{cell}(128, seq) -> {cell}(128)" if self.stacked else f"{cell}(128)"
-        head = "Dense(10, softmax)" if self.dataset == "mnist" else "Dense(1, sigmoid)"
-        emb = "Embedding(50000, 32) -> " if self.dataset == "imdb" else ""
+        head = "Dense(1, sigmoid)" if self.text else "Dense(10, softmax)"
+        emb = "Embedding(50000, 32) -> " if self.text else ""
         return f"{emb}{rnn} -> Dense(32) -> {head}"
 
 
@@ -73,7 +79,7 @@ def build_model(name: str, seed: int | None = None, steps: int | None = None):
     a = ARCHITECTURES[name]
     Cell = keras.layers.LSTM if a.cell == "lstm" else keras.layers.GRU
     layers: list = []
-    if a.dataset == "mnist":
+    if not a.text:
         layers.append(keras.Input((MNIST_STEPS, MNIST_FEATURES), name="pixels"))
     else:
         layers.append(keras.Input((steps or IMDB_STEPS,), dtype="int32", name="words"))
@@ -84,12 +90,12 @@ def build_model(name: str, seed: int | None = None, steps: int | None = None):
     else:
         layers.append(Cell(128, name=f"{a.cell}_1"))
     layers.append(keras.layers.Dense(32, activation="relu", name="dense_32"))
-    if a.dataset == "mnist":
+    if not a.text:
         layers.append(keras.layers.Dense(10, activation="softmax", name="output"))
     else:
         layers.append(keras.layers.Dense(1, activation="sigmoid", name="output"))
     model = keras.Sequential(layers, name=name.replace("-", "_"))
-    loss = "sparse_categorical_crossentropy" if a.dataset == "mnist" else "binary_crossentropy"
+    loss = "binary_crossentropy" if a.text else "sparse_categorical_crossentropy"
     model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=loss, metrics=["accuracy"])
     return model
 
@@ -161,7 +167,7 @@ def contributions_total(model) -> int:
 
 
 def paper_convention_steps(name: str) -> int:
-    return MNIST_STEPS if ARCHITECTURES[name].dataset == "mnist" else PAPER_IMDB_STEPS
+    return PAPER_IMDB_STEPS if ARCHITECTURES[name].text else MNIST_STEPS
 
 
 # ---------------------------------------------------------------- safe loading
@@ -489,7 +495,7 @@ def _stderr_progress(event: dict) -> None:
 
 
 def default_epochs(name: str) -> int:
-    return 2 if name in ARCHITECTURES and ARCHITECTURES[name].dataset == "imdb" else 80
+    return 2 if name in ARCHITECTURES and ARCHITECTURES[name].text else 80
 
 
 SHIFT_PIXELS = 2   # image models train on digits moved by up to 2 pixels (8,000 digits only)
@@ -521,9 +527,9 @@ def train_model(name: str, epochs: int | None = None, batch_size: int = 128, see
     from .data import VOCAB_FILE, load_dataset
 
     epochs = epochs or default_epochs(name)
-    is_imdb = name in ARCHITECTURES and ARCHITECTURES[name].dataset == "imdb"
+    is_imdb = name in ARCHITECTURES and ARCHITECTURES[name].text
     patience = patience or (1 if is_imdb else 10)
-    dataset = "mnist" if name == FEATURE_NET else ARCHITECTURES[name].dataset
+    dataset = default_dataset("image") if name == FEATURE_NET else ARCHITECTURES[name].dataset
     ds = load_dataset(dataset)
     train_steps = IMDB_TRAIN_STEPS if is_imdb else None
     model = build_model(name, seed=seed, steps=train_steps)

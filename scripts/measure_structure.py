@@ -1,5 +1,10 @@
 """Structure figures of the code base: import circles, imports against the layer order,
-functions over 80 lines, hand-rolled atomic writers and file-hash copies.
+functions over 80 lines, private names imported across modules, tests of a data set's name
+outside the data layer, hand-rolled atomic writers and file-hash copies. Exits with 1 when
+there is any circle (between modules or between packages), any import against the layer order
+(a late import inside a function and a registry's "module:Class" string included), any
+function over 80 lines, private import or data set name test; CI runs it (scripts/test.sh,
+before the tests).
 
     python scripts/measure_structure.py [ROOT]      # ROOT: a checkout (default: this one)
 
@@ -16,14 +21,20 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parents[1]
 
 
-def _layers_module():
-    spec = importlib.util.spec_from_file_location("layers", HERE / "tests" / "test_layers.py")
+LONG = 80          # lines: a function longer than this fails
+
+
+def _layers_module(root: Path = HERE):
+    path = root / "tests" / "test_layers.py"
+    if not path.is_file():
+        path = HERE / "tests" / "test_layers.py"
+    spec = importlib.util.spec_from_file_location("layers", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
-def long_functions(root: Path, limit: int = 80) -> list[tuple[str, int]]:
+def long_functions(root: Path, limit: int = LONG) -> list[tuple[str, int]]:
     out = []
     for p in sorted((root / "rnncon_core").rglob("*.py")):
         for node in ast.walk(ast.parse(p.read_text())):
@@ -52,18 +63,12 @@ def writers(root: Path) -> tuple[list[str], list[str]]:
     return atomic, hashes
 
 
-def main(root: Path) -> None:
-    L = _layers_module()
+def main(root: Path) -> int:
+    """Prints the figures; the number of failures (circles, upward imports, long functions)."""
+    L = _layers_module(root)
     graph = L.import_graph(root)
     circles = L.circles(graph)
-    up = []
-    for m, targets in graph.items():
-        for t in targets:
-            try:
-                if L.layer(t) > L.layer(m):
-                    up.append(f"{m} -> {t}")
-            except AssertionError:
-                pass
+    up = L.upward(graph)
     # the same graph between packages (rnncon_core.coverage, rnncon_core.runs, dashboard, ...)
     def pkg(m):
         parts = m.split(".")
@@ -82,6 +87,8 @@ def main(root: Path) -> None:
                     for n in ast.walk(tree))
     longf = long_functions(root)
     atomic, hashes = writers(root)
+    private = L.private_imports(root)
+    named = L.dataset_name_tests(root)
     print(f"root {root}")
     print(f"modules {len(graph)}, import edges {sum(map(len, graph.values()))}, "
           f"imports inside functions {lazy}")
@@ -94,12 +101,21 @@ def main(root: Path) -> None:
     print(f"imports against the layer order: {len(up)}")
     for u in up:
         print("   ", u)
-    print(f"functions over 80 lines in rnncon_core: {len(longf)}")
+    print(f"functions over {LONG} lines in rnncon_core: {len(longf)}")
     for name, n in longf:
         print(f"    {n:4d}  {name}")
+    print(f"private names imported across modules: {len(private)}")
+    for u in private:
+        print("   ", u)
+    print(f"tests of a data set's name outside the data layer: {len(named)}  {named}")
     print(f"hand-rolled atomic writers outside io.py: {len(atomic)}  {atomic}")
     print(f"file sha256 computations outside io.py: {len(hashes)}  {hashes}")
+    failures = len(circles) + len(pcircles) + len(up) + len(longf) + len(private) + len(named)
+    if failures:
+        print(f"FAILED: {failures} circle(s), upward import(s), long function(s), private "
+              f"import(s) or data set name test(s) above")
+    return failures
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else HERE)
+    sys.exit(1 if main(Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else HERE) else 0)

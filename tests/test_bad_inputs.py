@@ -560,7 +560,7 @@ def test_float64_model_pgd_runs_on_a_float32_copy(files, capsys, tmp_path):
 def test_internal_error_is_exit_3_with_the_log(files, capsys, monkeypatch, tmp_path):
     """A bug (here: an exception the code does not expect, raised where the coverage is
     computed) is one line naming the log with its traceback, exit code 3, never 1 or 2."""
-    import rnncon_core.cli as cli
+    import rnncon_core.cli.common as cli       # (its internal-error log)
 
     def broken(*args, **kw):
         raise ZeroDivisionError("a bug")
@@ -581,7 +581,7 @@ def test_check_records_its_exit_code_in_junit(files, capsys, monkeypatch, tmp_pa
     says so (an error element, property exit_code 2); an internal error: 3, named likewise."""
     import xml.etree.ElementTree as ET
 
-    import rnncon_core.cli as cli
+    import rnncon_core.cli.common as cli       # (its internal-error log)
     monkeypatch.chdir(tmp_path)
     junit = tmp_path / "ci" / "rnncon.xml"
     base = ["check", "--model", str(files / "image.keras"), "--max-faults", "0", "--junit",

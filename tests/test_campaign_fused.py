@@ -19,7 +19,7 @@ def profiled(tiny_lstm, tiny_gru, tiny_text, tiny_ids):
 
 
 def _same_state(a, b):
-    sa, sb = a._state_arrays(), b._state_arrays()
+    sa, sb = a.state(), b.state()
     assert sa.keys() == sb.keys()
     for k in sa:
         np.testing.assert_array_equal(np.asarray(sa[k]), np.asarray(sb[k]), err_msg=k)

@@ -131,7 +131,7 @@ def test_started_by_says_who_only_when_true(runs_dir):
 
 def test_a_card_says_what_its_progress_counts(runs_dir):
     """A campaign in seconds said "20 of 600", which a user could not read as time."""
-    from rnncon_core.campaign.record import _progress, parse_budget
+    from rnncon_core.campaign.record import parse_budget, report_progress
 
     class Camp:
         faults, calls = [1, 2], 3000
@@ -144,7 +144,7 @@ def test_a_card_says_what_its_progress_counts(runs_dir):
     store = RunStore(runs_dir)
     for budget, said in (("10m", "20 of 600 s"), ("12000calls", "3,000 of 12,000 model calls")):
         run = store.start("campaign", model="m")
-        _progress(run, Camp(), parse_budget(budget), None)
+        report_progress(run, Camp(), parse_budget(budget), None)
         card = jobs.card_for_run(store.get(run.run_id), "c", mine=True)
         assert card.count == said
     run = store.start("generate", model="m")

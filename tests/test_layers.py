@@ -1,28 +1,38 @@
 """The layers point down only: every import of rnncon_core and dashboard, read from the source
-(top-level and inside functions alike), goes to the same layer or a lower one, the import graph
-has no circle, and neither the core nor the CLI imports the dashboard.
+(top-level and inside functions alike, a module's import of its own package's ``__init__``
+included) and every "module:Name" string a registry loads later, goes to the same layer or a
+lower one, the import graph has no circle, neither the core nor the CLI imports the dashboard,
+and every module imports on its own (a fresh start of the packages, no other module first).
 
 The order (docs/internals.md draws it): ground (errors, paths, io, params, registry) ->
-data, textdiff -> zoo, onnx_import -> trace -> coverage -> generate -> text -> quality,
-validity, prioritize -> retrain, campaign -> runs -> jobs -> experiments -> reports -> cli ->
-dashboard.
+data, textdiff -> zoo, onnx_import -> trace -> coverage -> rnncon_core's own __init__ ->
+generate -> text -> quality, checks, validity, prioritize -> retrain, campaign -> runs -> jobs
+-> experiments -> reports -> cli -> dashboard.
 """
 from __future__ import annotations
 
 import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("rnncon_core", "dashboard")
 
-# lowest first; a module belongs to the longest prefix listed
+# lowest first; a module belongs to the longest prefix listed ("rnncon_core" alone is the
+# package's own __init__, the public names it loads on first use from data, zoo and coverage)
 LAYERS = [
-    ("rnncon_core", "rnncon_core.errors", "rnncon_core.paths", "rnncon_core.io",
+    ("rnncon_core.errors", "rnncon_core.paths", "rnncon_core.io",
      "rnncon_core.params", "rnncon_core.registry"),
     ("rnncon_core.data", "rnncon_core.textdiff"),
     ("rnncon_core.zoo", "rnncon_core.onnx_import"),
     ("rnncon_core.trace",),
     ("rnncon_core.coverage",),
+    ("rnncon_core",),
     ("rnncon_core.generate",),
     ("rnncon_core.text",),
     ("rnncon_core.quality", "rnncon_core.checks", "rnncon_core.validity",
@@ -71,9 +81,53 @@ def _targets(name: str, node, is_pkg: bool, known) -> list[str]:
     return out
 
 
+# a class or function named for a later import: "rnncon_core.coverage.rconc:ContributionCoverage"
+_LATE = re.compile(r"^((?:rnncon_core|dashboard)(?:\.\w+)*)(?::[A-Za-z_][\w.]*)?$")
+
+
+def _text(node, consts: dict[str, str]) -> str | None:
+    """The string an expression always gives: a literal, a module-level string constant, or
+    a sum of them (``_C + "rconc:ContributionCoverage"``); None for anything else."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Name):
+        return consts.get(node.id)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        a, b = _text(node.left, consts), _text(node.right, consts)
+        return a + b if a is not None and b is not None else None
+    return None
+
+
+def late_imports(tree: ast.Module) -> list[tuple[str, int]]:
+    """(module, line) of each module a string names for a later import: "module:Name" (a
+    registry's table) and ``importlib.import_module("module")``."""
+    consts: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name):
+            value = _text(node.value, consts)
+            if value is not None:
+                consts[node.targets[0].id] = value
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and (
+                getattr(node.func, "attr", None) == "import_module"
+                or getattr(node.func, "id", None) in ("import_module", "__import__")):
+            text = _text(node.args[0], consts)
+            m = _LATE.match(text or "")
+            if m:
+                out.append((m.group(1), node.lineno))
+        elif isinstance(node, (ast.Constant, ast.BinOp)):
+            text = _text(node, consts)
+            if text and ":" in text and _LATE.match(text):
+                out.append((_LATE.match(text).group(1), node.lineno))
+    return out
+
+
 def import_graph(root: Path = ROOT) -> dict[str, dict[str, int]]:
-    """module -> {imported module: line}, for the modules of our packages only. Importing a
-    package's own ``__init__`` from inside it (``from . import X``) is not an edge."""
+    """module -> {imported module: line}, for the modules of our packages only: import
+    statements anywhere in the module (a child's import of its own package's ``__init__``
+    too: that is how a circle through ``__init__`` runs) and "module:Name" strings."""
     known = modules(root)
     graph: dict[str, dict[str, int]] = {m: {} for m in known}
     for name, path in known.items():
@@ -81,8 +135,14 @@ def import_graph(root: Path = ROOT) -> dict[str, dict[str, int]]:
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 for t in _targets(name, node, path.name == "__init__.py", known):
-                    if t != name and not name.startswith(t + "."):
+                    if t != name:
                         graph[name].setdefault(t, node.lineno)
+        for text, line in late_imports(tree):
+            t = text
+            while t and t not in known:
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                graph[name].setdefault(t, line)
     return graph
 
 
@@ -90,7 +150,8 @@ def layer(module: str) -> int:
     best, rank = -1, None
     for i, prefixes in enumerate(LAYERS):
         for p in prefixes:
-            if (module == p or module.startswith(p + ".")) and len(p) > best:
+            if (module == p or (module.startswith(p + ".") and p != "rnncon_core")) \
+                    and len(p) > best:
                 best, rank = len(p), i
     assert rank is not None, f"{module} is in no layer: add it to LAYERS"
     return rank
@@ -127,6 +188,45 @@ def circles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
     return out
 
 
+def upward(graph: dict[str, dict[str, int]]) -> list[str]:
+    """Every edge of the graph that points to a higher layer (and is not allowed)."""
+    return [f"{m}:{line} imports {t} (layer {layer(t)} > {layer(m)})"
+            for m, targets in graph.items() for t, line in targets.items()
+            if layer(t) > layer(m) and (m, t) not in ALLOWED_UP]
+
+
+# Pages Streamlit runs as scripts (AppTest covers them); every other module must import alone.
+SCRIPTS = ("dashboard.app", "dashboard.views", "rnncon_core.__main__")
+
+_IMPORT_EACH = """
+import importlib, json, sys
+sys.path.insert(0, sys.argv[1])
+failed = {}
+for name in sys.argv[2:]:
+    for m in [m for m in sys.modules if m.split(".")[0] in ("rnncon_core", "dashboard")]:
+        del sys.modules[m]
+    try:
+        importlib.import_module(name)
+    except BaseException as e:
+        failed[name] = f"{type(e).__name__}: {e}"
+print(json.dumps(failed))
+"""
+
+
+def import_each(root: Path = ROOT, names: list[str] | None = None) -> dict[str, str]:
+    """module -> error, for each module (default: all but the page scripts) that fails to
+    import when it is the first of our modules to load: one Python process clears
+    ``rnncon_core`` and ``dashboard`` from ``sys.modules`` before each (TensorFlow and the other
+    libraries stay loaded; about 4 s for all, as TensorFlow loads only on use)."""
+    names = names or [m for m in modules(root)
+                      if not any(m == s or m.startswith(s + ".") for s in SCRIPTS)]
+    out = subprocess.run([sys.executable, "-c", _IMPORT_EACH, str(root), *names], cwd=root,
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def test_every_module_has_a_layer():
     for m in modules():
         layer(m)
@@ -137,10 +237,11 @@ def test_no_import_circle():
 
 
 def test_imports_point_down():
-    up = [f"{m}:{line} imports {t} (layer {layer(t)} > {layer(m)})"
-          for m, targets in import_graph().items() for t, line in targets.items()
-          if layer(t) > layer(m) and (m, t) not in ALLOWED_UP]
-    assert up == []
+    assert upward(import_graph()) == []
+
+
+def test_every_module_imports_alone():
+    assert import_each() == {}
 
 
 def test_core_and_cli_never_import_the_dashboard():
@@ -167,3 +268,102 @@ def test_the_checker_sees_circles_and_upward_imports(tmp_path):
     assert circles(graph) == [["rnncon_core.coverage.base", "rnncon_core.data"]]
     assert graph["rnncon_core.data"] == {"rnncon_core.coverage.base": 2}
     assert layer("rnncon_core.coverage.base") > layer("rnncon_core.data")
+
+
+def _copy(tmp_path) -> Path:
+    root = tmp_path / "copy"
+    for pkg in PACKAGES:
+        shutil.copytree(ROOT / pkg, root / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def _inject(root: Path, rel: str, text: str, after: str | None = None) -> None:
+    path = root / rel
+    s = path.read_text()
+    path.write_text(s.replace(after, after + text, 1) if after else s + text)
+
+
+def _measure(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "measure_structure.py"),
+                           str(root)], capture_output=True, text=True, timeout=120)
+
+
+def test_injected_faults_fail_the_checks(tmp_path):
+    """Into a copy of the packages: a circle through a package's __init__, an upward import
+    inside a function, a registry string that points up, a long function. The script exits
+    with 1 on each (and 0 on the copy as it is), and the tests' own checks see each."""
+    out = _measure(_copy(tmp_path / "clean"))
+    assert out.returncode == 0, out.stdout
+
+    root = _copy(tmp_path / "circle")       # nc needs its package's __init__, which needs nc
+    _inject(root, "rnncon_core/coverage/nc.py", "from . import register_criterion\n",
+            after="from __future__ import annotations\n")
+    _inject(root, "rnncon_core/coverage/__init__.py", "from .nc import NeuronCoverage\n",
+            after="from __future__ import annotations\n")
+    out = _measure(root)
+    assert out.returncode == 1 and "rnncon_core.coverage <-> " in out.stdout, out.stdout
+    assert ["rnncon_core.coverage", "rnncon_core.coverage.nc"] in circles(import_graph(root))
+    failed = import_each(root, ["rnncon_core.coverage", "rnncon_core.coverage.nc"])
+    assert "circular import" in failed["rnncon_core.coverage"], failed
+
+    root = _copy(tmp_path / "late")         # the data layer reaches up to the reports
+    _inject(root, "rnncon_core/data.py", "\n\ndef _late():\n    from .reports import html\n")
+    out = _measure(root)
+    assert out.returncode == 1 and "rnncon_core.data:" in out.stdout, out.stdout
+    assert any(u.startswith("rnncon_core.data:") and "rnncon_core.reports.html" in u
+               for u in upward(import_graph(root)))
+
+    root = _copy(tmp_path / "string")       # the ground floor names a criterion's class
+    _inject(root, "rnncon_core/registry.py",
+            '\n_C = "rnncon_core.coverage."\nCRITERIA.declare({"x": _C + "nc:NeuronCoverage"})\n')
+    out = _measure(root)
+    assert out.returncode == 1 and "rnncon_core.registry:" in out.stdout, out.stdout
+    assert any(u.startswith("rnncon_core.registry:") and "rnncon_core.coverage.nc" in u
+               for u in upward(import_graph(root)))
+
+    root = _copy(tmp_path / "long")
+    _inject(root, "rnncon_core/paths.py",
+            "\n\ndef _long():\n" + "    x = 1\n" * 80 + "    return x\n")
+    out = _measure(root)
+    assert out.returncode == 1 and "rnncon_core/paths.py:_long" in out.stdout, out.stdout
+
+
+def dataset_name_tests(root: Path = ROOT) -> list[str]:
+    """Places outside the data layer that test a built-in data set's name (``== "imdb"``,
+    ``in ("mnist", ...)``): they ask ``data.dataset_kind`` / ``DATA_SETS`` instead."""
+    from rnncon_core.data import DATASETS
+    out = []
+    for name, path in modules(root).items():
+        if name == "rnncon_core.data":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                for side in [node.left, *node.comparators]:
+                    items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) \
+                        else [side]
+                    if any(isinstance(i, ast.Constant) and i.value in DATASETS for i in items):
+                        out.append(f"{name}:{node.lineno}")
+    return out
+
+
+def test_no_module_outside_the_data_layer_tests_a_data_set_name():
+    assert dataset_name_tests() == []
+
+
+def private_imports(root: Path = ROOT) -> list[str]:
+    """``from X import _name`` where X is another module of ours: a private name used across
+    modules (make it public, or keep the use inside its module)."""
+    known = modules(root)
+    out = []
+    for name, path in known.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                for a in node.names:
+                    if a.name.startswith("_") and not a.name.startswith("__") \
+                            and _targets(name, node, path.name == "__init__.py", known):
+                        out.append(f"{name}:{node.lineno} imports {a.name}")
+    return out
+
+
+def test_no_private_name_is_imported_across_modules():
+    assert private_imports() == []

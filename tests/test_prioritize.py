@@ -285,14 +285,14 @@ def test_signal_guides_are_declared_and_run(tiny_lstm, guide, cache):
     assert np.all(rows["gain"][len(x):] >= 0)
     # the state as a value: save, load into a new guide, merge two halves equal to the whole
     twin = type(g).from_config(tiny_lstm, g.get_config())
-    twin._load_state(g._state_arrays())
+    twin.load_state(g.state())
     assert twin.rate() == g.rate()
     a, b, whole = (make_guide(guide, tiny_lstm, {}) for _ in range(3))
     a.update(x[:12])
     b.update(x[12:])
     whole.update(x)
-    np.testing.assert_array_equal(a.merge(b)._state_arrays()["first"],
-                                  whole._state_arrays()["first"])
+    np.testing.assert_array_equal(a.merge(b).state()["first"],
+                                  whole.state()["first"])
     with pytest.raises(InputError, match="no guide parameters"):
         make_guide(guide, tiny_lstm, {"k": 3})
 

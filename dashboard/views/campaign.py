@@ -61,7 +61,7 @@ with st.form("camp_form"):
 
 if submitted:
     try:
-        camp.parse_budget(budget)
+        parsed = camp.parse_budget(budget)            # once, here: the job gets the Budget
         # only what differs from the declarations' defaults (the engine applies those)
         declared = {p.name: p.default for p in camp.CAMPAIGN_PARAMS}
         params = {k: v for k, v in forms.generation_params(_Declared, values).items()
@@ -70,7 +70,7 @@ if submitted:
         state.show_error(e)
         st.stop()
     jobs.launch("campaign", f"{guide} campaign on {sel.label} · {budget}", camp.run_campaign,
-                model=sel.model, dataset=sel.dataset, guide=guide, budget=budget,
+                model=sel.model, dataset=sel.dataset, guide=guide, budget=parsed,
                 seeds=int(n_seeds), seed=int(seed), log=True, **params)
 
 store = jobs.store()
@@ -231,12 +231,12 @@ def _resume(info, run_id: str) -> None:
                                    "campaign.")
         if st.form_submit_button("Resume", icon=":material/replay:"):
             try:
-                camp.parse_budget(total)
+                parsed = camp.parse_budget(total)
             except RNNConError as e:
                 state.show_error(e)
                 return
             jobs.launch("campaign", f"resume {run_id}", camp.run_campaign, model=info.model,
-                        resume=run_id, budget=total, log=True)
+                        resume=run_id, budget=parsed, log=True)
             st.rerun()
 
 

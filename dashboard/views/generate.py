@@ -41,7 +41,7 @@ with st.form("gen_form"):
     others = []
     if "others" in cls.accepts:                   # differential: the models compared
         own = zoo.ARCHITECTURES[sel.model].dataset if sel.shipped else \
-            ("mnist" if kind == "image" else "imdb")
+            data.default_dataset(kind)
         same = [n for n in state.shipped() if n != sel.model
                 and zoo.ARCHITECTURES[n].dataset == own]
         others = st.multiselect("Other models", same, default=same[:1], key="gen_others")

@@ -93,7 +93,7 @@ class _Worker:
                "validity_seconds": c.validity_seconds,
                "faults_total": c.faults.total, "guide": None}
         if c.delta is not None:
-            out["guide"] = c.delta._state_arrays()
+            out["guide"] = c.delta.state()
             c.delta.reset()
         return out
 
@@ -103,10 +103,10 @@ class _Worker:
         self.camp.faults.know(keys["label"], keys["pred"], keys["state"], keys.get("valid"))
 
     def load_guide(self, arrays) -> None:
-        self.camp.guide._load_state(arrays)
+        self.camp.guide.load_state(arrays)
 
     def guide_state(self) -> dict:
-        return self.camp.guide._state_arrays()
+        return self.camp.guide.state()
 
     def state(self) -> dict:
         """This worker's state but its fault rows (the driver keeps those from the rounds)
@@ -127,7 +127,7 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, inputs, labels, gu
     """run_campaign's Ray path (same arguments); returns the summary with ``run_id``."""
     from .prepare import (ValiditySpec, ensure_profile, input_kind, load_seeds, make_guide,
                           validity_spec)
-    from .record import _progress, finish, read_rows
+    from .record import CampaignFiles, finish, read_rows, report_progress
     if ray_runtime is None:
         raise InputError("a campaign on Ray needs the runtime of rnncon_core.jobs "
                          "(ray_runtime=rnncon_core.jobs.distributed.runtime; the CLI passes it)")
@@ -160,6 +160,7 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, inputs, labels, gu
             store.start("campaign", model=model, method=guide, config=config) as run:
         # the runtime first: a cluster that does not answer leaves no failed run behind
         run.save_npz("seeds", x=x, y=y)
+        files = CampaignFiles(run)
         Worker = ray.remote(num_cpus=1)(_Worker)
         actors = [Worker.remote(model, x[w::workers], y[w::workers], guide, guide_params,
                                 values, seed if w == 0 else [seed, w], kind, workers > 1,
@@ -168,10 +169,10 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, inputs, labels, gu
         ray.get([a.warm.remote() for a in actors])     # Ray's start-up is not the budget's
         if old is None:
             view.resume_clock()
-            _absorb(run, view, ray.get([a.start.remote() for a in actors]), actors, ray)
-            _save(run, view, actors, ray)
+            _absorb(files, view, ray.get([a.start.remote() for a in actors]), actors, ray)
+            _save(files, view, actors, ray)
         else:
-            _resume(run, view, old, actors, ray, read_rows)
+            _resume(files, view, old, actors, ray, read_rows)
         share = None if budget.calls is None else -(-budget.calls // workers)
         seconds = ROUND_SECONDS if budget.calls is None else None
         while not budget.done(view):
@@ -179,13 +180,13 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, inputs, labels, gu
                 break
             before = view.calls
             deltas = ray.get([a.rounds.remote(SYNC_EVERY, share, seconds) for a in actors])
-            _absorb(run, view, deltas, actors, ray)
-            _progress(run, view, budget, progress)
-            _save(run, view, actors, ray)
+            _absorb(files, view, deltas, actors, ray)
+            report_progress(run, view, budget, progress)
+            _save(files, view, actors, ray)
             if view.calls == before:            # every worker spent its share of calls
                 break
         found = sum(len(rows) for rows in _worker_faults(view, workers))
-        summary = finish(run, view, config, budget, stopped=not budget.done(view),
+        summary = finish(files, view, config, budget, stopped=not budget.done(view),
                          extra={"worker_faults": found,
                                 "duplicate_faults": found - len(view.faults)})
         if summary["stopped"]:
@@ -195,7 +196,7 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, inputs, labels, gu
     return {"run_id": run.run_id, **summary}
 
 
-def _absorb(run, view: Campaign, deltas, actors, ray) -> None:
+def _absorb(files, view: Campaign, deltas, actors, ray) -> None:
     """The workers' rounds into the driver's view: rows, faults (distinct across workers),
     counters; with several workers the guide states merged (``merge``) and sent back."""
     q0, f0 = len(view.queue), len(view.faults)
@@ -219,17 +220,17 @@ def _absorb(run, view: Campaign, deltas, actors, ray) -> None:
         if getattr(view, "_part", None) is None:
             view._part = type(guide).from_config(guide.model, guide.get_config())
         for d in deltas:
-            view._part._load_state(d["guide"])
+            view._part.load_state(d["guide"])
             guide.merge(view._part)
-        ref = ray.put(guide._state_arrays())
+        ref = ray.put(guide.state())
         ray.get([a.load_guide.remote(ref) for a in actors])
     elif guide is not None:                 # one worker: its own state is the whole state
-        guide._load_state(deltas[0]["guide"] if deltas[0]["guide"] is not None else
+        guide.load_state(deltas[0]["guide"] if deltas[0]["guide"] is not None else
                           ray.get(actors[0].guide_state.remote()))
     _share_faults(view, f0, actors, ray)
     view._record()
     from .record import write_rows
-    write_rows(run, view.queue.rows.arrays(q0) if len(view.queue) > q0 else {},
+    write_rows(files, view.queue.rows.arrays(q0) if len(view.queue) > q0 else {},
                view.faults.rows.arrays(f0) if len(view.faults) > f0 else {}, durable=False)
 
 
@@ -253,7 +254,7 @@ def _worker_faults(view: Campaign, workers: int) -> list:
     return view._own
 
 
-def _save(run, view: Campaign, actors, ray) -> None:
+def _save(files, view: Campaign, actors, ray) -> None:
     """The driver's state and every worker's, in one atomic checkpoint (once a round;
     fsync'ed every ``record.DURABLE_EVERY`` seconds)."""
     from .record import durable_now, save_checkpoint, sync_rows
@@ -263,13 +264,13 @@ def _save(run, view: Campaign, actors, ray) -> None:
                                  for k, v in st.items()},
               **{f"w{w}/faults/{k}": v for w, rows in enumerate(own)
                  for k, v in rows.arrays().items()}}
-    durable = durable_now(run)
+    durable = durable_now(files)
     if durable:
-        sync_rows(run)
-    save_checkpoint(run, arrays, durable)
+        sync_rows(files)
+    save_checkpoint(files, arrays, durable)
 
 
-def _resume(run, view: Campaign, old, actors, ray, read_rows) -> None:
+def _resume(files, view: Campaign, old, actors, ray, read_rows) -> None:
     """The driver's view and every worker back to ``old``'s checkpoint."""
     from .record import write_rows
     from .record import load_checkpoint
@@ -289,6 +290,6 @@ def _resume(run, view: Campaign, old, actors, ray, read_rows) -> None:
         futures.append(actor.restore.remote(ws, wq))
     ray.get(futures)
     _share_faults(view, 0, actors, ray)       # what each worker knew at the checkpoint
-    write_rows(run, view.queue.rows.arrays(),
+    write_rows(files, view.queue.rows.arrays(),
                view.faults.rows.arrays() if len(view.faults) else {})
-    _save(run, view, actors, ray)
+    _save(files, view, actors, ray)

@@ -412,7 +412,7 @@ class Campaign:
             out["curve"] = np.array(self.curve, np.float64)
         if self.guide is not None:
             out.update({f"guide/{k}": np.asarray(a) for k, a in
-                        self.guide._state_arrays().items()})
+                        self.guide.state().items()})
         return out
 
     def restore(self, state: dict, queue: dict, faults: dict, warm: bool = True) -> None:
@@ -437,6 +437,6 @@ class Campaign:
             self.warm_up()
         self.rng.bit_generator.state = c["rng"]
         if self.guide is not None:
-            self.guide._load_state({k[6:]: v for k, v in state.items()
+            self.guide.load_state({k[6:]: v for k, v in state.items()
                                     if k.startswith("guide/")})
         self.resume_clock()

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import InputError
 from .loop import CURVE_COLUMNS, Campaign
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -54,7 +55,19 @@ def parse_budget(text) -> Budget:
                      f"calls such as 5000calls")
 
 
-def _progress(run, camp, budget, progress) -> None:
+DEFAULT_BUDGET = "10m"
+
+
+def campaign_budget(budget, old=None) -> Budget:
+    """The one rule for a campaign's budget: the one given (text or ``Budget``), else a
+    resumed run's own (``old``: its stored run), else ``DEFAULT_BUDGET``. The CLI calls it
+    once, at the edge, and hands the ``Budget`` on."""
+    if budget is None:
+        budget = old.config["budget"] if old is not None else DEFAULT_BUDGET
+    return parse_budget(budget)
+
+
+def report_progress(run, camp, budget, progress) -> None:
     done, total = budget.fraction(camp)
     f = camp.faults
     run.progress(done, total, f"{f.n_valid:,} valid distinct faults from "
@@ -69,7 +82,19 @@ DURABLE_EVERY = 30.0       # seconds between checkpoints that are fsync'ed (mach
 _MAGIC = b"RNCR"
 
 
-def _checkpoint(run, camp: Campaign, added: dict) -> None:
+@dataclass
+class CampaignFiles:
+    """What a running campaign keeps about its run's files, held by the code that writes them
+    (never stored on the ``Run``): the open logs (file name -> file), the state log, the
+    curve rows in ``curve.log`` and when the last durable save was."""
+    run: object
+    logs: dict = field(default_factory=dict)
+    state_log: object = None
+    curve_n: int = 0
+    durable_at: float | None = None
+
+
+def checkpoint(files: CampaignFiles, camp: Campaign, added: dict) -> None:
     """The batch's new queue and fault rows appended to ``rows.log``, its curve row to
     ``curve.log``, then the state's changes to the checkpoint (``statelog.StateLog``: it
     counts the rows, so rows of a batch whose state never made it to disk are ignored): a
@@ -79,29 +104,28 @@ def _checkpoint(run, camp: Campaign, added: dict) -> None:
     the logs are fsync'ed and a full snapshot of the state is written durably."""
     q0, q1 = added["queue"]
     f0, f1 = added["faults"]
-    durable = durable_now(run)
-    write_rows(run, camp.queue.rows.arrays(q0, q1) if q1 > q0 else {},
+    durable = durable_now(files)
+    write_rows(files, camp.queue.rows.arrays(q0, q1) if q1 > q0 else {},
                camp.faults.rows.arrays(f0, f1) if f1 > f0 else {}, durable)
     state = camp.state(curve=False)
-    state["n_curve"] = np.int64(append_curve(run, camp.curve, durable))
-    save_checkpoint(run, state, durable)
+    state["n_curve"] = np.int64(append_curve(files, camp.curve, durable))
+    save_checkpoint(files, state, durable)
 
 
-def append_curve(run, curve, durable: bool) -> int:
+def append_curve(files: CampaignFiles, curve, durable: bool) -> int:
     """The curve's rows not yet in ``curve.log`` appended to it (float64, one row of
     ``CURVE_COLUMNS`` per batch); returns how many rows it holds."""
-    rows = curve[getattr(run, "_curve_n", 0):]
-    rows = np.asarray(rows, np.float64).reshape(-1, len(CURVE_COLUMNS))
-    _append(run, "_curve_log", "curve.log", rows.astype("<f8").tobytes(), durable)
-    run._curve_n = getattr(run, "_curve_n", 0) + len(rows)
-    return run._curve_n
+    rows = np.asarray(curve[files.curve_n:], np.float64).reshape(-1, len(CURVE_COLUMNS))
+    _append(files, "curve.log", rows.astype("<f8").tobytes(), durable)
+    files.curve_n += len(rows)
+    return files.curve_n
 
 
-def curve_to_log(run, state: dict, durable: bool) -> dict:
+def curve_to_log(files: CampaignFiles, state: dict, durable: bool) -> dict:
     """The state without its curve: the curve's new rows appended to ``curve.log`` and their
     count kept (``n_curve``), so a checkpoint does not grow with the campaign's length."""
     curve = np.asarray(state.pop("curve"), np.float64).reshape(-1, len(CURVE_COLUMNS))
-    state["n_curve"] = np.int64(append_curve(run, curve, durable))
+    state["n_curve"] = np.int64(append_curve(files, curve, durable))
     return state
 
 
@@ -137,18 +161,17 @@ def load_checkpoint(info) -> dict | None:
     return state
 
 
-def durable_now(run) -> bool:
+def durable_now(files: CampaignFiles) -> bool:
     """True for the first batch and then every ``DURABLE_EVERY`` seconds."""
     import time
-    last = getattr(run, "_durable_at", None)
     now = time.monotonic()
-    if last is None or now - last >= DURABLE_EVERY:
-        run._durable_at = now
+    if files.durable_at is None or now - files.durable_at >= DURABLE_EVERY:
+        files.durable_at = now
         return True
     return False
 
 
-def write_rows(run, queue: dict, faults: dict, durable: bool = True) -> None:
+def write_rows(files: CampaignFiles, queue: dict, faults: dict, durable: bool = True) -> None:
     """One record (the batch's rows, raw arrays: ``statelog.encode``) appended to
     ``rows.log``."""
     from .statelog import encode
@@ -156,17 +179,16 @@ def write_rows(run, queue: dict, faults: dict, durable: bool = True) -> None:
         return
     arrays = {**{f"queue/{k}": v for k, v in queue.items()},
               **{f"faults/{k}": v for k, v in faults.items()}}
-    _append(run, "_rows_log", "rows.log", encode(arrays), durable)
+    _append(files, "rows.log", encode(arrays), durable)
 
 
-def _append(run, attr: str, name: str, data: bytes, durable: bool) -> None:
-    """``data`` appended to the run's file ``name`` (kept open on the run as ``attr``) and
+def _append(files: CampaignFiles, name: str, data: bytes, durable: bool) -> None:
+    """``data`` appended to the run's file ``name`` (kept open in ``files.logs``) and
     flushed; fsync'ed too when ``durable``."""
     import os
-    f = getattr(run, attr, None)
+    f = files.logs.get(name)
     if f is None or f.closed:
-        f = open(run.path / name, "ab")
-        setattr(run, attr, f)
+        f = files.logs[name] = open(files.run.path / name, "ab")
     if data:
         f.write(data)
         f.flush()
@@ -210,43 +232,40 @@ def read_rows(info, name: str) -> dict | None:
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
-def _save_state(run, camp: Campaign) -> None:
-    save_checkpoint(run, camp.state())
+def save_state(files: CampaignFiles, camp: Campaign) -> None:
+    save_checkpoint(files, camp.state())
 
 
-def save_checkpoint(run, arrays: dict, durable: bool = True) -> None:
+def save_checkpoint(files: CampaignFiles, arrays: dict, durable: bool = True) -> None:
     """The state into the run's ``statelog.StateLog`` (a durable save is a full snapshot,
     checkpoint.npz, uncompressed: compressing a guide's state took a third of a 15 s
     campaign's time on mnist-lstm); its curve goes to ``curve.log`` (``curve_to_log``)."""
     from .statelog import StateLog
     if "curve" in arrays:
-        arrays = curve_to_log(run, dict(arrays), durable)
-    log = getattr(run, "_state_log", None)
-    if log is None:
-        log = run._state_log = StateLog(run.path)
-    log.save(arrays, durable)
+        arrays = curve_to_log(files, dict(arrays), durable)
+    if files.state_log is None:
+        files.state_log = StateLog(files.run.path)
+    files.state_log.save(arrays, durable)
 
 
-def sync_rows(run) -> None:
+def sync_rows(files: CampaignFiles) -> None:
     """fsync the rows log (what ``write_rows(durable=False)`` appended)."""
     import os
-    f = getattr(run, "_rows_log", None)
+    f = files.logs.get("rows.log")
     if f is not None and not f.closed:
         os.fsync(f.fileno())
 
 
-def close_rows(run) -> None:
+def close_rows(files: CampaignFiles) -> None:
     """The logs closed; the checkpoint made one durable snapshot (its log removed)."""
     from .statelog import drop_log
-    for name in ("_rows_log", "_curve_log"):
-        f = getattr(run, name, None)
-        if f is not None and not f.closed:
+    for f in files.logs.values():
+        if not f.closed:
             f.close()
-    log = getattr(run, "_state_log", None)
-    if log is not None:
-        log.snapshot(durable=True)
-        log.close()
-        drop_log(run.path)
+    if files.state_log is not None:
+        files.state_log.snapshot(durable=True)
+        files.state_log.close()
+        drop_log(files.run.path)
 
 
 def summary_of(camp: Campaign, config: dict, budget: Budget, stopped: bool) -> dict:
@@ -281,11 +300,12 @@ def summary_of(camp: Campaign, config: dict, budget: Budget, stopped: bool) -> d
             "resumed_from": config.get("resumed_from")}
 
 
-def finish(run, camp: Campaign, config: dict, budget: Budget, stopped: bool,
+def finish(files: CampaignFiles, camp: Campaign, config: dict, budget: Budget, stopped: bool,
            extra: dict | None = None) -> dict:
     """The curve, the summary (with ``extra``), and (when the budget is spent) the rows as
     single files."""
-    close_rows(run)
+    close_rows(files)
+    run = files.run
     curve = np.array(camp.curve, np.float64).reshape(-1, len(CURVE_COLUMNS))
     run.save_npz("curve", **{c: curve[:, i] for i, c in enumerate(CURVE_COLUMNS)})
     summary = {**summary_of(camp, config, budget, stopped), **(extra or {})}

@@ -21,11 +21,11 @@ from .loop import CAMPAIGN_PARAMS, YIELD_BEFORE, Campaign
 from .mutations import families, input_kind
 from .prepare import (ValiditySpec, ensure_profile, guide_names, load_seeds, make_campaign,
                       validity_spec)
-from .record import (_checkpoint, _progress, _save_state, finish, load_checkpoint,
-                     parse_budget, read_rows, write_rows)
+from .record import (Budget, CampaignFiles, campaign_budget, checkpoint, finish, load_checkpoint,
+                     read_rows, report_progress, save_state, write_rows)
 
 
-def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", budget="10m",
+def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", budget=None,
                  seeds: int | None = None, seed: int = 0, inputs=None, labels=None,
                  guide_params: dict | None = None, store=None,
                  progress: Callable[[int, int], None] | None = None,
@@ -36,7 +36,8 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
     """Run a campaign on ``model`` (a shipped name, a .keras path or a Keras model) from the
     first ``seeds`` test inputs it predicts right (None: ``prepare.DEFAULT_SEEDS``, 1,000
     for images and sequences, 100 for text), until ``budget`` is spent, guided by the
-    criterion ``guide`` (any of ``coverage.CRITERIA``, or a baseline: "none", "faults").
+    criterion ``guide`` (any of ``coverage.CRITERIA``, or a baseline: "none", "faults");
+    ``budget``: a ``Budget`` or its text (None: ``record.campaign_budget``'s default).
     ``params``: the declared mutation and loop parameters (``CAMPAIGN_PARAMS``). Stored in the
     run store (kind "campaign"); returns the summary with ``run_id``. ``resume``: a campaign
     run's id to go on from (its settings are taken; ``budget`` is the total, including what it
@@ -53,25 +54,17 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
                          "(or RunStore(DIR))")
     old, stored_validity = None, None
     if resume is not None:
-        old = store.get(resume)
-        if old.kind != "campaign":
-            raise InputError(f"run {resume} is a {old.kind} run, not a campaign")
-        if old.status == "running":
-            raise InputError(f"run {resume} is still running: cancel it first (`rnncon runs "
-                             f"--cancel {resume}`)")
-        check_resumable(store, resume)
+        old = _resumable(store, resume)
         cfg = old.config
         model = cfg["model"] if isinstance(model, str) or model is None else model
         dataset, guide, seeds, seed = cfg["dataset"], cfg["guide"], cfg["seeds"], cfg["seed"]
         guide_params, params = cfg["guide_params"], {**YIELD_BEFORE, **cfg["params"]}
         workers = cfg.get("workers", 0) if not workers else workers
         stored_validity = cfg.get("validity")
-        if budget is None:
-            budget = cfg["budget"]
         if dataset == "inputs":            # the user's own seeds: the ones it stored
             stored = old.load_npz("seeds")
             dataset, inputs, labels = None, stored["x"], stored["y"]
-    budget = parse_budget(budget)
+    budget = campaign_budget(budget, old)
     values = CAMPAIGN_PARAMS.check("a campaign", params)
     if guide not in guide_names():
         raise InputError(f"unknown guide {guide!r}; choose one of {', '.join(guide_names())}")
@@ -101,21 +94,42 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
               "validity": None if spec is None else spec.config(),
               "resumed_from": resume}
     with store.start("campaign", model=config["model"], method=guide, config=config) as run:
-        run.save_npz("seeds", x=x, y=y)
-        if old is not None:
-            _restore(camp, old, run)
-        else:
-            camp.start()
-            _checkpoint(run, camp, {"queue": (0, len(camp.queue)), "faults": (0, 0)})
-        cancelled = every(0.5, run.cancel_requested)
-        stop = (lambda: bool(should_stop and should_stop()) or cancelled())
-        loop(camp, budget, lambda added: _checkpoint(run, camp, added),
-             lambda: _progress(run, camp, budget, progress), stop)
-        summary = finish(run, camp, config, budget, stopped=not budget.done(camp))
-        if summary["stopped"]:
-            raise JobCancelled(f"campaign {run.run_id} was stopped after {camp.batches} "
-                               f"batches; resume it with --resume {run.run_id}")
+        summary = _in_run(CampaignFiles(run), camp, old, x, y, config, budget, progress,
+                          should_stop)
     return {"run_id": run.run_id, **summary}
+
+
+def _resumable(store, resume: str):
+    """The stored campaign run ``resume``, or an InputError saying why it cannot go on."""
+    old = store.get(resume)
+    if old.kind != "campaign":
+        raise InputError(f"run {resume} is a {old.kind} run, not a campaign")
+    if old.status == "running":
+        raise InputError(f"run {resume} is still running: cancel it first (`rnncon runs "
+                         f"--cancel {resume}`)")
+    check_resumable(store, resume)
+    return old
+
+
+def _in_run(files: CampaignFiles, camp: Campaign, old, x, y, config: dict, budget: Budget,
+            progress, should_stop) -> dict:
+    """The campaign inside its started run: seeds, start or restore, the loop, the end."""
+    run = files.run
+    run.save_npz("seeds", x=x, y=y)
+    if old is not None:
+        _restore(camp, old, files)
+    else:
+        camp.start()
+        checkpoint(files, camp, {"queue": (0, len(camp.queue)), "faults": (0, 0)})
+    cancelled = every(0.5, run.cancel_requested)
+    stop = (lambda: bool(should_stop and should_stop()) or cancelled())
+    loop(camp, budget, lambda added: checkpoint(files, camp, added),
+         lambda: report_progress(run, camp, budget, progress), stop)
+    summary = finish(files, camp, config, budget, stopped=not budget.done(camp))
+    if summary["stopped"]:
+        raise JobCancelled(f"campaign {run.run_id} was stopped after {camp.batches} "
+                           f"batches; resume it with --resume {run.run_id}")
+    return summary
 
 
 # what a damaged checkpoint, rows log or config raises when read (numpy, zipfile, zlib,
@@ -201,12 +215,12 @@ def every(seconds: float, ask: Callable[[], bool]) -> Callable[[], bool]:
     return check
 
 
-def _restore(camp: Campaign, old, run) -> None:
-    """Continue from ``old``'s checkpoint; its rows are copied into ``run`` first."""
+def _restore(camp: Campaign, old, files: CampaignFiles) -> None:
+    """Continue from ``old``'s checkpoint; its rows are copied into the new run first."""
     state = load_checkpoint(old)
     camp.restore(state, read_rows(old, "queue"), read_rows(old, "faults") or {})
-    write_rows(run, camp.queue.rows.arrays(),
+    write_rows(files, camp.queue.rows.arrays(),
                camp.faults.rows.arrays() if len(camp.faults) else {})
-    _save_state(run, camp)
+    save_state(files, camp)
 
 

@@ -19,8 +19,8 @@ right that covered an item first, so for a kept mutant the class is its seed's l
 
 A guide has the small interface the loop, Ray (``distributed``), resume and ``check`` read of
 a criterion: ``update``, ``update_with_outputs``, ``new_items``, ``rate``, ``total``,
-``n_inputs``, ``merge``, ``reset``, ``get_config`` / ``from_config``, ``_state_arrays`` /
-``_load_state``; its state is, per item, the index of the first input that covered it.
+``n_inputs``, ``merge``, ``reset``, ``get_config`` / ``from_config``, ``state`` /
+``load_state``; its state is, per item, the index of the first input that covered it.
 """
 from __future__ import annotations
 
@@ -96,10 +96,10 @@ class SignalGuide:
         self.n += other.n
         return self
 
-    def _state_arrays(self) -> dict:
+    def state(self) -> dict:
         return {"first": self.first, "n": np.int64(self.n)}
 
-    def _load_state(self, arrays: dict) -> None:
+    def load_state(self, arrays: dict) -> None:
         self.first = np.asarray(arrays["first"], np.int64).copy()
         self.n = int(arrays["n"])
 

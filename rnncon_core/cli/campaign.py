@@ -11,11 +11,12 @@ from typing import List, Optional
 
 import typer
 
-from . import (DECLARED, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL, EXIT_PASSED, JSON_OPT,
-               PARAM_OPT, RAY_OPT, RUNS_DIR_OPT, SEED_INPUTS_OPT, SEED_LABELS_OPT, app, checked,
-               declared_values, emit, log, names, preflight, report_app, seed_inputs, store)
+from .common import (DECLARED, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL, EXIT_PASSED, JSON_OPT,
+                     PARAM_OPT, RAY_OPT, RUNS_DIR_OPT, SEED_INPUTS_OPT, SEED_LABELS_OPT, app,
+                     checked, declared_values, emit, log, names, preflight, report_app,
+                     seed_inputs, store)
 from ..errors import InputError
-from ..registry import CRITERIA
+from ..coverage import CRITERIA
 
 MODEL_OPT = typer.Option(..., "--model", help="Shipped model name or .keras path.")
 DATASET_OPT = typer.Option(None, "--dataset", help="Seeds from this data set's test split: a "
@@ -140,6 +141,7 @@ def campaign_cmd(
     run goes to the run store, checkpointed after every batch (Ctrl-C stops it resumably;
     `rnncon runs --cancel RUN_ID` from elsewhere)."""
     from ..campaign import guide_names, parse_budget, run_campaign
+    from ..campaign.record import campaign_budget
     if resume is None and model is None:
         raise InputError("give --model NAME (or --resume RUN_ID to go on with a campaign)")
     if resume is not None and (ctx.args or param or guide_param or inputs or labels):
@@ -152,21 +154,21 @@ def campaign_cmd(
     params = _params(ctx, param) if resume is None else {}
     gparams = _guide_params(guide, guide_param) if resume is None else None
     if budget is not None:
-        parse_budget(budget)
+        budget = parse_budget(budget)          # checked first, parsed once: a Budget from here
     preflight(model=model, models=[reference_model] if reference_model else (), dataset=dataset)
     runs = store(runs_dir)
     if resume is not None:
         from ..campaign.run import check_resumable
         check_resumable(runs, resume)         # a damaged checkpoint: before any work
-    budget = budget or (runs.get(resume).config["budget"] if resume else "10m")
-    unit = parse_budget(budget).unit
+    budget = campaign_budget(budget, runs.get(resume) if resume else None)   # parsed once
+    unit = budget.unit
     with _interruptible() as interrupted:
         out = run_campaign(
             model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed, inputs=x,
             labels=y, guide_params=gparams, store=runs, should_stop=interrupted, resume=resume,
             workers=workers or 0, ray_address=ray_address, ray_runtime=_ray_runtime(), log=log,
-            progress=_progress_log(unit), validity_checks=validity_checks, reference_model=reference_model,
-            **params)
+            progress=_progress_log(unit), validity_checks=validity_checks,
+            reference_model=reference_model, **params)
     if json_out:
         emit({k: out.get(k) for k in _JSON_KEYS})
         return
@@ -247,7 +249,7 @@ def _junit_error(junit: str, e: Exception, seconds: float, model) -> None:
     from ..errors import RNNConError
     from ..io import atomic_write_text
     from ..reports.campaign import junit_error_xml
-    from . import internal_log
+    from .common import internal_log
     if isinstance(e, RNNConError):
         code, message = EXIT_INPUT, " ".join(str(e).split())
     else:
@@ -276,7 +278,7 @@ def _check(ctx, t0, *, model, dataset, min_coverage, max_faults, count, validity
     if count not in FAULT_COUNTS:
         raise InputError(f"--count {count!r}: choose one of {', '.join(FAULT_COUNTS)}")
     guide = guide or next(iter(bounds), "none")
-    parse_budget(budget)
+    budget = parse_budget(budget)
     checked(seed=seed, seeds=seeds)
     html_path = Path(html) if html else (Path(junit).with_suffix(".html") if junit
                                          else Path("rnncon-check.html"))

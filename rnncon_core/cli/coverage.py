@@ -8,10 +8,11 @@ from typing import List, Optional
 
 import typer
 
-from . import (DECLARED, JSON_OPT, OUT_OPT, PARAM_OPT, RAY_OPT, app, checked, declared_values,
-               emit, log, names, numbers, preflight, renamed, report_app, show_params)
+from .common import (DECLARED, JSON_OPT, OUT_OPT, PARAM_OPT, RAY_OPT, app, checked,
+                     declared_values, emit, log, names, numbers, preflight, renamed,
+                     report_app, show_params)
 from ..errors import InputError
-from ..registry import CRITERIA
+from ..coverage import CRITERIA
 
 CRITERION_HELP = (f"One of {', '.join(CRITERIA.names())} (profile-based ones build the "
                   f"model's training profile from --dataset's training split when they need "
@@ -27,7 +28,7 @@ def _load_inputs(dataset: str | None, split: str, n: int | None, inputs: str | N
                          "them)")
     checked(n=n, split=split)
     if inputs is not None:
-        from . import read_npy
+        from .common import read_npy
         x, y, what = read_npy(inputs, "--inputs"), None, str(Path(inputs))
     else:
         from ..data import load_dataset

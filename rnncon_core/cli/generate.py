@@ -6,11 +6,12 @@ from typing import List, Optional
 
 import typer
 
-from . import (DECLARED, JSON_OPT, NAME_OPT, PARAM_OPT, RAY_OPT, ROOT_OPT, RUNS_DIR_OPT,
+from .common import (DECLARED, JSON_OPT, NAME_OPT, PARAM_OPT, RAY_OPT, ROOT_OPT, RUNS_DIR_OPT,
                SEED_INPUTS_OPT, SEED_LABELS_OPT, TAGS_OPT, app, checked, declared_values, emit,
                log, names, preflight, report_app, seed_inputs, show_params, store)
 from ..errors import InputError
-from ..registry import GENERATORS
+from .. import text  # noqa: F401  (its strategies join GENERATORS)
+from ..generate import GENERATORS
 
 _JSON_KEYS = ("run_id", "method", "model", "n_seeds", "n_adversarial", "adv_rate", "avg_l2",
               "avg_l1", "avg_linf", "seconds", "outputs")
@@ -26,7 +27,7 @@ def _declared_elsewhere() -> set[str]:
 def method_params(cls, args: list[str], pairs: list[str] | None):
     """A method's declared parameters and, for one that takes an image constraint, the
     parameters the chosen constraint declares (``--constraint occlusion --size 5,5``)."""
-    from ..registry import CONSTRAINTS
+    from ..generate.constraints import CONSTRAINTS
     params = cls.params
     if "constraint" not in params:
         return params
@@ -172,7 +173,7 @@ def methods_cmd(method: Optional[str] = typer.Argument(None, help="One method (d
 
     Give them to `rnncon generate` as --NAME VALUE (or --param NAME=VALUE)."""
     from ..generate import generator_class, list_generators
-    from ..registry import CONSTRAINTS
+    from ..generate.constraints import CONSTRAINTS
     chosen = [method] if method else list(list_generators())
     show_params("method", {m: (generator_class(m).input_kind, generator_class(m).params)
                            for m in chosen}, json_out)

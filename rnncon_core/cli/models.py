@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from . import JSON_OPT, app, emit, log
+from .common import JSON_OPT, app, emit, log
 
 
 @app.command("models")
@@ -50,7 +50,7 @@ def train_cmd(
     json_out: bool = JSON_OPT,
 ):
     """Train one architecture on our split and save it with its model card."""
-    from . import checked, preflight
+    from .common import checked, preflight
     from ..zoo import check_architecture, train_model
     checked(epochs=epochs, batch_size=batch_size, seed=seed, validation_split=validation_split,
             patience=patience, learning_rate=learning_rate)

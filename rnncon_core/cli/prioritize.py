@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from . import (JSON_OPT, NAME_OPT, RUNS_DIR_OPT, TAGS_OPT, app, checked, emit, log, names,
+from .common import (JSON_OPT, NAME_OPT, RUNS_DIR_OPT, TAGS_OPT, app, checked, emit, log, names,
                preflight, read_labels, read_npy, report_app, store)
 from ..errors import InputError
 

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from . import JSON_OPT, RUNS_DIR_OPT, emit, log, preflight, report_app
+from .common import JSON_OPT, RUNS_DIR_OPT, emit, log, preflight, report_app
 from ..errors import InputError
 from ..io import atomic_write_text
 

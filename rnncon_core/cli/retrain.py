@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from . import (JSON_OPT, NAME_OPT, ROOT_OPT, RUNS_DIR_OPT, TAGS_OPT, app, emit, log, names,
+from .common import (JSON_OPT, NAME_OPT, ROOT_OPT, RUNS_DIR_OPT, TAGS_OPT, app, emit, log, names,
                preflight, report_app, store)
 
 

@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from . import JSON_OPT, ROOT_OPT, RUNS_DIR_OPT, app, emit, log, renamed
+from .common import JSON_OPT, ROOT_OPT, RUNS_DIR_OPT, app, emit, log, renamed
 from ..errors import InputError, did_you_mean
 
 
@@ -38,7 +38,7 @@ def runs_cmd(
         raise InputError("give one of --cancel, --mark-failed, --delete, --repair at a time")
     if force and mark_failed is None and delete is None:
         raise InputError("--force goes with --mark-failed or --delete")
-    from . import checked
+    from .common import checked
     from ..runs import KINDS
     checked(limit=limit)
     if kind is not None and kind not in KINDS:
@@ -76,9 +76,15 @@ def runs_cmd(
     if json_out:
         emit({"runs": runs})
         return
+    _print_runs(store.root, runs)
+
+
+def _print_runs(root, runs: list[dict]) -> None:
+    """The runs as a table: id, name (or held-out set), kind, status, model, method, created
+    and a brief summary."""
     from rich.console import Console
     from rich.table import Table
-    table = Table(title=f"runs in {store.root}")
+    table = Table(title=f"runs in {root}")
     for col in ["run_id", "name", "kind", "status", "model", "method", "created", "summary"]:
         table.add_column(col)
     for r in runs:

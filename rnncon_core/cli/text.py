@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from . import (JSON_OPT, ROOT_OPT, RUNS_DIR_OPT, checked, emit, log, names, preflight, report_app,
+from .common import (JSON_OPT, ROOT_OPT, RUNS_DIR_OPT, checked, emit, log, names, preflight, report_app,
                store)
 
 

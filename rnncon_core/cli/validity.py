@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from . import JSON_OPT, app, checked, emit, log, preflight, read_labels, read_npy
+from .common import JSON_OPT, app, checked, emit, log, preflight, read_labels, read_npy
 from ..errors import InputError
 
 validity_app = typer.Typer(no_args_is_help=True, help="Validity checks of generated inputs: "

@@ -14,23 +14,55 @@ them are in ``rnncon_core.reports``.
 """
 from __future__ import annotations
 
-from ..registry import CRITERIA
-from .base import REPORT_THRESHOLDS, Criterion, Segment
-from .deepgauge import (ContributionBoundary, ContributionKMultisection,
-                        ContributionStrongActivation, KMultisection, NeuronBoundary,
-                        StrongActivation, TopKNeuron, TopKPatterns)
-from .deepstellar import (StateBoundaryCoverage, StateCoverage, TransitionCoverage,
-                          WeightedStateCoverage, WeightedTransitionCoverage)
-from .nc import NeuronCoverage
-from .rconc import ContributionCoverage
-from .rnntest import CELL_BOUNDARIES, CellStateCoverage, HiddenStateCoverage
-from .profile import build_profile, ensure_profile, fingerprint, load_profile
-from .testrnn import BoundaryCoverage, StepwiseCoverage, TemporalCoverage
-from .threshold import default_threshold, select_threshold
+import importlib
 
-# One registry (rnncon_core.registry): the built-in criteria, those registered with
-# @register_criterion, and those of installed packages (entry points "rnncon.criteria").
+from ..registry import CRITERIA
+
+_C = "rnncon_core.coverage."
+# One registry (rnncon_core.registry): the built-in criteria (below, each module imported on
+# first use), those registered with @register_criterion, and those of installed packages
+# (entry points "rnncon.criteria").
+CRITERIA.declare({
+    "rconc": _C + "rconc:ContributionCoverage", "nc": _C + "nc:NeuronCoverage",
+    "hsc": _C + "rnntest:HiddenStateCoverage", "csc": _C + "rnntest:CellStateCoverage",
+    "bc": _C + "testrnn:BoundaryCoverage", "sc": _C + "testrnn:StepwiseCoverage",
+    "tc": _C + "testrnn:TemporalCoverage", "state": _C + "deepstellar:StateCoverage",
+    "state-boundary": _C + "deepstellar:StateBoundaryCoverage",
+    "state-weighted": _C + "deepstellar:WeightedStateCoverage",
+    "transition": _C + "deepstellar:TransitionCoverage",
+    "transition-weighted": _C + "deepstellar:WeightedTransitionCoverage",
+    "kmnc": _C + "deepgauge:KMultisection", "nbc": _C + "deepgauge:NeuronBoundary",
+    "snac": _C + "deepgauge:StrongActivation", "tknc": _C + "deepgauge:TopKNeuron",
+    "tknp": _C + "deepgauge:TopKPatterns", "rconc-kmnc": _C + "deepgauge:ContributionKMultisection",
+    "rconc-nbc": _C + "deepgauge:ContributionBoundary",
+    "rconc-snac": _C + "deepgauge:ContributionStrongActivation"},
+    base=_C + "base:Criterion")
 register_criterion = CRITERIA.register
+
+# The package's other public names, each loaded from its module on first use: so the
+# registry's names (the CLI's help) cost no import of pandas or the engine.
+_EXPORTS = {name: _C + path for path, names in {
+    "base": ("REPORT_THRESHOLDS", "Criterion", "Segment"),
+    "deepgauge": ("ContributionBoundary", "ContributionKMultisection",
+                  "ContributionStrongActivation", "KMultisection", "NeuronBoundary",
+                  "StrongActivation", "TopKNeuron", "TopKPatterns"),
+    "deepstellar": ("StateBoundaryCoverage", "StateCoverage", "TransitionCoverage",
+                    "WeightedStateCoverage", "WeightedTransitionCoverage"),
+    "nc": ("NeuronCoverage",), "rconc": ("ContributionCoverage",),
+    "rnntest": ("CELL_BOUNDARIES", "CellStateCoverage", "HiddenStateCoverage"),
+    "profile": ("build_profile", "ensure_profile", "fingerprint", "load_profile"),
+    "testrnn": ("BoundaryCoverage", "StepwiseCoverage", "TemporalCoverage"),
+    "threshold": ("default_threshold", "select_threshold")}.items() for name in names}
+_EXPORTS = {name: f"{module}:{name}" for name, module in _EXPORTS.items()}
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        module, _, attr = _EXPORTS[name].partition(":")
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # Each criterion in words (what a table shows beside the short name) and whose it is.

@@ -106,8 +106,7 @@ class MaxState:
 
 # ---------------------------------------------------------------- per-model cache
 
-_CACHE_LOCK = threading.RLock()
-_TAP_LOCK = threading.RLock()       # one update_with_outputs at a time (shared tapped graphs)
+CACHE_LOCK = threading.RLock()
 
 
 def model_cache(model) -> dict:
@@ -117,7 +116,7 @@ def model_cache(model) -> dict:
     model = model.model if isinstance(model, Tracer) else model
     cache = model.__dict__.get("_rnncon_cache")
     if cache is None:
-        with _CACHE_LOCK:
+        with CACHE_LOCK:
             cache = model.__dict__.get("_rnncon_cache")
             if cache is None:
                 cache = {}
@@ -130,7 +129,7 @@ def tracer_for(model) -> Tracer:
     if isinstance(model, Tracer):
         return model
     cache = model_cache(model)
-    with _CACHE_LOCK:
+    with CACHE_LOCK:
         if "tracer" not in cache:
             cache["tracer"] = Tracer(model)
         return cache["tracer"]
@@ -225,7 +224,7 @@ class Criterion:
         that grows), and every later one, in any thread, reuses them."""
         cache = model_cache(self.tracer)
         key = self._graph_key()
-        with _CACHE_LOCK:
+        with CACHE_LOCK:
             built = cache.get(key)
             if built is None:
                 twin = copy.copy(self)
@@ -245,7 +244,7 @@ class Criterion:
         self._reduce_fn = self._compile(with_max(self._scores_graph))
 
     def _curve_grid(self) -> tuple:
-        return (self._cover_at(None),)
+        return (self.cut(None),)
 
     # -- life cycle
     # inputs kept for stored_input() (the dashboard's per-input views): the first ones only
@@ -260,24 +259,25 @@ class Criterion:
         """Add a batch of inputs to the covered set (union with every earlier input)."""
         return self._update_checked(self.tracer.check_inputs(x, embedded), embedded)
 
-    def _update_checked(self, x, embedded: bool):
-        """update of inputs already checked (a tf.Tensor from ``check_inputs``)."""
+    def _update_checked(self, x, embedded: bool, outputs: list | None = None):
+        """update of inputs already checked (a tf.Tensor from ``check_inputs``); ``outputs``:
+        where tapped graphs add each call's (model outputs, hidden state)."""
         n = int(x.shape[0])
         chunk = self._chunk_size()
         chunks = [x[start:start + chunk] for start in range(0, n, chunk)]
         if type(self)._update_chunk is not Criterion._update_chunk or len(chunks) == 1:
             for part in chunks:             # (a criterion with its own one-step update)
-                self._update_chunk(part, embedded)
+                self._update_chunk(part, embedded, outputs)
         else:
             # a pipeline: the graph of chunk i+1 runs in a worker thread while this one adds
             # chunk i to the state (NumPy): a step loop keeps about one core busy, so on two
             # or more cores the host's part mostly costs no time
             with ThreadPoolExecutor(1) as pool:
-                pending = pool.submit(self._graph_chunk, chunks[0], embedded)
+                pending = pool.submit(self._graph_chunk, chunks[0], embedded, outputs)
                 for part in chunks[1:] + [None]:
                     out = pending.result()
                     if part is not None:
-                        pending = pool.submit(self._graph_chunk, part, embedded)
+                        pending = pool.submit(self._graph_chunk, part, embedded, outputs)
                     self._absorb_chunk(out)
         self._keep(x.numpy()[:max(0, self.KEEP_INPUTS - self._kept)], embedded)
         return self
@@ -294,35 +294,27 @@ class Criterion:
             self._taps = True
             self._attach_graphs()
         x = self.tracer.check_inputs(x, embedded)
-        holders = [f.taps for f in vars(self).values() if hasattr(f, "taps")]
-        sink: list = []
-        with _TAP_LOCK:                    # the tapped graphs are shared per model
-            for h in holders:
-                h["sink"] = sink
-            try:
-                self._update_all(x, embedded, also)
-            finally:
-                for h in holders:
-                    h["sink"] = None
+        outputs: list = []          # each graph call's (outputs, hidden), in chunk order
+        self._update_all(x, embedded, also, outputs)
         n, chunk = int(x.shape[0]), self._chunk_size()
         sizes = [min(chunk, n - start) for start in range(0, n, chunk)]
-        if len(sink) != len(sizes):
+        if len(outputs) != len(sizes):
             return None
-        out = np.concatenate([o[:k] for (o, _), k in zip(sink, sizes)])
-        hid = np.concatenate([h[:k] for (_, h), k in zip(sink, sizes)])
+        out = np.concatenate([o[:k] for (o, _), k in zip(outputs, sizes)])
+        hid = np.concatenate([h[:k] for (_, h), k in zip(outputs, sizes)])
         return out, hid
 
-    def _update_all(self, x, embedded, also) -> None:
+    def _update_all(self, x, embedded, also, outputs: list) -> None:
         """update(x) of self and of ``also``, one graph call per chunk for all where the
         criterion's update is the base one."""
         if not also or type(self)._update_chunk is not Criterion._update_chunk:
-            self._update_checked(x, embedded)
+            self._update_checked(x, embedded, outputs)
             for crit in also:
                 crit._update_checked(x, embedded)
             return
         chunk = self._chunk_size()
         for start in range(0, int(x.shape[0]), chunk):
-            out = self._graph_chunk(x[start:start + chunk], embedded)
+            out = self._graph_chunk(x[start:start + chunk], embedded, outputs)
             for crit in (self, *also):
                 crit._absorb_chunk(out)
         for crit in (self, *also):
@@ -356,10 +348,12 @@ class Criterion:
     def _merge_state(self, other) -> None:
         self._state.merge(other._state)
 
-    def _state_arrays(self) -> dict:
+    def state(self) -> dict:
+        """The coverage state as arrays (what ``save`` stores and ``load_state`` takes)."""
         return self._state.arrays()
 
-    def _load_state(self, arrays: dict) -> None:
+    def load_state(self, arrays: dict) -> None:
+        """Replace the state by ``state()``'s arrays of a criterion of the same configuration."""
         self._state.load(arrays)
 
     def save(self, path) -> "Path":
@@ -370,7 +364,7 @@ class Criterion:
         meta = {"criterion": self.name, "config": self.get_config(),
                 "fingerprint": fingerprint(self.tracer), "n_inputs": self.n_inputs,
                 "format": 1}
-        arrays = {f"state/{k}": v for k, v in self._state_arrays().items()}
+        arrays = {f"state/{k}": v for k, v in self.state().items()}
         try:            # written through a file object: numpy adds no suffix
             return atomic_write_npz(path, {"meta": np.array(json.dumps(meta)), **arrays})
         except OSError as e:
@@ -388,7 +382,7 @@ class Criterion:
         if not path.exists() and path.with_suffix(".npz").is_file():
             path = path.with_suffix(".npz")      # saved by an older version (it added .npz)
         meta, arrays = _read_state(path)
-        from . import CRITERIA
+        from ..registry import CRITERIA
         klass = CRITERIA.get(meta.get("criterion")) if cls is Criterion else cls
         if klass is None or klass.name != meta.get("criterion"):
             raise InputError(f"{path} holds a {meta.get('criterion')!r} state, not {cls.name!r}")
@@ -397,7 +391,7 @@ class Criterion:
             raise InputError(f"{path} was saved on another model (fingerprint "
                              f"{meta['fingerprint']}); load it with the model it was made on")
         try:
-            crit._load_state(arrays)
+            crit.load_state(arrays)
         except (KeyError, ValueError, TypeError, IndexError) as e:
             raise InputError(f"{path} is a damaged coverage state (its arrays do not fit the "
                              f"{klass.name} state: {type(e).__name__}); save it again") from None
@@ -410,12 +404,12 @@ class Criterion:
         return max(1, min(1024, chunk_elements(_CHUNK_ELEMENTS)
                            // max(1, self._elements_per_input())))
 
-    def _update_chunk(self, x, embedded) -> None:
-        self._absorb_chunk(self._graph_chunk(x, embedded))
+    def _update_chunk(self, x, embedded, outputs=None) -> None:
+        self._absorb_chunk(self._graph_chunk(x, embedded, outputs))
 
-    def _graph_chunk(self, x, embedded):
+    def _graph_chunk(self, x, embedded, outputs=None):
         """A chunk's TensorFlow part (thread-safe: it touches no state)."""
-        scores, bm = self._reduce_fn(x, embedded)
+        scores, bm = self._reduce_fn(x, embedded, outputs=outputs)
         return scores, bm.numpy()
 
     def _absorb_chunk(self, out) -> None:
@@ -426,8 +420,9 @@ class Criterion:
     def n_inputs(self) -> int:
         return self._state.n
 
-    def _cover_at(self, threshold):
-        """Scores strictly above this count as covered."""
+    def cut(self, threshold=None):
+        """Scores strictly above this count as covered (the criterion's own threshold, or
+        ``threshold``; 0.5 for a criterion without one)."""
         if not self.uses_threshold:
             if threshold is not None:
                 raise InputError(f"{self.name} has no threshold (items are covered or not)")
@@ -436,7 +431,7 @@ class Criterion:
         return Interval(0, 1).check("threshold", t)
 
     def _covered_mask(self, threshold=None) -> np.ndarray:
-        return self._max_values() > self._cover_at(threshold)
+        return self._max_values() > self.cut(threshold)
 
     def _max_values(self) -> np.ndarray:
         return self._state.max
@@ -476,7 +471,7 @@ class Criterion:
 
     def curve(self, threshold=None) -> np.ndarray:
         """Coverage after 1, 2, ..., N inputs (in the order given to update)."""
-        t = self._cover_at(threshold)
+        t = self.cut(threshold)
         if t not in self._state.grid:
             raise InputError(f"the growth curve is kept at thresholds "
                              f"{', '.join(map(str, self._state.grid))}; make the criterion "
@@ -490,7 +485,7 @@ class Criterion:
         state = getattr(self, "_state", None)       # (TopKPatterns keeps its own state)
         if type(self).curve is Criterion.curve and isinstance(state, MaxState) \
                 and state.total == self.total:
-            t = self._cover_at(None)
+            t = self.cut(None)
             if t in state.first:
                 first = state.first[t]
                 hit = first[first >= since] - since
@@ -585,10 +580,10 @@ class Criterion:
     def summary(self, threshold=None) -> dict:
         """The CLI's JSON object."""
         return {"criterion": self.name,
-                "threshold": self._cover_at(threshold) if self.uses_threshold else None,
+                "threshold": self.cut(threshold) if self.uses_threshold else None,
                 "granularity": getattr(self, "granularity", None),
                 "normalize": getattr(self, "normalize", None),
-                "values": getattr(self, "values", None) if self.name == "rconc" else None,
+                "values": None,
                 "n_inputs": self.n_inputs, "total": self.total,
                 "covered": self.covered_at(threshold), "rate": self.rate(threshold),
                 "by_layer": self.by_layer(threshold).to_dict(orient="records")}
@@ -619,17 +614,16 @@ class Criterion:
             f_ids = tf.function(lambda ids, *a: body(tr.embed_tf(ids), *a),
                                 input_signature=isig)
 
-        taps = {"sink": None} if self._taps else None
+        tapped = self._taps
 
-        def call(x, embedded=False, *args):
+        def call(x, embedded=False, *args, outputs: list | None = None):
+            """The graph's result; a tapped graph adds (outputs, hidden) to ``outputs``."""
             got = f_ids(x, *args) if f_ids is not None and not embedded else f_float(x, *args)
-            if taps is None:
+            if not tapped:
                 return got
-            if taps["sink"] is not None:            # update_with_outputs is collecting
-                taps["sink"].append(tuple(t.numpy() for t in got[1]))
+            if outputs is not None:                 # update_with_outputs is collecting
+                outputs.append(tuple(t.numpy() for t in got[1]))
             return got[0]
-        if taps is not None:
-            call.taps = taps
         return call
 
 
@@ -660,7 +654,7 @@ def forward_outputs(model):
     import tensorflow as tf
     tr = tracer_for(model)
     cache = model_cache(tr)
-    with _CACHE_LOCK:
+    with CACHE_LOCK:
         fns = cache.get("forward-outputs")
         if fns is None:
             def body(x):

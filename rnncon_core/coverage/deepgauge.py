@@ -326,12 +326,12 @@ class TopKPatterns(ProfiledCriterion):
             self._seen.setdefault(pid, first + self._n)
         self._n += other._n
 
-    def _state_arrays(self) -> dict:
+    def state(self) -> dict:
         return {"ids": np.array([str(p) for p in self._seen], dtype=str),
                 "first": np.fromiter(self._seen.values(), np.int64, len(self._seen)),
                 "n": np.int64(self._n)}
 
-    def _load_state(self, arrays: dict) -> None:
+    def load_state(self, arrays: dict) -> None:
         self._seen = {int(p): int(f) for p, f in zip(arrays["ids"], arrays["first"])}
         self._n = int(arrays["n"])
 
@@ -378,8 +378,8 @@ class TopKPatterns(ProfiledCriterion):
             ids.append(pid)
         return ids
 
-    def _update_chunk(self, x, embedded) -> None:
-        for pid in self._pattern_ids(self._sets_fn(x, embedded).numpy()):
+    def _update_chunk(self, x, embedded, outputs=None) -> None:
+        for pid in self._pattern_ids(self._sets_fn(x, embedded, outputs=outputs).numpy()):
             self._seen.setdefault(pid, self._n)
             self._n += 1
 
@@ -387,14 +387,14 @@ class TopKPatterns(ProfiledCriterion):
         return len(self._seen)
 
     def covered_at(self, threshold=None) -> int:
-        self._cover_at(threshold)
+        self.cut(threshold)
         return len(self._seen)
 
     def rate(self, threshold=None) -> float:
         return self.covered_at(threshold) / self.total
 
     def curve(self, threshold=None) -> np.ndarray:
-        self._cover_at(threshold)
+        self.cut(threshold)
         hits = np.bincount(np.fromiter(self._seen.values(), np.int64, len(self._seen)),
                            minlength=self._n)
         return np.cumsum(hits) / self.total

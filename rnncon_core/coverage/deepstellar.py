@@ -200,7 +200,7 @@ class _AbstractModel(ProfiledCriterion):
     def curve(self, threshold=None) -> np.ndarray:
         if not self.weighted:
             return super().curve(threshold)
-        self._cover_at(threshold)
+        self.cut(threshold)
         first = self._state.first[self._state.grid[0]]
         hit = first >= 0
         return np.cumsum(np.bincount(first[hit], weights=self._weights[hit],

@@ -121,6 +121,10 @@ class ContributionCoverage(Criterion):
               "written).", level="more"),
         CURVE_THRESHOLDS)
 
+    def summary(self, threshold=None) -> dict:
+        """The base's JSON object, with the contribution values' form ("abs" | "signed")."""
+        return {**super().summary(threshold), "values": self.values}
+
     def _layout(self) -> list[Segment]:
         blocks: list[_Block] = []
         prev = "input"
@@ -470,12 +474,12 @@ class ContributionCoverage(Criterion):
         self._edge.merge(other._edge)
         self._state.n += other._state.n
 
-    def _state_arrays(self) -> dict:
-        return super()._state_arrays() if self.granularity == "unit" else self._edge.arrays()
+    def state(self) -> dict:
+        return super().state() if self.granularity == "unit" else self._edge.arrays()
 
-    def _load_state(self, arrays: dict) -> None:
+    def load_state(self, arrays: dict) -> None:
         if self.granularity == "unit":
-            return super()._load_state(arrays)
+            return super().load_state(arrays)
         self._edge.load(arrays)
         self._state.n = self._edge.n
 
@@ -488,11 +492,12 @@ class ContributionCoverage(Criterion):
         fit = chunk_elements(_UNIT_CHUNK_ELEMENTS) // max(1, self.total)   # 2^k in [_SUB, 1024]
         return max(_SUB, 1 << (min(1024, max(1, fit)).bit_length() - 1))
 
-    def _graph_chunk(self, x, embedded):
+    def _graph_chunk(self, x, embedded, outputs=None):
         import tensorflow as tf
         n = int(x.shape[0])
         if self.granularity == "edge":
-            out = self._edge_chunk(x, embedded, tf.constant(self._edge.grid, tf.float32))
+            out = self._edge_chunk(x, embedded, tf.constant(self._edge.grid, tf.float32),
+                                   outputs=outputs)
             return n, tf.nest.map_structure(lambda t: t.numpy(), out)
         # unit: padded to a power of two (at most 6 compiled shapes) by repeating the last
         # input, which changes no maximum and is never the first above a threshold
@@ -500,7 +505,7 @@ class ContributionCoverage(Criterion):
         if npad > n:           # in NumPy: the eager tf.repeat/concat cost ~0.7 ms a call
             x = np.asarray(x)
             x = np.concatenate([x, np.repeat(x[-1:], npad - n, axis=0)])
-        parts, lo, inv, subs = self._unit_chunk(x, embedded)
+        parts, lo, inv, subs = self._unit_chunk(x, embedded, outputs=outputs)
         return n, (parts, lo.numpy(), inv.numpy(), [v.numpy() for v in subs])
 
     def _absorb_chunk(self, out) -> None:
@@ -575,7 +580,7 @@ class ContributionCoverage(Criterion):
     def curve(self, threshold=None) -> np.ndarray:
         if self.granularity == "unit":
             return super().curve(threshold)
-        t = self._cover_at(threshold)
+        t = self.cut(threshold)
         return self._edge.curve_counts(t) / max(1, self.total)
 
     # -- single inputs and generators
@@ -673,7 +678,7 @@ class ContributionCoverage(Criterion):
         if spec is None or spec.kind == "dense":
             rec = [s.name for s in self.tracer.specs if s.kind != "dense"]
             raise InputError(f"by_gate_step needs a recurrent layer; choose one of {', '.join(rec)}")
-        t = self._cover_at(threshold)
+        t = self.cut(threshold)
         if input_index is not None or x is not None:
             if x is None:
                 x, embedded = self.stored_input(input_index)

@@ -17,7 +17,7 @@ def default_threshold(data=None) -> float:
     """The default coverage threshold for a data set: a name ("mnist", "imdb", ...), a loaded
     Dataset, a kind ("image" | "text"), or a model (text when it starts with an Embedding).
     Every command, page, generator and report reads it here."""
-    from ..data import DATASETS
+    from ..data import DATASETS, dataset_kind
     if data is None:
         return DEFAULT_THRESHOLDS["image"]
     if isinstance(data, str):
@@ -28,7 +28,7 @@ def default_threshold(data=None) -> float:
             if is_dataset_file(data):               # a user's .npz: by its kind
                 return default_threshold(load_dataset(data))
             raise InputError(f"unknown data set {data!r}; choose one of {', '.join(DATASETS)}")
-        return DEFAULT_THRESHOLDS["text" if data == "imdb" else "image"]
+        return DEFAULT_THRESHOLDS[dataset_kind(data)]
     kind = getattr(data, "kind", None)
     if kind in DEFAULT_THRESHOLDS:
         return DEFAULT_THRESHOLDS[kind]

@@ -121,19 +121,20 @@ def run_pollution(architecture: str = "mnist-gru", source: int = 9, target: int 
                   method: str = "differential", seed: int = 0, store=None,
                   progress=None, **generator_params) -> dict:
     """The whole experiment, stored as a run of kind ``pollution``; returns its summary."""
-    from ..data import load_dataset
+    from ..data import default_dataset, load_dataset
     from ..generate import generator_class
     from ..generate.base import predict_proba
     from ..jobs import run_generation
     from ..retrain import fit_split
     from ..runs import RunStore
     from ..zoo import ARCHITECTURES, build_model
-    if architecture not in ARCHITECTURES or ARCHITECTURES[architecture].dataset != "mnist":
+    if architecture not in ARCHITECTURES or ARCHITECTURES[architecture].text:
         raise InputError(f"the pollution experiment trains an MNIST architecture; "
                          f"{architecture!r} is not one")
     store = store or RunStore()
     emit = progress or (lambda e: None)
-    ds = load_dataset("mnist")
+    images = default_dataset("image")       # MNIST
+    ds = load_dataset(images)
     x_fit, y_fit = fit_split(ds)
     y_bad, polluted = pollute(y_fit, source, target, share, seed)
     config = {"architecture": architecture, "source": source, "target": target,
@@ -161,7 +162,7 @@ def run_pollution(architecture: str = "mnist-gru", source: int = 9, target: int 
         if len(seeds) == 0:
             raise InputError(f"no test {source} is predicted right by both models; train them "
                              f"longer (epochs=)")
-        gen = run_generation(paths["clean"], method, seed_indices=seeds, dataset="mnist",
+        gen = run_generation(paths["clean"], method, seed_indices=seeds, dataset=images,
                              others=[paths["polluted"]]
                              if generator_class(method).needs_others else (),
                              seed=seed, store=store, should_stop=run.cancel_requested,

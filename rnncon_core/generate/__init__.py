@@ -18,9 +18,19 @@ from ..registry import GENERATORS
 from .base import BatchOutput, GenerationResult, Generator, GradientGenerator, predict_proba
 from .constraints import CONSTRAINTS, get_constraint, register_constraint
 
-# One registry (rnncon_core.registry.GENERATORS): the built-in strategies, imported on first
-# use (they pull in the coverage engine, the text ones NLTK and WordNet), the ones registered
-# with @register_generator, and those of installed packages (entry points "rnncon.generators").
+# One registry (rnncon_core.registry.GENERATORS): the built-in image strategies, imported on
+# first use (they pull in the coverage engine), the text ones (rnncon_core.text declares them),
+# the ones registered with @register_generator, and those of installed packages (entry points
+# "rnncon.generators").
+_BUILTINS = {
+    "rconc": "rnncon_core.generate.guided:ContributionGuided",
+    "nc": "rnncon_core.generate.guided:NeuronGuided",
+    "rnntest": "rnncon_core.generate.guided:StateGuided",
+    "differential": "rnncon_core.generate.differential:Differential",
+    "fgsm": "rnncon_core.generate.baselines:FGSM",
+    "pgd": "rnncon_core.generate.baselines:PGD",
+    "noise": "rnncon_core.generate.baselines:Noise"}
+GENERATORS.declare(_BUILTINS, base="rnncon_core.generate.base:Generator")
 
 
 def register_generator(name: str):
@@ -62,9 +72,9 @@ def list_generators() -> dict[str, str]:
 
 def __getattr__(name: str):
     # the strategy classes load on first use (they pull in the coverage engine)
-    for path in GENERATORS._paths.values():
+    for path in _BUILTINS.values():
         module, _, cls = path.partition(":")
-        if name == cls and module.startswith(__name__):
+        if name == cls:
             return getattr(importlib.import_module(module), cls)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -191,6 +191,10 @@ class Blackout(Constraint):
                 "scale": self.scale}
 
 
+_G = "rnncon_core.generate.constraints:"
+CONSTRAINTS.declare({"none": _G + "Constraint", "light": _G + "Light",
+                     "occlusion": _G + "Occlusion", "blackout": _G + "Blackout"},
+                    base=_G + "Constraint")
 register_constraint = CONSTRAINTS.register
 
 

@@ -123,7 +123,7 @@ class _Worker:
         crit = get_criterion(criterion, self.model, **params)
         crit.KEEP_INPUTS = 0
         crit.update(np.asarray(x[start:stop]), embedded=embedded)
-        return crit._state_arrays()
+        return crit.state()
 
     def generate(self, x, y, start: int, stop: int, method: str, params: dict):
         from ..generate import get_generator
@@ -189,8 +189,8 @@ def coverage(model, x, criterion: str = "rconc", *, workers: int = 2,
         states = ray.get(futures)
     for arrays in states:           # in shard order: exactly the single-process sequence
         part = get_criterion(criterion, keras_model, **params)
-        part._load_state(arrays)
-        result._merge_state(part)
+        part.load_state(arrays)
+        result.merge(part)
     return result
 
 

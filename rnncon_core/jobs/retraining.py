@@ -12,8 +12,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..retrain import (DEFAULT_EPOCHS, DEFAULT_MIX, DEFAULT_REPEATS, PARAMS, SPLIT_SEED,
-                       TRANSFER_SEEDS, ProgressFn, _cancel_callback, _quality_or_reason,
-                       _summarize, accuracy, adversarial_inputs, classification_metrics,
+                       TRANSFER_SEEDS, ProgressFn, cancel_callback, quality_or_reason,
+                       retraining_summary, accuracy, adversarial_inputs, classification_metrics,
                        default_transfer_methods, epoch_sizes, extra_per_epoch, fit_split,
                        generator_params,
                        rconc_rates, resolve_dataset, retrain_once, right_seeds, split_test,
@@ -252,8 +252,9 @@ def _retrain(run, store, inputs: _Inputs, config: dict, earlier: dict, progress,
         return out
 
     def summarize(results: dict) -> dict:
-        return {**_summarize(config, before, results, inputs.parts, transfer, inputs.source,
-                             started), "trained_on": epoch, "stage_seconds": seconds}
+        return {**retraining_summary(config, before, results, inputs.parts, transfer,
+                                     inputs.source, started),
+                "trained_on": epoch, "stage_seconds": seconds}
 
     clock = time.time()
     tell(0, "evaluating the original model", stage="before")
@@ -269,7 +270,7 @@ def _retrain(run, store, inputs: _Inputs, config: dict, earlier: dict, progress,
         summary["robustness"] = _robustness(config["model"], summary, inputs.source,
                                             inputs.ds, config["robustness_seeds"], children,
                                             run, inputs.parts["evaluation"])
-    summary["quality"] = _quality_or_reason(inputs.adv, inputs.ds)
+    summary["quality"] = quality_or_reason(inputs.adv, inputs.ds)
     summary["seconds"] = round(time.time() - started, 1)
     summary["run_id"] = run.run_id
     tell(total, "finished", stage="done")
@@ -393,7 +394,7 @@ def _watch(run, tell, config: dict, r: int, arm: str, first_epoch: int, steps: i
         tell(watch.done, f"{where}, epoch {e}/{epochs}", stage="train", repeat=r + 1,
              arm=arm, epoch=e)
 
-    watch = _cancel_callback(run, at_epoch_end, on_batch=at)
+    watch = cancel_callback(run, at_epoch_end, on_batch=at)
     watch.done = first_epoch * steps
     return watch
 

@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InputError, JobCancelled
+from .. import text  # noqa: F401  (its strategies join GENERATORS)
 from ..generate import generator_class, get_generator
 from ..generate.base import GenerationResult, select_seeds
 

@@ -184,14 +184,14 @@ def step_probabilities(model, x, batch: int = 256) -> np.ndarray | None:
     after the same number of steps, merged). None where those layers read a sequence."""
     import tensorflow as tf
 
-    from ..coverage.base import _CACHE_LOCK, model_cache, tracer_for
-    from ..trace import _merge
+    from ..coverage.base import CACHE_LOCK, model_cache, tracer_for
+    from ..trace import merge_directions
     from ..zoo import output_head
     tr = tracer_for(model)
     cache = model_cache(tr)
-    with _CACHE_LOCK:
+    with CACHE_LOCK:
         if "deepstate-steps" not in cache:
-            cache["deepstate-steps"] = _step_fn(tr, output_head(tr.model), tf, _merge)
+            cache["deepstate-steps"] = _step_fn(tr, output_head(tr.model), tf, merge_directions)
     fn = cache["deepstate-steps"]
     if fn is None:
         return None
@@ -333,7 +333,7 @@ def covered_items(crit, x, batch: int = 64) -> tuple[np.ndarray, int, np.ndarray
         mask = np.zeros((n, items), bool)
         mask[np.arange(n), inv] = True
         return np.packbits(mask, axis=1), items, None
-    cut = crit._cover_at(None)
+    cut = crit.cut(None)
     bits = np.concatenate([np.packbits(crit.profile(x[s:s + batch]) > cut, axis=1)
                            for s in range(0, n, batch)]) if n else \
         np.zeros((0, (crit.total + 7) // 8), np.uint8)

@@ -20,7 +20,6 @@ so campaigns of two loop versions are never mixed.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Callable
 
@@ -399,11 +398,6 @@ def write_report(out: Path, settings: dict) -> dict:
     return {**report, "files": files}
 
 
-def load_settings(out_dir) -> dict:
-    p = Path(out_dir) / "campaign.json"
-    return json.loads(p.read_text())["settings"] if p.exists() else {}
-
-
 # ---------------------------------------------------------------- one campaign run
 
 def pair_table(faults: dict) -> pd.DataFrame:
@@ -509,7 +503,7 @@ def campaign_html(info, bounds: pd.DataFrame | None = None) -> str:
     """One campaign run as a self-contained HTML page (summary, curves, pairs, gallery;
     with ``bounds``, the CI gate's checks first)."""
     from ..campaign import load_campaign
-    from .html import Section, _flat, render
+    from .html import Section, flat_settings, render
     c = load_campaign(info)
     s = c["summary"]
     facts = {"run": info.run_id, "status": info.status, "model": s.get("model", info.model),
@@ -535,7 +529,7 @@ def campaign_html(info, bounds: pd.DataFrame | None = None) -> str:
             vocab = load_dataset(c["config"]["dataset"]).vocab
         sections.append(Section("Faults beside their seeds",
                                 tables=[("", fault_table(c["faults"], c["seeds"], vocab))]))
-    return render(f"Campaign {info.run_id}", facts, sections, settings=_flat(c["config"]))
+    return render(f"Campaign {info.run_id}", facts, sections, settings=flat_settings(c["config"]))
 
 
 # ---------------------------------------------------------------- the CI gate

@@ -107,7 +107,7 @@ def build_coverage(out: Path, names: list[str] | None = None, n_mnist: int = 0, 
         if arch.dataset not in datasets:
             datasets[arch.dataset] = load_dataset(arch.dataset)
         ds = datasets[arch.dataset]
-        n = n_mnist if arch.dataset == "mnist" else n_imdb
+        n = n_imdb if arch.text else n_mnist
         x = ds.x_test[:n] if n else ds.x_test
         t = default_threshold(ds)
         started = time.time()

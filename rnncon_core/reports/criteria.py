@@ -102,7 +102,7 @@ def _item_masks(cov, x, batch: int = 64):
     pattern ids."""
     if cov.name == "tknp":
         return cov.profile(x)
-    cut = cov._cover_at(None)
+    cut = cov.cut(None)
     return np.concatenate([np.packbits(cov.profile(x[i:i + batch]) > cut, axis=1)
                            for i in range(0, len(x), batch)])
 
@@ -130,7 +130,7 @@ def _criteria(model, x_train=None, y_train=None):
     from ..coverage import CRITERIA, default_threshold, needs_profile
     out = []
     for name, cls in CRITERIA.items():
-        params = {"threshold": default_threshold("mnist")} if name in ("rconc", "nc") else {}
+        params = {"threshold": default_threshold("image")} if name in ("rconc", "nc") else {}
         if needs_profile(name) and x_train is not None:
             params.update(x_train=x_train, y_train=y_train)
         try:
@@ -139,7 +139,7 @@ def _criteria(model, x_train=None, y_train=None):
             continue
         if name == "rconc":
             out.append(("rconc-eq3", cls(model, normalize="model", values="signed",
-                                         threshold=default_threshold("mnist"))))
+                                         threshold=default_threshold("image"))))
     return out
 
 
@@ -147,12 +147,12 @@ def measure_model(name: str, n_clean=500, n_seeds=100, sizes=(25, 50, 100, 200),
                   n_suites=200, n_profile=4000, methods=METHODS, seed=0,
                   progress: Callable[[str], None] = print):
     """(suites table, pool table, timings) for one MNIST model."""
-    from ..data import load_dataset
+    from ..data import default_dataset, load_dataset
     from ..zoo import load_model
     from ..coverage.profile import ensure_profile
     started = time.time()
     model = load_model(name)
-    ds = load_dataset("mnist")
+    ds = load_dataset(default_dataset("image"))        # MNIST
     timings = {}
     x_train, y_train = ds.x_train[:n_profile], ds.y_train[:n_profile]
     t0 = time.time()

@@ -96,7 +96,7 @@ def _check_models(models, shipped: set) -> list[str]:
         raise InputError("no MNIST model is shipped: train them first (`rnncon train "
                          "mnist-lstm`, ...)")
     for m in models:
-        if m not in ARCHITECTURES or ARCHITECTURES[m].dataset != "mnist":
+        if m not in ARCHITECTURES or ARCHITECTURES[m].text:
             raise InputError(f"{m!r} is not one of the MNIST models ({', '.join(MNIST_MODELS)})")
         if m not in shipped:
             raise InputError(f"model {m!r} is not trained yet: `rnncon train {m}`")
@@ -143,7 +143,7 @@ class _Build:
         if generator_class(method).needs_others:
             p["others"] = [o for o in self.models if o != model] or \
                 [o for o in self.shipped if o in ARCHITECTURES and o != model
-                 and ARCHITECTURES[o].dataset == "mnist"]
+                 and not ARCHITECTURES[o].text]
         return p
 
     def model(self, model) -> dict:

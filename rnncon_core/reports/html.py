@@ -170,7 +170,7 @@ def generation(info, outputs: dict | None, pairs: int = 12) -> str:
         sections.append(Section("Per input", tables=[("", results.per_input(outputs))]))
     sections.append(Section("Summary", tables=[("", _key_values(info.summary or {}))]))
     return render(f"Generation run {info.run_id}", facts, sections,
-                  settings=_flat(info.config))
+                  settings=flat_settings(info.config))
 
 
 def retraining(info) -> str:
@@ -207,7 +207,7 @@ def retraining(info) -> str:
              and not str(k).endswith(("_model", "_path"))}
     sections.append(Section("The run's figures", tables=[("", _key_values(brief))]))
     return render(f"Retraining run {info.run_id}", facts, sections,
-                  settings={k: v for k, v in _flat(info.config).items()
+                  settings={k: v for k, v in flat_settings(info.config).items()
                             if not isinstance(v, (list, dict))})
 
 
@@ -243,19 +243,19 @@ def for_run(info) -> str:
     return render(f"{info.kind} run {info.run_id}", {"run": info.run_id, "kind": info.kind,
                                                      "status": info.status},
                   [Section("Summary", tables=[("", _key_values(info.summary or {}))])],
-                  settings=_flat(info.config))
+                  settings=flat_settings(info.config))
 
 
 def _key_values(d: dict) -> pd.DataFrame:
-    flat = _flat(d)
+    flat = flat_settings(d)
     return pd.DataFrame({"key": list(flat), "value": [_text(v) for v in flat.values()]})
 
 
-def _flat(d: dict, prefix: str = "") -> dict:
+def flat_settings(d: dict, prefix: str = "") -> dict:
     out = {}
     for k, v in (d or {}).items():
         if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
+            out.update(flat_settings(v, f"{prefix}{k}."))
         else:
             out[f"{prefix}{k}"] = v
     return out
@@ -274,7 +274,7 @@ def coverage_of_model(model: str, dataset: str | None = None, n_inputs: int = 20
     from ..errors import UnsupportedModelError
     from ..trace import Tracer
     dataset = dataset or (zoo.ARCHITECTURES[model].dataset if model in zoo.ARCHITECTURES
-                          else "mnist")
+                          else data.default_dataset("image"))
     ds = data.load_dataset(dataset)
     x = ds.x_test[:n_inputs]
     grid = tuple(round(0.05 * i, 2) for i in range(20))

@@ -30,11 +30,12 @@ MODELS = ("mnist-lstm", "stacked-mnist-lstm", "mnist-gru", "stacked-mnist-gru",
 UNCERTAIN = ("gini", "margin", "entropy", "lsa", "dsa", "deepstate")
 CRITERIA_MNIST = ("rconc", "nc", "hsc", "state", "kmnc")
 CRITERIA_IMDB = ("nc", "hsc", "state")
-GENERATOR = {"mnist": "rconc", "imdb": "eda"}
+GENERATOR = {"image": "rconc", "text": "eda"}        # by the data set's kind
 
 
 def signals_for(dataset: str) -> list[str]:
-    crits = CRITERIA_MNIST if dataset == "mnist" else CRITERIA_IMDB
+    from ..data import dataset_kind
+    crits = CRITERIA_IMDB if dataset_kind(dataset) == "text" else CRITERIA_MNIST
     return [*UNCERTAIN, *(f"{c}-{how}" for c in crits for how in ("total", "additional")),
             "random"]
 
@@ -59,7 +60,7 @@ def _generated(store, name, model, ds, n_test, n_gen, progress):
     if not n_gen:
         return None, None, "none"
     from ..generate import get_generator
-    method = GENERATOR[ds.name if ds.name in GENERATOR else "mnist"]
+    method = GENERATOR.get(ds.kind, "rconc")
     x_test, y_test = ds.split("test")
     seeds, y_seeds = x_test[n_test:n_test + n_gen], y_test[n_test:n_test + n_gen]
     t0 = time.time()

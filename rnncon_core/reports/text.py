@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from ..data import default_dataset
 from ..errors import InputError
 from ..paths import REPO_ROOT
 from ..text.generators import IMDB_THRESHOLD
@@ -143,7 +144,8 @@ def build_text(models=None, n_seeds: int = 100, max_fraction: float = 0.1,
                 log(f"[{name}] {method} ({constraints}): stored run {out['run_id']}")
             else:
                 log(f"[{name}] {method} ({constraints}): {n_seeds} seeds")
-                out = run_generation(name, method, n_seeds, store=store, dataset="imdb",
+                out = run_generation(name, method, n_seeds, store=store,
+                                     dataset=default_dataset("text"),
                                      max_fraction=max_fraction, max_changes=max_changes,
                                      constraints=constraints, **dict(params),
                                      progress=lambda d, t, m=method: log(f"  {m} {d}/{t}"))
@@ -168,7 +170,7 @@ def _stored_run(store, model, method, constraints, n_seeds, max_fraction, max_ch
     """The finished run this request makes (jobs.find_generation), as run_generation's answer,
     or None."""
     from ..jobs import find_generation
-    info = find_generation(store, model, method, n_seeds, dataset="imdb",
+    info = find_generation(store, model, method, n_seeds, dataset=default_dataset("text"),
                            max_fraction=max_fraction, max_changes=max_changes,
                            constraints=constraints, **params)
     if info is None or not (info.path / "outputs.npz").exists():

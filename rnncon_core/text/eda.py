@@ -84,12 +84,12 @@ class Lexicon:
         cache survives generators)."""
         if self._substitutes is None:
             from .lexical import Substitutes
-            from .wordnet import _vocab_key
+            from .wordnet import vocab_key
             from .lexical import MIN_SIMILARITY
             sim = MIN_SIMILARITY if self.min_similarity is None else float(self.min_similarity)
-            key = (_vocab_key(self.vocab.words), _vocab_key(sorted(self.names)), sim,
+            key = (vocab_key(self.vocab.words), vocab_key(sorted(self.names)), sim,
                    self.min_cosine, None if self.common is None else
-                   _vocab_key(sorted(self.common)), _vocab_key(sorted(map(" ".join,
+                   vocab_key(sorted(self.common)), vocab_key(sorted(map(" ".join,
                                                                           self.name_pairs))))
             if key not in _SUBSTITUTES:
                 vectors = None

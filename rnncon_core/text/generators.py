@@ -44,8 +44,8 @@ def load_vocabulary(vocab=None) -> Vocabulary:
     if path.exists():
         return Vocabulary.load(path)
     if vocab is None:
-        from ..data import load_dataset
-        ds_vocab = load_dataset("imdb").vocab
+        from ..data import default_dataset, load_dataset
+        ds_vocab = load_dataset(default_dataset("text")).vocab
         if ds_vocab is not None:
             return ds_vocab
     raise DataMissingError(f"the vocabulary of the text models is missing ({path}): it is "

@@ -288,8 +288,8 @@ def imdb_names(vocab_words: Sequence[str]) -> frozenset[str]:
     """Names among the vocabulary's words, from the IMDB training reviews (cached in .cache/);
     empty when the reviews are not installed."""
     from ..paths import CACHE_DIR, ensure_dir
-    from .wordnet import _vocab_key
-    path = CACHE_DIR / f"imdb-names-{_vocab_key(list(vocab_words))}.json"
+    from .wordnet import vocab_key
+    path = CACHE_DIR / f"imdb-names-{vocab_key(list(vocab_words))}.json"
     if path.exists():
         return frozenset(json.loads(path.read_text()))
     try:
@@ -336,8 +336,8 @@ def imdb_word_facts(vocab_words: Sequence[str]) -> dict:
 
     from ..data import tokenize
     from ..paths import CACHE_DIR, ensure_dir
-    from .wordnet import _vocab_key
-    path = CACHE_DIR / f"imdb-word-facts-{_vocab_key(list(vocab_words))}.json"
+    from .wordnet import vocab_key
+    path = CACHE_DIR / f"imdb-word-facts-{vocab_key(list(vocab_words))}.json"
     stop = stop_words()
 
     def names(pairs) -> frozenset:        # "A Bronx Tale": the article is no part of it

@@ -79,13 +79,13 @@ def imdb_vectors(vocab) -> CorpusVectors:
     cached in .cache/ as float16: a fresh build gives the same cosines as the cached copy)."""
     from ..paths import CACHE_DIR, ensure_dir
     from ..io import atomic_write_bytes
-    from .wordnet import _vocab_key
-    path = CACHE_DIR / f"imdb-vectors-{_vocab_key(vocab.words)}-{WINDOW}-{DIMS}-{SMOOTHING}.npy"
+    from .wordnet import vocab_key
+    path = CACHE_DIR / f"imdb-vectors-{vocab_key(vocab.words)}-{WINDOW}-{DIMS}-{SMOOTHING}.npy"
     if path.exists():
         return CorpusVectors(np.load(path), vocab.index)
     try:
-        from ..data import load_dataset
-        ds = load_dataset("imdb")
+        from ..data import default_dataset, load_dataset
+        ds = load_dataset(default_dataset("text"))
     except Exception as e:
         raise DataMissingError(f"min_cosine needs word vectors from the IMDB training reviews, "
                                f"which are not installed here ({e}); run `make setup`, or leave "

@@ -139,7 +139,7 @@ def wordnet_synonyms(word: str) -> list[str]:
     return list(out)
 
 
-def _vocab_key(words: list[str]) -> str:
+def vocab_key(words: list[str]) -> str:
     return hashlib.sha256("\n".join(words).encode()).hexdigest()[:16]
 
 
@@ -153,7 +153,7 @@ def synonym_table(words: list[str], cache: bool = True) -> dict[str, list[str]]:
     Words without such synonyms are left out. Cached in memory and in ``.cache/``.
     """
     words = list(words)
-    key = _vocab_key(words)
+    key = vocab_key(words)
     if key in _TABLES:
         return _TABLES[key]
     path = CACHE_DIR / f"wordnet-synonyms-{key}.json"
