@@ -46,7 +46,7 @@ urlstate.restore(page)      # a reload, a second tab, a shared link: the view in
 selection = state.current()
 with st.sidebar:
     st.markdown("**RNNCon-Test**  \ncontribution coverage for recurrent networks")
-    st.caption(f"Model: **{selection.label}**  \nData: **{selection.dataset or '—'}**  \n"
+    st.caption(f"Model: **{selection.label}**  \nData: **{state.data_label(selection.dataset)}**  \n"
                "(change them on the Models page)")
 
 try:

@@ -40,6 +40,7 @@ class Job:
     thread: threading.Thread | None = field(default=None, repr=False)
     model: str | None = None        # the model it works on (cards are per model)
     session: str = ""               # the browser session that started it
+    note: str = ""                  # the engine's last log line before its run began
 
     @property
     def alive(self) -> bool:
@@ -72,11 +73,15 @@ def _job_store(job: Job, name: str | None = None, tags=()) -> RunStore:
 
 def start(kind: str, label: str, fn: Callable[..., Any], /, **kwargs) -> Job:
     """Run ``fn(**kwargs, store=...)`` in a worker thread; return its Job at once.
-    ``run_name`` / ``run_tags`` (taken out of kwargs): the user's name and tags for its run."""
+    ``run_name`` / ``run_tags`` (taken out of kwargs): the user's name and tags for its run.
+    ``log=True``: ``fn`` gets ``log=`` a callback whose last line the job's card shows while
+    it prepares (e.g. a campaign fitting its validity checks)."""
     name, tags = kwargs.pop("run_name", None), kwargs.pop("run_tags", ())
     job = Job(job_id=secrets.token_hex(4), kind=kind, label=label,
               model=None if kwargs.get("model") is None else str(kwargs["model"]),
               session=_session())
+    if kwargs.get("log") is True:
+        kwargs["log"] = lambda line: setattr(job, "note", str(line))
 
     def work():
         try:
@@ -277,7 +282,7 @@ def _card_for_job(job: Job) -> Card:
     if job.error:
         return Card(job.label, "failed", error=job.error, elapsed=time.time() - job.started)
     if job.alive:
-        return Card(job.label, "starting", message=f"loading the model and the data "
+        return Card(job.label, "starting", message=f"{job.note or 'loading the model and the data'} "
                     f"({_fmt_seconds(time.time() - job.started)} so far)…",
                     elapsed=time.time() - job.started)
     return Card(job.label, "failed", error="the job ended without creating a run")
@@ -315,8 +320,9 @@ def cards(kind: str, job_ids: list[str], now: float | None = None,
 
 
 def _run_title(info) -> str:
+    from dashboard.uploads import public
     from rnncon_core.runs import display_name
-    return f"{display_name(info)} on {info.model}"
+    return f"{display_name(info)} on {public(info.model)}"   # an upload by name, not path
 
 
 def started_by(run_id: str, session: str | None = None) -> str:
@@ -421,12 +427,17 @@ def _show(show_key: str, run_id: str, model: str | None = None) -> None:
 
 def job_panel(kind: str, show_key: str | None = None, limit: int = 4,
               model: str | None = None, cancelled_note: str = PARTIAL_NOTE,
-              follow_running: bool = False) -> None:
+              follow_running: bool = False, body: Callable[[list[Card]], None] | None = None,
+              live: bool = False, every: float = POLL_SECONDS) -> None:
     """The cards of a kind's jobs, polled while any of them is active. When one of them
     finishes (started here or in another session), the whole page reruns with its results
     selected in ``show_key`` (cancelled and failed runs are never selected by themselves).
     ``follow_running``: as soon as a job started in this session has its run, the page
-    reruns with that run selected (a page that draws a running run live, e.g. campaigns)."""
+    reruns with that run selected (a page that draws a running run live, e.g. campaigns).
+    ``body``: what the page draws below the cards in the same fragment, from the same look
+    at the store (it gets the cards and may set their ``message`` before they are drawn), so
+    the cards and the results agree at every poll; ``live``: poll even with no active card
+    (the shown run is running); ``every``: seconds between polls."""
     watch = st.session_state.setdefault("jobs_watch", {})
     followed = st.session_state.setdefault("jobs_followed", set())
 
@@ -462,11 +473,15 @@ def job_panel(kind: str, show_key: str | None = None, limit: int = 4,
         now = cards(kind, session_jobs(), model=model)[:limit]
         if note(now):                      # ended while only this fragment was rerunning
             st.rerun()
-        for i, card in enumerate(now):
-            render_card(card, key=f"{kind}-{i}", show_key=show_key,
-                        cancelled_note=cancelled_note)
+        box = st.container()
+        if body is not None:
+            body(now)
+        with box:
+            for i, card in enumerate(now):
+                render_card(card, key=f"{kind}-{i}", show_key=show_key,
+                            cancelled_note=cancelled_note)
 
-    st.fragment(panel, run_every=POLL_SECONDS if active else None)()
+    st.fragment(panel, run_every=every if active or live else None)()
 
 
 # ---------------------------------------------------------------- choosing a run to show

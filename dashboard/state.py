@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +16,8 @@ import numpy as np
 import streamlit as st
 
 from dashboard.perf import timed
+from dashboard.uploads import (data_label, find_upload, public, upload_dir,  # noqa: F401
+                               upload_digest, upload_label, uploaded_models)
 from dashboard.runtime import keep_keras_session
 from rnncon_core import data, zoo
 from rnncon_core.errors import ModelLoadError, RNNConError
@@ -28,7 +29,12 @@ DEFAULT_MODEL = "mnist-lstm"
 SAMPLE_SIZE = 16            # the Models page's sample of test inputs
 DEFAULT_INPUTS = 200        # the Coverage and Gates pages' default number of test inputs
 MAX_UPLOAD_MB = 50          # also server.maxUploadSize in .streamlit/config.toml
-UPLOAD_DIR = Path(tempfile.gettempdir()) / "rnncon-uploads"
+
+
+def __getattr__(name: str):
+    if name == "UPLOAD_DIR":          # state.UPLOAD_DIR: the run store's, read when asked
+        return upload_dir()
+    raise AttributeError(name)
 
 
 @dataclass(frozen=True)
@@ -98,7 +104,8 @@ def datasets_for(model_ref: str) -> list[str]:
 
 
 def save_upload(name: str, content: bytes) -> Path:
-    """Write an uploaded file to a temporary folder named by its hash; return the path."""
+    """Write an uploaded file to the run store's uploads, in a folder named by its hash;
+    return the path."""
     if len(content) > MAX_UPLOAD_MB * 1024 * 1024:
         raise ModelLoadError(f"{name} is {len(content) / 2**20:.1f} MB; uploads are limited to "
                              f"{MAX_UPLOAD_MB} MB")
@@ -108,11 +115,23 @@ def save_upload(name: str, content: bytes) -> Path:
                              f"recurrent models ('.onnx', from torch.onnx.export)")
     digest = hashlib.sha256(content).hexdigest()[:16]
     safe = re.sub(r"[^A-Za-z0-9._-]", "_", Path(name).name)
-    path = UPLOAD_DIR / digest / safe
+    path = upload_dir() / digest / safe
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
         path.write_bytes(content)
     return path
+
+
+def check_upload(path: str):
+    """Load an uploaded model (cached); a file that does not load is removed from the
+    uploads (it would be offered again in the picker) and its error raised."""
+    try:
+        return model(path)
+    except RNNConError:
+        import shutil
+        if upload_digest(path):
+            shutil.rmtree(Path(path).parent, ignore_errors=True)
+        raise
 
 
 # ---------------------------------------------------------------- cached engine calls
@@ -147,7 +166,30 @@ def onnx_card(model) -> dict | None:
 @timed()
 @st.cache_resource(show_spinner=False, max_entries=4)
 def dataset(name: str) -> data.Dataset:
-    return data.load_dataset(name)
+    ds = data.load_dataset(name)
+    _computed.add(("dataset", (name,)))
+    return ds
+
+
+def load_with_progress(model_ref: str, dataset_name: str, what: str, compute):
+    """``compute()`` (a cached profile) on a page, the first time with its stages shown as
+    they pass: the model, the data set (both loaded once per server, shared by every
+    session), then ``what``. Later calls (any session) return at once."""
+    if ready("model", model_ref) and ready("dataset", dataset_name):
+        return compute()
+    import time
+    started = time.perf_counter()
+    with st.status(f"Loading {what}…", expanded=True) as box:
+        st.write(f"the model {model_ref if model_ref in zoo.ARCHITECTURES else 'uploaded'}…")
+        model(model_ref)
+        st.write(f"the {data_label(dataset_name)} data set…")
+        dataset(dataset_name)
+        st.write(f"{what} (kept on disk for the next start)…")
+        out = compute()
+        box.update(label=f"Loaded {what} in {time.perf_counter() - started:.0f} s "
+                         "(once per server: shared by every session)",
+                   state="complete", expanded=False)
+    return out
 
 
 @timed()

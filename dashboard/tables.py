@@ -118,6 +118,7 @@ def runs_history(runs: Iterable) -> pd.DataFrame:
     """The run store's history: one row per run (its name, or what it did and when; a
     retraining's held-out sets under it, marked ↳), the headline of its summary (text) and
     its full id last."""
+    from dashboard.uploads import public     # an upload by name, not path
     from rnncon_core.runs import display_name
     out = []
     for info, depth in under_parents(list(runs)):
@@ -128,7 +129,7 @@ def runs_history(runs: Iterable) -> pd.DataFrame:
         if depth:
             name = "  " * (depth - 1) + "↳ held-out set: " + name
         out.append({"run": name, "kind": info.kind, "status": info.status,
-                    "model": str(info.model or ""), "method": str(info.method or ""),
+                    "model": public(str(info.model or "")), "method": str(info.method or ""),
                     "created": info.created, "summary": headline, "error": info.error or "",
                     "id": info.run_id})
     return pd.DataFrame(out, columns=["run", "kind", "status", "model", "method", "created",

@@ -4,8 +4,10 @@ The frame calls :func:`restore` before the page runs: a new session (a reload, a
 shared link) takes the model, data set and the page's settings from its URL, each one checked
 (an unknown model, a value off the page's choices: ignored, never an error). After the page ran,
 :func:`publish` writes the view back, so the address bar always holds it. An uploaded model
-is never put in the URL (its server path is nobody's business); the view then says
-``model=upload`` and a new session starts on the default model.
+is named by the digest of its folder in the run store (``model=upload:<digest>``,
+``data=upload:<digest>``; never by its server path), so a reload or a shared link on the
+same server opens it again; a test set uploaded as .npy files is not kept (the view then
+falls back to a data set that fits).
 """
 from __future__ import annotations
 
@@ -38,6 +40,30 @@ def _run_id(v: str):
     return v if v and len(v) < 80 and all(c.isalnum() or c == "-" for c in v) else None
 
 
+def _text(limit: int = 40):
+    """A short value typed in a box (a budget such as 30s, a group such as "class 3")."""
+    def parse(v: str):
+        v = str(v).strip()
+        return v if 0 < len(v) <= limit and all(c.isalnum() or c in " →-_.,:" for c in v) \
+            else None
+    return parse
+
+
+def _campaign_guide(v: str):
+    from rnncon_core.campaign import guide_names
+    return v if v in guide_names() else None
+
+
+UPLOAD = "upload:"          # model=upload:<digest>: a file in the run store's uploads
+
+
+def _data(v: str | None) -> str | None:
+    """A data set named in the URL: a built-in name, or an uploaded .npz by its digest."""
+    if v and v.startswith(UPLOAD):
+        return state.find_upload(v.removeprefix(UPLOAD), (".npz",))
+    return v
+
+
 def _threshold():
     return _number(float, 0.0, 0.95, 0.05)
 
@@ -60,11 +86,19 @@ PAGE_PARAMS = {
               "run": ("gates_run", _run_id)},
     "generate": {"run": ("gen_show", _run_id)},
     "perturbations": {"run": ("pert_run", _run_id)},
+    "campaign": {"guide": ("camp_guide", _campaign_guide), "budget": ("camp_budget", _text()),
+                 "seeds": ("camp_seeds", _number(int, 1, 2000)),
+                 "seed": ("camp_seed", _number(int, 0, 2 ** 31 - 1)),
+                 "run": ("camp_show", _run_id), "against": ("camp_axis",
+                                                             _choice(("seconds", "calls"))),
+                 "show": ("camp_filter", _choice(("valid", "invalid", "all"))),
+                 "group": ("camp_group", _text())},
     "prioritize": {"inputs": ("prio_n", _inputs())},
     "retrain": {"source": ("retrain_from", _run_id), "run": ("retrain_show", _run_id)},
     "runs": {"run": ("runs_one", _run_id)},
 }
 _APPLIED = "_url_restored"
+_PAGE = "_url_page"
 
 
 def page_name(page) -> str:
@@ -74,6 +108,7 @@ def page_name(page) -> str:
 def restore(page) -> None:
     """Once per browser session: the model, data set and this page's settings from the URL."""
     ss = st.session_state
+    ss[_PAGE] = page_name(page)          # what sync() publishes from inside a fragment
     if ss.get(_APPLIED):
         return
     ss[_APPLIED] = True
@@ -81,10 +116,19 @@ def restore(page) -> None:
     model = q.get("model")
     if model and model in state.shipped():
         own = zoo.ARCHITECTURES[model].dataset
-        data = q.get("data") or own
+        data = _data(q.get("data")) or own
         if data != own and data not in zoo.model_datasets(model):
             data = own
         ss["selection"] = state.Selection(model, model, data)
+    elif model and model.startswith(UPLOAD):
+        path = state.find_upload(model.removeprefix(UPLOAD))
+        try:
+            fits = state.datasets_for(path) if path else []
+        except Exception:  # noqa: BLE001 - a file that no longer loads: the default model
+            fits = []
+        data = _data(q.get("data"))
+        if fits or data:
+            ss["selection"] = state.Selection(path, state.upload_label(path), data or fits[0])
     for param, (key, parse) in PAGE_PARAMS.get(page_name(page), {}).items():
         value = parse(q.get(param)) if q.get(param) is not None else None
         if value is not None and key not in ss:
@@ -92,15 +136,20 @@ def restore(page) -> None:
 
 
 def view(page) -> dict:
-    """What the URL holds for this session and page now."""
+    """What the URL holds for this session and page (a page, or its name) now."""
     sel = state.current()
     out = {}
     if sel.model is not None:
-        out["model"] = sel.model if sel.shipped else "upload"
-        if sel.shipped and sel.dataset and not sel.dataset.startswith("own: "):
+        digest = state.upload_digest(sel.model)
+        out["model"] = sel.model if sel.shipped else f"{UPLOAD}{digest}" if digest else "upload"
+        data_digest = state.upload_digest(sel.dataset)
+        if data_digest:
+            out["data"] = f"{UPLOAD}{data_digest}"
+        elif sel.shipped and sel.dataset and not sel.dataset.startswith("own: "):
             out["data"] = sel.dataset
     ss = st.session_state
-    for param, (key, _) in PAGE_PARAMS.get(page_name(page), {}).items():
+    name = page if isinstance(page, str) else page_name(page)
+    for param, (key, _) in PAGE_PARAMS.get(name, {}).items():
         value = ss.get(key)
         if value is not None and not isinstance(value, (list, dict)):
             out[param] = str(value)
@@ -116,3 +165,11 @@ def publish(page) -> None:
             q.from_dict(want)
     except Exception:  # noqa: BLE001 - the address bar is a convenience: never break a page
         pass
+
+
+def sync() -> None:
+    """Publish from inside a fragment (a slider or a picker that reruns only its fragment):
+    the frame's publish runs only after a whole page."""
+    name = st.session_state.get(_PAGE)
+    if name:
+        publish(name)

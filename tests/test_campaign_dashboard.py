@@ -53,7 +53,7 @@ def test_campaign_page_starts_shows_and_resumes(runs_dir):
     at = _until(at, lambda a: any("finished" in s.value for s in a.success))
     _clean(at)
     labels = [m.label for m in at.metric]
-    assert "Distinct faults" in labels and "Model calls" in labels
+    assert ("Fault classes" in labels or "Distinct faults" in labels) and "Model calls" in labels
     assert at.get("plotly_chart"), "the curves"
     first = at.selectbox(key="camp_show").value
     # resume with a larger total budget: a new run goes on from the checkpoint

@@ -202,8 +202,23 @@ def test_a_good_upload_becomes_the_model_under_test(runs_dir, tmp_path):
     at = _upload(run_app(), "tiny.keras", (tmp_path / "tiny.keras").read_bytes())
     assert not at.error
     sel = at.session_state["selection"]
-    assert sel.label == "upload: tiny.keras" and Path(sel.model).exists()
+    digest = Path(sel.model).parent.name
+    # kept in the run store's uploads, in a folder named by its digest; shown by name only
+    assert Path(sel.model) == runs_dir / "uploads" / digest / "tiny.keras"
+    assert sel.label == f"upload: tiny.keras · {digest[:8]}"
+    assert not any(str(runs_dir) in m.value for m in [*at.markdown, *at.caption])
     assert at.selectbox(key="models_dataset").options == ["mnist", "fashion-mnist"]
+    assert dict(at.query_params)["model"] in (f"upload:{digest}", [f"upload:{digest}"])
+    # a new session (a reload, a restart) opens it from the URL and lists it in the picker
+    again = AppTest.from_file(APP, default_timeout=240)
+    again.query_params.update(model=f"upload:{digest}", data="mnist")
+    again.run()
+    clean(again)
+    assert again.session_state["selection"].model == sel.model
+    again.radio(key="models_source").set_value("Shipped model").run()
+    assert sel.label in again.selectbox(key="models_pick").options
+    assert not [o for o in again.selectbox(key="models_pick").options   # refused: not kept
+                if "broken" in o or "lambda" in o]
     at.switch_page("views/coverage.py").run()       # the other pages work on it
     clean(at)
     assert headline(at)["Cell-state coverage (CS_C, RNN-Test)"][0] == "—"   # GRU: no cell

@@ -142,22 +142,28 @@ def test_perturbation_map_counts_on_a_continuous_scale_and_selection_rows():
     assert "dragmode" not in fig.layout.to_plotly_json()   # Streamlit's click selection stays on
 
 
-def test_before_after_zooms_each_metric_and_writes_the_values():
-    m = pd.DataFrame({"metric": ["Accuracy", "F1"], "before": [0.9712, 0.8],
-                      "after": [0.9734, 0.85]})
+def test_before_after_draws_dots_and_arrows_coloured_by_better_or_worse():
+    m = pd.DataFrame({"metric": ["Accuracy", "F1"], "before": [0.9712, 0.85],
+                      "after": [0.9734, 0.80], "control": [0.9700, 0.84]})
     fig = charts.before_after(m)
-    assert [t.name for t in fig.data] == ["before", "after", "before", "after"]
-    assert [t.y[0] for t in fig.data] == [0.9712, 0.9734, 0.8, 0.85]
-    assert fig.data[1].text[0] == "0.9734"
-    lo, hi = fig.layout.yaxis.range                   # Accuracy's panel: zoomed, not 0..1
-    assert 0.96 < lo < 0.9712 and 0.9734 < hi < 0.98
-    assert "Δ +0.0022" in fig.layout.annotations[0].text
-    nine = pd.DataFrame({"metric": [f"m{i}" for i in range(9)], "before": [0.5] * 9,
-                         "after": [0.6] * 9})
-    grid = charts.before_after(nine)                  # small multiples: 3 a row, 3 rows
-    assert grid.layout.xaxis3.domain[1] == pytest.approx(1.0)
-    assert grid.layout.xaxis4.domain[0] == pytest.approx(0.0)
-    assert grid.layout.yaxis.domain[0] > grid.layout.yaxis4.domain[1]
+    dots = [t for t in fig.data if t.x and t.x[0] is not None and t.mode == "markers+text"]
+    assert [(t.name, t.x[0]) for t in dots] == [
+        ("before", 0.9712), ("after", 0.9734), ("control", 0.97),
+        ("before", 0.85), ("after", 0.80), ("control", 0.84)]
+    assert dots[1].marker.color == charts.BETTER and dots[4].marker.color == charts.WORSE
+    assert dots[1].text[0] == "0.9734"
+    arrows = [a for a in fig.layout.annotations if a.showarrow]
+    assert [(a.ax, a.x, a.arrowcolor) for a in arrows] == [
+        (0.9712, 0.9734, charts.BETTER), (0.85, 0.80, charts.WORSE)]
+    lo, hi = fig.layout.xaxis.range                   # each row zooms to its own values
+    assert lo < 0.97 and 0.9734 < hi < 0.98
+    titles = [a.text for a in fig.layout.annotations if not a.showarrow]
+    assert "Δ +0.0022" in titles[0] and "after − control +0.0034" in titles[0]
+    bare = charts.before_after(m.drop(columns="control"))   # no control arm: no diamond
+    assert not [t for t in bare.data if t.name == "control"]
+
+
+def test_repeats_panels():
     r = pd.DataFrame({"metric": ["Accuracy"] * 3, "stage": ["before", "after", "after"],
                       "value": [0.9, 0.91, 0.93]})
     fig = charts.repeats(r)

@@ -4,7 +4,7 @@ CS_C's sections and every criterion."""
 import pandas as pd
 import streamlit as st
 
-from dashboard import images, perf, state
+from dashboard import images, perf, state, urlstate
 from rnncon_core.reports import charts
 from rnncon_core.reports import html as report
 from rnncon_core.errors import RNNConError
@@ -26,9 +26,10 @@ settings = st.popover(f"Settings: {ss.get('cov_n', state.DEFAULT_INPUTS)} test i
                       f"({ss.get('cov_values', state.DEFAULT_NORM[1])}) · "
                       f"rows by {ss.get('cov_by', 'layer')}", icon=":material/tune:",
                       help="The measurement's settings (the profile): open to change them.")
+ss.setdefault("cov_n", state.DEFAULT_INPUTS)        # or the URL's (urlstate.restore)
 with settings:
-    n_inputs = st.select_slider("Test inputs", state.INPUT_CHOICES, value=state.DEFAULT_INPUTS,
-                                key="cov_n", help="The first N inputs of the test split.")
+    n_inputs = st.select_slider("Test inputs", state.INPUT_CHOICES, key="cov_n",
+                                help="The first N inputs of the test split.")
     granularity = st.radio("Granularity", ["unit", "edge"], horizontal=True, key="cov_gran",
                            help="unit: one contribution per gate unit, step and part (the "
                                 "paper's Table 1 count); edge: one per source neuron and weight "
@@ -49,8 +50,10 @@ if (normalize, values) == state.EQ3_AS_WRITTEN:
                "(Eq. 3)**")
 profile = (sel.model, sel.dataset, n_inputs, granularity, normalize, values)
 
-try:                                       # the cache shows a spinner only while it computes
-    crits = state.coverage(*profile)
+try:                  # the first time on this server, its stages are shown as they pass
+    crits = state.load_with_progress(sel.model, sel.dataset,
+                                     f"the coverage profile of {n_inputs} test inputs",
+                                     lambda: state.coverage(*profile))
 except RNNConError as e:
     state.show_error(e)
     st.stop()
@@ -73,6 +76,7 @@ def at_threshold():
                   help="A contribution (or neuron) counts as covered when its normalized "
                        "value exceeds this for some input.")
     t = round(t, 2)             # the cache key of the warm-up's figures at each stop
+    urlstate.sync()             # this fragment's rerun: the address bar follows the slider
     with perf.rerun("Coverage · threshold", perf.session_id()):
         view = state.coverage_at(*profile, by, t)
         rate, covered, total = view["rconc"]
@@ -97,7 +101,7 @@ def at_threshold():
         with left.container(key="cov_by_layer"):
             st.markdown(state.coverage_bars(*profile, by, t), unsafe_allow_html=True)
         one_unit_note(right, granularity)
-        right.caption(f"{view['n_inputs']} inputs of the {sel.dataset} test split, model "
+        right.caption(f"{view['n_inputs']} inputs of the {state.data_label(sel.dataset)} test split, model "
                       f"{sel.label}, {granularity} granularity, {normalize} normalization of "
                       f"{values} values"
                       + (" (the paper's formula as written, Eq. 3)." if (normalize, values) == state.EQ3_AS_WRITTEN
@@ -158,7 +162,7 @@ def one_unit_note(where, granularity: str) -> None:
 def coverage_report(t: float, source: str) -> str:
     """The report at threshold t (called by the download, outside this session's run: it
     reads only the server-wide caches and the values passed in)."""
-    facts = {"model": sel.label, "data": f"{sel.dataset}: the first {n_inputs} test inputs",
+    facts = {"model": sel.label, "data": f"{state.data_label(sel.dataset)}: the first {n_inputs} test inputs",
              "data source": source}
     settings = {"threshold": t, "granularity": granularity, "normalize": normalize,
                 "values": values, "RConC rows": by, "inputs": n_inputs}

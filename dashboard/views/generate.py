@@ -32,7 +32,7 @@ layers_of = {"all": [layer["name"] for layer in layers],
              "recurrent": [layer["name"] for layer in layers if layer["kind"] != "dense"]}
 
 with st.form("gen_form"):
-    st.markdown(f"**Model:** {sel.label} · **seeds from:** the {sel.dataset} test split")
+    st.markdown(f"**Model:** {sel.label} · **seeds from:** the {state.data_label(sel.dataset)} test split")
     n_seeds = st.columns(4)[0].number_input("Seeds", 1, 2000, 20, key="gen_seeds",
                                             help="The first N test inputs the model predicts "
                                                  "right.")

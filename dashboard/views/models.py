@@ -17,6 +17,7 @@ def own_dataset(model_path: str) -> str | None:
     uploads, read by data.load_dataset (its name is its path, so runs and retraining find it
     again) and its test inputs checked against the model. None until one is given."""
     import hashlib
+    import re
 
     from rnncon_core.trace import check_model_inputs
     up = st.file_uploader("Or your own data set (.npz with x_train, y_train, x_test, y_test; "
@@ -25,7 +26,8 @@ def own_dataset(model_path: str) -> str | None:
     if up is None:
         return None
     content = up.getvalue()
-    path = state.UPLOAD_DIR / hashlib.sha256(content).hexdigest()[:16] / "dataset.npz"
+    path = state.upload_dir() / hashlib.sha256(content).hexdigest()[:16] / \
+        re.sub(r"[^A-Za-z0-9._-]", "_", up.name)
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
         path.write_bytes(content)
@@ -69,6 +71,7 @@ def own_test_set(model_path: str) -> str | None:
 
 current = state.current()
 names = state.shipped()
+uploaded = state.uploaded_models()      # earlier uploads, kept in the run store
 missing = [n for n in zoo.ARCHITECTURES if n not in names]
 
 left, right = st.columns([1, 1], gap="large")
@@ -84,9 +87,18 @@ with left:
             st.info("No trained model is in `assets/models` yet: the shipped models are being "
                     "trained and appear here as they finish. Meanwhile, upload a `.keras` file.")
         else:
-            name = st.selectbox("Model", names, key="models_pick",
-                                index=names.index(current.model) if current.model in names else 0)
-            if name != current.model:
+            picks = names + list(uploaded)
+            name = st.selectbox("Model", picks, key="models_pick",
+                                index=picks.index(current.model) if current.model in picks
+                                else 0, format_func=lambda n: uploaded.get(n, n),
+                                help="The shipped models, then the models uploaded before.")
+            if name != current.model and name in uploaded:
+                try:
+                    state.select(name, uploaded[name], state.datasets_for(name)[0])
+                except (RNNConError, IndexError):
+                    st.error(f"{uploaded[name]} fits none of the data sets: upload it again "
+                             f"with your own test set.")
+            elif name != current.model:
                 state.select(name, name, zoo.ARCHITECTURES[name].dataset)
         if missing:
             st.caption("Not trained yet: " + ", ".join(missing) + ".")
@@ -107,7 +119,7 @@ with left:
         if upload is not None:
             try:
                 path = state.save_upload(upload.name, upload.getvalue())
-                state.model(str(path))                 # loads and checks it (cached)
+                state.check_upload(str(path))          # loads and checks it (cached)
                 own = own_test_set(str(path)) \
                     or own_dataset(str(path))             # the user's .npy or .npz, if given
                 fits = ([own] if own else []) + state.datasets_for(str(path))
@@ -122,7 +134,7 @@ with left:
                 if str(path) != current.model or (own and own != current.dataset):
                     if own:     # the Inputs box below shows it (its key keeps the old choice)
                         st.session_state["models_dataset"] = own
-                    state.select(str(path), f"upload: {upload.name}", fits[0])
+                    state.select(str(path), state.upload_label(str(path)), fits[0])
                 st.success(f"Loaded {upload.name}.")
         elif not current.shipped and current.model:
             st.caption(f"Using {current.label}.")
@@ -143,6 +155,7 @@ with right:
             options = [current.dataset] + options
         if options:
             ds_name = st.selectbox("Inputs", options, key="models_dataset",
+                                   format_func=state.data_label,
                                    index=options.index(current.dataset)
                                    if current.dataset in options else 0,
                                    help="Test inputs come from the test split of this data set.")
@@ -153,7 +166,7 @@ with right:
             except RNNConError as e:
                 state.show_error(e)
             else:
-                st.markdown(f"**Provenance of the data:** {ds.source}")
+                st.markdown(f"**Provenance of the data:** {state.public(ds.source)}")
                 s = ds.summary()
                 st.caption(f"{s['train']:,} training and {s['test']:,} test inputs, each "
                            f"{' × '.join(map(str, s['input_shape']))}, {s['num_classes']} "
@@ -184,7 +197,8 @@ if current.model is not None and current.dataset is not None:
             st.caption("Versions: " + ", ".join(f"{k} {v}" for k, v in card["versions"].items()))
     else:
         m = state.model(current.model)
-        st.markdown(f"Uploaded file `{current.label.removeprefix('upload: ')}`: "
+        st.markdown(f"Uploaded file `{current.label.removeprefix('upload: ')}` (kept in the "
+                    f"run store): "
                     f"{m.count_params():,} parameters, input {m.input_shape}, layers "
                     + " → ".join(f"{type(layer).__name__}" for layer in m.layers) + ".")
         onnx_card = state.onnx_card(m)

@@ -18,12 +18,13 @@ st.caption("From the trained weights, the adversarial inputs of a generation run
 # a text model's defaults: evaluation and training samples that keep the form's smallest
 # setting (1 epoch, 1 repeat) within about two minutes on two cores (docs/results.md)
 EVALUATION_INPUTS, FIT_INPUTS = 2000, 4000
+ALL_EVAL, ALL_FIT = 20000, 100000      # the boxes' largest values: every input
 
 sel = state.require_model()
 store = jobs.store()
 
 sources = results.retrain_sources(store, sel.model)
-st.markdown(f"**Model:** {sel.label} · **data:** {sel.dataset}")
+st.markdown(f"**Model:** {sel.label} · **data:** {state.data_label(sel.dataset)}")
 if not sources:
     st.info("No generation run with adversarial inputs for this model yet: start one on "
             "the Generate page, then come back.")
@@ -48,15 +49,17 @@ with st.form("retrain_form"):
                                        help="Evaluation seeds for the held-out transfer sets "
                                             "(rconc, nc, rnntest, pgd for images); 0: skip.")
     text = state.kind_of(sel.dataset) == "text"
-    eval_inputs = c[2].number_input("Evaluation inputs (0: all)", 0, 20000,
-                                    EVALUATION_INPUTS if text else 0, step=500,
+    # the smallest value is the least work (an earlier "0: all" made the form's smallest
+    # setting the slowest); the largest value stands for all
+    eval_inputs = c[2].number_input(f"Evaluation inputs ({ALL_EVAL:,}: all)", 100, ALL_EVAL,
+                                    EVALUATION_INPUTS if text else ALL_EVAL, step=500,
                                     key="retrain_eval_inputs",
                                     help="Evaluate and validate on a sample of this many test "
                                          "inputs per part (a text model's 12,000-review parts "
                                          "take minutes per evaluation); the results say the "
                                          "sizes used.")
-    fit_inputs = c[3].number_input("Clean training inputs per epoch (0: all)", 0, 100000,
-                                   FIT_INPUTS if text else 0, step=1000,
+    fit_inputs = c[3].number_input(f"Clean training inputs per epoch ({ALL_FIT:,}: all)",
+                                   500, ALL_FIT, FIT_INPUTS if text else ALL_FIT, step=1000,
                                    key="retrain_fit_inputs",
                                    help="Each epoch trains on a fresh random sample of this "
                                         "many clean training inputs (an IMDB model's whole "
@@ -75,8 +78,9 @@ if submitted and run_id:
                 repeats=int(repeats), control=bool(control),
                 coverage_inputs=int(coverage_inputs), mix=float(mix),
                 transfer_seeds=int(transfer_seeds), run_name=run_name or None,
-                evaluation_inputs=int(eval_inputs) or None,
-                fit_inputs=int(fit_inputs) or None, run_tags=run_tags)
+                evaluation_inputs=None if eval_inputs >= ALL_EVAL else int(eval_inputs),
+                fit_inputs=None if fit_inputs >= ALL_FIT else int(fit_inputs),
+                run_tags=run_tags)
 
 jobs.job_panel("retrain", show_key="retrain_show", model=sel.model)
 

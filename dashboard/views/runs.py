@@ -3,7 +3,7 @@ import json
 
 import streamlit as st
 
-from dashboard import jobs, tables
+from dashboard import jobs, state, tables
 from rnncon_core.reports import charts
 from rnncon_core.runs import display_name
 
@@ -64,7 +64,7 @@ st.subheader("One run")
 run_id = st.selectbox("Run", ids, key="runs_one", format_func=lambda r: label[r])
 if run_id:
     info = store.get(run_id)
-    st.markdown(f"**{display_name(info)}** · {info.kind} · model `{info.model}` · "
+    st.markdown(f"**{display_name(info)}** · {info.kind} · model `{state.public(info.model)}` · "
                 f"**{info.status}** · started {info.created}, last update {info.updated}  \n"
                 f"id `{info.run_id}`" + (f" · a held-out set of retraining `{info.parent}`"
                                          if info.parent else ""))

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.util
+import logging
 import os
 import sys
 import tempfile
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# TensorFlow's Python warnings (a tf.function retraced as a loop calls a model on new shapes)
+# say nothing a user of these commands can act on
+logging.getLogger("tensorflow").setLevel(logging.ERROR)
 
 
 class _QuietLoader(importlib.abc.Loader):

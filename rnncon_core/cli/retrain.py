@@ -2,6 +2,7 @@
 the §7 robustness experiment and DeepXplore's pollution detection)."""
 from __future__ import annotations
 
+import time
 from typing import Optional
 
 import typer
@@ -10,9 +11,46 @@ from .common import (JSON_OPT, NAME_OPT, ROOT_OPT, RUNS_DIR_OPT, TAGS_OPT, app, 
                preflight, report_app, store)
 
 
-def _stderr(event: dict) -> None:
-    if event.get("message") and "batch" not in event:    # epochs and stages, not batches
-        log(f"[retrain] {event['message']}")
+class _Progress:
+    """The job's events on stderr: each stage, held-out set, repeat and epoch as it starts
+    (with the time left once training batches have been timed), and inside a long epoch a
+    line at most every ``EVERY`` seconds."""
+    EVERY = 30.0
+
+    def __init__(self):
+        self.first: tuple[float, int] | None = None      # (time, done) of the first batch
+        self.last_line = 0.0
+
+    def left(self, done: int, total: int) -> str:
+        """The text " · about N min left" at the pace since the first training batch (which carries
+        the tracing), "" before two have been timed. Evaluations between repeats count in
+        the pace (their share is the same in every repeat)."""
+        now = time.monotonic()
+        if self.first is None or done <= self.first[1] or not total:
+            return ""
+        rate = (done - self.first[1]) / max(now - self.first[0], 1e-9)
+        return f" · about {_duration((total - done) / rate)} left"
+
+    def __call__(self, event: dict) -> None:
+        message, done, total = event.get("message"), event.get("done", 0), event.get("total", 0)
+        if not message:
+            return
+        now = time.monotonic()
+        if "batch" in event:                    # inside an epoch: a line now and then
+            if self.first is None and done > 0:
+                self.first = (now, done)
+            if now - self.last_line < self.EVERY:
+                return
+            message = f"{message} ({done:,}/{total:,} training batches)"
+        self.last_line = now
+        log(f"[retrain] {message}{self.left(done, total) if event.get('stage') != 'done' else ''}")
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds >= 3600:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
 
 
 @app.command("retrain")
@@ -120,7 +158,7 @@ def _retrain(model: str, from_run: str, runs, settings: dict, *, dataset, contro
         settings["transfer_seeds"] = TRANSFER_SEEDS
     return run_retraining(model, from_run, dataset=dataset, control=control, augment=augment,
                           transfer_methods=names(transfer_methods, "--transfer-methods"),
-                          store=runs, progress=_stderr, force=force,
+                          store=runs, progress=_Progress(), force=force,
                           continue_from=continue_from, evaluation_inputs=evaluation_inputs,
                           **settings)
 

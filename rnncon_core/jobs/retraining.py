@@ -37,14 +37,16 @@ def generation_on_seeds(model: str, keras_model, method: str, seeds: np.ndarray,
 
 
 def transfer_sets(model: str, base, ds, pool: np.ndarray, methods, n_seeds: int, store,
-                  seed: int = 0, should_stop=None) -> dict:
+                  seed: int = 0, should_stop=None, on_set=None) -> dict:
     """Held-out adversarial inputs: per method, one generation run against the *original*
     model on the first ``n_seeds`` inputs of ``pool`` (evaluation inputs) it predicts right;
     returns ``{method: {"run_id", "n_seeds", "x", "y"}}`` with the adversarial inputs and
-    their seeds' labels."""
+    their seeds' labels. ``on_set(i, n, method, seeds)`` is told before each set."""
     seeds = right_seeds([base], ds.x_test, ds.y_test, pool, n_seeds)
     out = {}
-    for method in methods:
+    for i, method in enumerate(methods, start=1):
+        if on_set is not None:
+            on_set(i, len(methods), method, len(seeds))
         rid = generation_on_seeds(model, base, method, seeds, ds, store, seed, should_stop)
         gen = store.get(rid).load_npz("outputs")
         adv = gen["adversarial"].astype(bool)
@@ -229,12 +231,14 @@ def _retrain(run, store, inputs: _Inputs, config: dict, earlier: dict, progress,
     children = store.children_of(run.run_id)    # its held-out sets belong to it
     transfer = {}
     if config["transfer_seeds"] > 0 and config["transfer_methods"]:
-        tell(0, "held-out transfer sets: generating against the original model",
-             stage="transfer")
+        def on_set(i: int, n: int, method: str, seeds: int) -> None:
+            tell(0, f"held-out transfer set {i}/{n}: {method} against the original model "
+                    f"({seeds:,} seeds)", stage="transfer", set=i, sets=n)
+
         transfer = transfer_sets(config["model"], inputs.base, inputs.ds,
                                  inputs.parts["evaluation"], config["transfer_methods"],
                                  config["transfer_seeds"], children, config["seed"],
-                                 run.cancel_requested)
+                                 run.cancel_requested, on_set=on_set)
         run.check_cancel()
     val = inputs.part("validation")
     x_eval, y_eval = inputs.part("evaluation")

@@ -329,39 +329,77 @@ def selected_rows(figure: go.Figure, points: Sequence[Mapping]) -> list[int]:
     return list(dict.fromkeys(out))
 
 
+HIGHER_IS_BETTER = ("Accuracy", "Precision", "Recall", "F1", "AUC")
+BETTER, WORSE, NEUTRAL = "#2ca02c", "#d62728", "#9467bd"
+
+
 def before_after(metrics: pd.DataFrame, title: str = "Before and after retraining",
                  cols: int | None = None) -> go.Figure:
-    """Table 6 / Figure 13: small multiples, one panel per metric with its bar pair (before,
-    after), at most ``cols`` panels a row (default: 3 when there are more than 4, so each
-    panel keeps about 400 px of a 1,280 px page), each panel's axis zoomed to its own two
-    values (differences of 0.002 stay visible), the values written on the bars and the change
-    in the panel's title. ``metrics`` has columns metric, before, after."""
+    """Table 6 / Figure 13 as dots and arrows: one row per metric, a grey dot before, an arrow
+    to the dot after (green when the metric got better, red when worse; violet where higher
+    is not better or worse, e.g. RConC) and the control arm's dot (a blue diamond) beside.
+    Positions, not bar heights, carry the values, so each row's axis may zoom to its own
+    values without exaggerating a change; the values are written beside the dots and the
+    change in the row's title. ``metrics`` has columns metric, before, after and optionally
+    control. (``cols`` is accepted for the callers of the old bar grid and ignored.)"""
     names = list(metrics["metric"])
     n = max(1, len(names))
-    cols = cols or (n if n <= 4 else 3)
-    rows = -(-n // cols)
-    titles = [f"{m} · Δ {a - b:+.4f}" for m, b, a in zip(names, metrics["before"],
-                                                         metrics["after"])]
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles,
-                        horizontal_spacing=0.08, vertical_spacing=0.5 / rows)
-    for i, (_, r) in enumerate(metrics.iterrows()):
-        row, col = i // cols + 1, i % cols + 1
-        lo, hi = min(r["before"], r["after"]), max(r["before"], r["after"])
-        pad = max(hi - lo, 0.001) * 1.5
-        for name, color in (("before", "#7f7f7f"), ("after", "#2ca02c")):
-            fig.add_bar(x=[name], y=[r[name]], name=name, marker_color=color,
-                        legendgroup=name, showlegend=i == 0, text=[f"{r[name]:.4f}"],
-                        textposition="outside", cliponaxis=False, row=row, col=col,
-                        hovertemplate=f"{r['metric']} {name}: %{{y:.4f}}<extra></extra>")
-        fig.update_yaxes(range=[lo - pad, hi + pad], tickformat=".3f", nticks=4, row=row,
-                         col=col)
+    has_control = "control" in metrics and metrics["control"].notna().any()
+    titles = []
+    for _, r in metrics.iterrows():
+        t = f"{r['metric']} · Δ {r['after'] - r['before']:+.4f}"
+        if has_control and pd.notna(r.get("control")):
+            t += f" · after − control {r['after'] - r['control']:+.4f}"
+        titles.append(t)
+    fig = make_subplots(rows=n, cols=1, subplot_titles=titles, vertical_spacing=0.45 / n)
+    for i, (_, r) in enumerate(metrics.iterrows(), start=1):
+        before, after = float(r["before"]), float(r["after"])
+        control = float(r["control"]) if has_control and pd.notna(r.get("control")) else None
+        if r["metric"] in HIGHER_IS_BETTER:
+            color = BETTER if after > before else WORSE if after < before else "#7f7f7f"
+        else:
+            color = NEUTRAL
+        up = after >= before            # each value written on the outer side of its dot
+        dots = [("before", before, "#7f7f7f", "circle", "retrained",
+                 "middle left" if up else "middle right"),
+                ("after", after, color, "circle", "retrained",
+                 "middle right" if up else "middle left")]
+        if control is not None:
+            dots.append(("control", control, "#1f77b4", "diamond", "control",
+                         "middle right" if control >= before else "middle left"))
+        for name, v, c, symbol, lane, where in dots:
+            fig.add_scatter(x=[v], y=[lane], mode="markers+text", name=name, legendgroup=name,
+                            showlegend=i == 1 and name != "after",
+                            marker=dict(color=c, size=13, symbol=symbol),
+                            text=[f"{v:.4f}"], textposition=where,
+                            hovertemplate=f"{r['metric']} {name}: %{{x:.4f}}<extra></extra>",
+                            row=i, col=1)
+        if control is not None:
+            fig.add_scatter(x=[before], y=["control"], mode="markers", showlegend=False,
+                            marker=dict(color="#7f7f7f", size=9, symbol="circle-open"),
+                            hoverinfo="skip", row=i, col=1)
+        axis = "" if i == 1 else str(i)
+        fig.add_annotation(x=after, y="retrained", ax=before, ay="retrained",
+                           xref=f"x{axis}", yref=f"y{axis}", axref=f"x{axis}",
+                           ayref=f"y{axis}", showarrow=True, arrowhead=3, arrowsize=1.2,
+                           arrowwidth=2, arrowcolor=color, text="")
+        values = [before, after] + ([control] if control is not None else [])
+        lo, hi = min(values), max(values)
+        pad = max(hi - lo, 0.002) * 0.45          # room for the values beside the dots
+        fig.update_xaxes(range=[lo - pad, hi + pad], tickformat=".3f", nticks=5, row=i, col=1)
+        fig.update_yaxes(categoryorder="array",
+                         categoryarray=["control", "retrained"] if control is not None
+                         else ["retrained"], row=i, col=1)
+    fig.add_scatter(x=[None], y=[None], mode="markers", name="after (better)",
+                    marker=dict(color=BETTER, size=13), legendgroup="after")
+    fig.add_scatter(x=[None], y=[None], mode="markers", name="after (worse)",
+                    marker=dict(color=WORSE, size=13), legendgroup="after")
     fig.update_annotations(font_size=13)
-    height = 90 + 230 * rows
-    fig.update_layout(title=title, barmode="group", height=height, showlegend=False,
-                      **{**_LAYOUT, "margin": dict(l=10, r=10, t=90, b=40)})   # x names bars
-    fig.add_annotation(text="each panel's axis is zoomed to its two values", showarrow=False,
-                       xref="paper", yref="paper", x=0, y=-30 / (height - 130),
-                       font=dict(size=11, color="gray"))
+    height = 110 + (150 if has_control else 110) * n
+    fig.update_layout(title=title, height=height,
+                      legend=dict(orientation="h", y=1.0, yanchor="bottom", x=1.0,
+                                  xanchor="right"),
+                      **{**_LAYOUT, "margin": dict(l=10, r=10, t=110, b=30)})
     return fig
 
 

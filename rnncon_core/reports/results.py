@@ -139,11 +139,14 @@ def _mean_std(spread: dict) -> str:
 
 
 def before_after_frame(summary: dict) -> pd.DataFrame:
-    """metric, before, after (mean over repeats): the input of charts.before_after."""
+    """metric, before, after (mean over repeats) and control (the control arm's mean, None
+    without one): the input of charts.before_after."""
     keys = metric_keys(summary)
+    control = summary.get("control") or {}
     return pd.DataFrame({"metric": [name for _, name in keys],
                          "before": [summary["before"][k] for k, _ in keys],
-                         "after": [summary["after"][k]["mean"] for k, _ in keys]})
+                         "after": [summary["after"][k]["mean"] for k, _ in keys],
+                         "control": [(control.get(k) or {}).get("mean") for k, _ in keys]})
 
 
 def repeats_frame(summary: dict, keys=("accuracy", "rconc")) -> pd.DataFrame:

@@ -13,7 +13,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 sys.path.insert(0, str(HERE))
 from harness import (CHROMIUM, Server, chromium, no_traceback, settle,  # noqa: E402
-                     wait_chart)
+                     wait_chart, wait_images)
 from rnncon_core import zoo  # noqa: E402
 from rnncon_core.runs import RunStore  # noqa: E402
 
@@ -79,7 +79,7 @@ def test_start_watch_cancel_resume_and_ctrl_c(tmp_path):
             assert done and done[0].summary["calls"] >= spent + 600
             page.reload()
             settle(page, "Campaign", timeout=240)
-            wait_chart(page, "camp_gallery")               # the faults of the first pair
+            wait_images(page, "camp_gallery")      # the first group's faults beside their seeds
             no_traceback(page, "Campaign")
             # Ctrl-C to the server while a campaign runs: its run stops resumable
             _fill(page, "Budget", "10m")
