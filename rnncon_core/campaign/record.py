@@ -361,18 +361,32 @@ def live_state(info) -> dict:
     return {"curve": curve, "summary": summary, "counters": counters}
 
 
+_CLASSES: dict = {}
+
+
+def _class_counts_of(info, faults: dict) -> dict:
+    """``classes.class_counts`` of a run's fault rows, remembered per run and row count (a
+    page polling a finished or paused campaign clusters its faults once)."""
+    from .classes import class_counts
+    key = (str(info.path), len(faults["label"]))
+    if key not in _CLASSES:
+        if len(_CLASSES) > 32:
+            _CLASSES.clear()
+        _CLASSES[key] = class_counts(faults)
+    return dict(_CLASSES[key])
+
+
 def load_campaign(info) -> dict:
     """A stored campaign's arrays: curve (columns), faults (with ``fault_class`` per row: -1
     for an invalid fault; ``valid`` and ``reason``), seeds and its summary (a running
     campaign's with its fault classes so far)."""
-    from .classes import class_counts
     live = live_state(info)
     faults = read_rows(info, "faults") or {}
     n = live["counters"].get("n_faults")
     if n is not None and faults:
         faults = {k: v[:n] for k, v in faults.items()}
     if faults and "valid" in faults:
-        counts = class_counts(faults)
+        counts = _class_counts_of(info, faults)
         if counts["fault_class"] is not None:
             faults["fault_class"] = counts.pop("fault_class")
         if live["summary"].get("fault_classes") is None:

@@ -466,14 +466,30 @@ def gallery_rows(faults: dict, per_pair: int = 2, limit: int = 24) -> list[int]:
     return out[:limit]
 
 
-def fault_gallery(faults: dict, per_pair: int = 2, limit: int = 24):
-    """The faults' images grouped by (true, predicted) (image campaigns)."""
+def fault_gallery(faults: dict, seeds: dict | None = None, per_group: int = 2,
+                  limit: int = 12):
+    """Image campaigns: one or two faults of each fault class (valid faults, the largest
+    classes first; then invalid ones with their reason), each beside its root seed."""
     from ..data import to_images
     from .charts import image_grid
-    rows = gallery_rows(faults, per_pair, limit)
-    caps = [f"{faults['label'][i]} → {faults['pred'][i]}" for i in rows]
-    return image_grid(to_images(faults["x"][rows]), caps, cols=8,
-                      title="Faults by (true → predicted)")
+    from .faults import caption, groups, members
+    rows = []
+    for which in ("valid", "invalid"):
+        for g in groups(faults, which).group:
+            rows += members(faults, g, which, per_group)
+    rows = rows[:limit]
+    if seeds is None or not len(seeds.get("x", ())):
+        return image_grid(to_images(faults["x"][rows]), [caption(faults, i) for i in rows],
+                          cols=8, title="Faults")
+    cls = np.asarray(faults.get("fault_class", np.full(len(faults["label"]), -1)))
+    images, caps = [], []
+    for i in rows:
+        images += [seeds["x"][int(faults["root"][i])], faults["x"][i]]
+        head = f"class {cls[i]}" if cls[i] >= 0 else "invalid"
+        caps += [f"seed {int(faults['root'][i])} ({int(faults['label'][i])})",
+                 f"{head}: {caption(faults, i)}"[:60]]
+    return image_grid(to_images(np.stack(images)), caps, cols=6,
+                      title="Each fault beside its root seed, by fault class")
 
 
 def fault_table(faults: dict, seeds: dict, vocab=None, per_pair: int = 2,
@@ -515,13 +531,17 @@ def campaign_html(info, bounds: pd.DataFrame | None = None) -> str:
              "distinct faults (valid or not)": s.get("distinct_faults"),
              "distinct (true, predicted) pairs": s.get("distinct_pairs"),
              "coverage": s.get("coverage"), "model calls": s.get("calls")}
+    from .faults import curves_figure, groups
     sections = [Section("Checks", tables=[("", bounds)])] if bounds is not None else []
-    sections += [Section("Curves", figures=[curve_figure(c["curve"])]),
-                Section("Faults by (true, predicted)",
-                        tables=[("", pair_table(c["faults"]))])]
+    sections += [Section("Curves", figures=[curves_figure(c["faults"], c["curve"], "seconds"),
+                                            curves_figure(c["faults"], c["curve"], "calls")]),
+                 Section("Fault classes of valid faults", tables=[("", groups(c["faults"]))]),
+                 Section("Faults by (true, predicted)",
+                         tables=[("", pair_table(c["faults"]))])]
     kind = c["config"].get("kind")
     if kind == "image" and len(c["faults"].get("label", ())):
-        sections.append(Section("Fault gallery", figures=[fault_gallery(c["faults"])]))
+        sections.append(Section("Fault gallery: each fault beside its root seed",
+                                figures=[fault_gallery(c["faults"], c["seeds"])]))
     elif len(c["faults"].get("label", ())) and len(c["seeds"].get("x", ())):
         vocab = None
         if kind == "text":
