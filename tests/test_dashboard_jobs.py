@@ -4,6 +4,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # the dashboard package
@@ -133,8 +134,13 @@ def test_a_card_says_what_its_progress_counts(runs_dir):
     """A campaign in seconds said "20 of 600", which a user could not read as time."""
     from rnncon_core.campaign.record import parse_budget, report_progress
 
+    from rnncon_core.campaign.queue import FaultSet
+    two = FaultSet()
+    two.add(x=np.zeros((2, 1)), root=np.array([0, 1]), label=np.array([0, 0]),
+            pred=np.array([1, 2]), state=np.array([0, 0]))
+
     class Camp:
-        faults, calls = [1, 2], 3000
+        faults, calls = two, 3000
 
         def coverage(self):
             return 0.5

@@ -645,7 +645,7 @@ def test_models_page_takes_an_onnx_upload(tmp_path, monkeypatch):
         ("classifier.onnx", content, "application/octet-stream")).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     sel = at.session_state["selection"]
-    assert sel.label == "upload: classifier.onnx" and sel.model.endswith(".onnx")
+    assert sel.label.startswith("upload: classifier.onnx · ") and sel.model.endswith(".onnx")
     assert at.selectbox(key="models_dataset").options == ["mnist", "fashion-mnist"]
     text = " ".join(m.value for m in at.markdown)
     assert "Imported from ONNX" in text and "differs from onnxruntime by at most" in text

@@ -176,7 +176,8 @@ def test_dashboard_takes_an_uploaded_test_set_beside_an_uploaded_model(tmp_path,
     at.file_uploader(key="models_own_x").set_value(("x.npy", npy(x), "application/octet-stream")).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     sel = at.session_state["selection"]
-    assert sel.label == "upload: series.keras" and sel.dataset.startswith("own: x.npy")
+    assert sel.label.startswith("upload: series.keras · ") and \
+        sel.dataset.startswith("own: x.npy")
 
 
 # ---------------------------------------------------------------- RConC oracle, new layer kinds
@@ -375,7 +376,7 @@ def test_models_page_shows_the_engines_confidences_for_an_uploaded_logits_model(
     at.file_uploader(key="models_own_npz").set_value(
         ("mine.npz", buf.getvalue(), "application/octet-stream")).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    assert at.session_state["selection"].dataset.endswith("dataset.npz")
+    assert at.session_state["selection"].dataset.endswith(".npz")     # kept in the run store
     block = next(h.proto.body for h in at.get("html") if "<figcaption" in h.proto.body)
     captions = re.findall(r"<figcaption[^>]*>(.*?)</figcaption>", block)
     shown = [int(re.search(r"\((\d+)%\)", c).group(1)) for c in captions]
