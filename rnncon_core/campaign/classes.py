@@ -65,17 +65,24 @@ def fault_classes(label, pred, feature, valid) -> np.ndarray:
     return out
 
 
-def class_counts(faults: dict) -> dict:
-    """The headline figures of a campaign's fault rows: fault classes of valid faults, the
-    root seeds behind them, valid and invalid faults, valid pairs; and ``fault_class`` per row
-    (empty rows or rows without features: classes not measured, None)."""
+def valid_counts(faults: dict) -> dict:
+    """Counts of a campaign's fault rows (rows without a verdict count as valid): valid and
+    invalid faults, the (true, predicted) pairs and the root seeds of the valid ones."""
     n = len(faults.get("label", ()))
     valid = np.asarray(faults.get("valid", np.ones(n, bool)), bool)
-    out = {"valid_faults": int(valid.sum()), "invalid_faults": int(n - valid.sum()),
-           "valid_pairs": len(set(zip(np.asarray(faults.get("label", []))[valid].tolist(),
-                                      np.asarray(faults.get("pred", []))[valid].tolist()))),
-           "fault_roots": len(set(np.asarray(faults.get("root", []))[valid].tolist())),
-           "fault_classes": None, "fault_class": None}
+    return {"valid_faults": int(valid.sum()), "invalid_faults": int(n - valid.sum()),
+            "valid_pairs": len(set(zip(np.asarray(faults.get("label", []))[valid].tolist(),
+                                       np.asarray(faults.get("pred", []))[valid].tolist()))),
+            "fault_roots": len(set(np.asarray(faults.get("root", []))[valid].tolist()))}
+
+
+def class_counts(faults: dict) -> dict:
+    """The headline figures of a campaign's fault rows: ``valid_counts`` and the fault
+    classes of the valid faults; and ``fault_class`` per row (empty rows or rows without
+    features: classes not measured, None)."""
+    n = len(faults.get("label", ()))
+    valid = np.asarray(faults.get("valid", np.ones(n, bool)), bool)
+    out = {**valid_counts(faults), "fault_classes": None, "fault_class": None}
     if n == 0:
         out["fault_classes"], out["fault_class"] = 0, np.zeros(0, np.int64)
     elif "feature" in faults:

@@ -380,9 +380,8 @@ class Campaign:
         stable = again == pred[at]
         self.unstable += int((~stable).sum())
         m = int(stable.sum())
+        # without a verdict FaultSet.add marks the rows valid (not checked)
         cols = {} if verdict is None else {k: v[new][stable] for k, v in verdict.rows().items()}
-        if verdict is None:
-            cols = {"valid": np.ones(m, bool), "reason": np.full(m, "", "<U120")}
         self.faults.add(x=x[at][stable], root=root[new][stable], label=label[at][stable],
                         pred=pred[at][stable], state=state[at][stable],
                         op=ops[at][stable].astype("<U24"), batch=np.full(m, self.batches),

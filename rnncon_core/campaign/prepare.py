@@ -126,7 +126,8 @@ def validity_spec(checks: str | None, dataset: str | None, reference_model=None,
                         None if reference_model is None else str(reference_model))
     if kind is not None and spec.dataset is not None and kind != "text":
         from ..validity import fit_validity, is_fitted
-        if not is_fitted(spec.dataset):     # fitted once, before the campaign's clock starts
+        # once, before the clock starts and before any Ray worker builds its oracle
+        if not is_fitted(spec.dataset):
             if log is not None:
                 log(f"fitting the validity checks of {spec.dataset} (once per data set; "
                     f"`rnncon validity train` does it ahead)")

@@ -58,7 +58,7 @@ def headline(out: dict) -> str:
     return (f"{out['fault_classes']:,} fault classes of {out['valid_faults']:,} valid faults "
             f"from {out['fault_roots']:,} seeds ({out['valid_pairs']} (true, predicted) pairs; "
             f"{out['invalid_faults']:,} invalid faults set aside; {out['distinct_faults']:,} "
-            f"distinct by abstract state)")
+            f"distinct faults in all, valid or not)")
 
 
 def _guide_params(guide: str, pairs: list[str] | None) -> dict:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..campaign.classes import valid_counts
+
 FILTERS = ("valid", "invalid", "all")
 
 
@@ -49,16 +51,11 @@ def headline(faults: dict, curve: dict) -> dict:
     if not out["checked"]:
         out["distinct_pairs"] = len(pairs)
         return out
-    ok = valid_mask(faults)
-    out["valid_faults"] = int(ok.sum())
-    out["invalid_faults"] = int(n - ok.sum())
+    out.update(valid_counts(faults))
     out["fault_classes"] = None                 # rows without features: not measured
     if "fault_class" in faults or n == 0:
         cls = np.asarray(faults.get("fault_class", np.zeros(0, np.int64)))
-        out["fault_classes"] = int(len(np.unique(cls[ok & (cls >= 0)])))
-    out["fault_roots"] = int(len(np.unique(np.asarray(faults["root"])[ok])))
-    out["valid_pairs"] = int(len(set(zip(np.asarray(faults["label"])[ok].tolist(),
-                                         np.asarray(faults["pred"])[ok].tolist()))))
+        out["fault_classes"] = int(len(np.unique(cls[valid_mask(faults) & (cls >= 0)])))
     return out
 
 

@@ -119,11 +119,10 @@ def oracle_for(dataset, kind: str | None = None, *, train: bool = True, log=None
     used instead of the fitted reference. ``checks``: names, or "off"."""
     if checks == OFF or (isinstance(checks, (list, tuple)) and list(checks) == [OFF]):
         return Oracle([], unchecked="switched off (--validity-checks off)")
-    from ..data import load_dataset
-    ds = None
-    if dataset is not None and str(dataset) != "inputs":
-        ds = load_dataset(dataset)
-        kind = kind or ds.kind
+    ds = None if dataset is None or str(dataset) == "inputs" else str(dataset)
+    if kind is None and ds is not None:       # the data set read only to learn its kind
+        from ..data import load_dataset
+        kind = load_dataset(ds).kind
     if kind is None:
         raise InputError("validity: give the input kind (image, sequence or text)")
     names = list(checks) if checks else list(DEFAULT_CHECKS[kind])
@@ -142,8 +141,8 @@ def oracle_for(dataset, kind: str | None = None, *, train: bool = True, log=None
                               "--dataset own.npz")
             if not is_fitted(ds):
                 if not train:
-                    raise InputError(f"no validity checks fitted for {ds.name}: run `rnncon "
-                                     f"validity train --dataset {ds.name}`")
+                    raise InputError(f"no validity checks fitted for {ds}: run `rnncon "
+                                     f"validity train --dataset {ds}`")
                 fit_validity(ds, log=log)
             out.append(get_validator(name, ds))
         else:

@@ -146,7 +146,7 @@ class Distribution(_Fitted):
         model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
         t0 = time.perf_counter()
         model.fit(z[fit_idx], z[fit_idx], epochs=epochs, batch_size=128, verbose=0,
-                  callbacks=[_Log(log, "autoencoder", epochs)])
+                  callbacks=_log_epochs(log, "autoencoder", epochs))
         check = cls(model, {"mean": mean.tolist(), "scale": scale.tolist(),
                             "input_shape": list(shape), "kind": kind, "threshold": 0.0,
                             "flag_rate": flag_rate, "held_out": int(len(held))})
@@ -254,7 +254,7 @@ class Reference(_Fitted):
             loss="sparse_categorical_crossentropy", metrics=["accuracy"])
         t0 = time.perf_counter()
         trainer.fit(z, y_train, epochs=epochs, batch_size=128, verbose=0,
-                    callbacks=[_Log(log, "reference classifier", epochs)])
+                    callbacks=_log_epochs(log, "reference classifier", epochs))
         check = cls(clf, {"mean": mean.tolist(), "scale": scale.tolist(),
                           "input_shape": list(shape), "kind": kind, "architecture": arch,
                           "num_classes": int(num_classes), "class_names": class_names,
@@ -267,16 +267,14 @@ class Reference(_Fitted):
         return check
 
 
-class _Log:
-    """A Keras callback that reports each epoch to ``log`` (a function of one line)."""
+def _log_epochs(log, what: str, epochs: int):
+    """A Keras callback that reports every fifth epoch and the last to ``log`` (a function
+    of one line); none when there is no log."""
+    import keras
 
-    def __new__(cls, log, what: str, epochs: int):
-        import keras
-
-        class Cb(keras.callbacks.Callback):
-            def on_epoch_end(self, epoch, logs=None):
-                if log is not None and (epoch + 1) % 5 == 0 or epoch + 1 == epochs:
-                    if log is not None:
-                        log(f"validity: {what} epoch {epoch + 1}/{epochs}, loss "
-                            f"{(logs or {}).get('loss', float('nan')):.4f}")
-        return Cb()
+    class LogEpochs(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if (epoch + 1) % 5 == 0 or epoch + 1 == epochs:
+                log(f"validity: {what} epoch {epoch + 1}/{epochs}, loss "
+                    f"{(logs or {}).get('loss', float('nan')):.4f}")
+    return [LogEpochs()] if log is not None else []
