@@ -1,0 +1,47 @@
+"""The dashboard's server: Streamlit's own (``st.App``), with one addition.
+
+Opened on a page's URL (``/campaign``), Streamlit's front end first looks for the server under
+that path (``/campaign/_stcore/health`` and ``host-config``: two 404s in the browser console on
+every new tab, streamlit/streamlit#7074), then at ``/``. The server is always at ``/`` here, so
+a page's HTML tells the front end so (``window.__streamlit.BACKEND_BASE_URL``, the front end's
+own setting for where its server is) and it asks ``/`` only.
+
+    streamlit run dashboard/serve.py      # what `make run` does
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import streamlit as st
+from starlette.middleware import Middleware
+from starlette.responses import HTMLResponse
+
+# one path segment, no dot: a page of st.navigation (Streamlit's own routes start with "_" or
+# are files such as /favicon.png)
+PAGE_PATH = re.compile(r"^/[A-Za-z0-9][A-Za-z0-9_-]*/?$")
+PIN = '<script>window.__streamlit={BACKEND_BASE_URL:window.location.origin+"/"}</script>'
+
+
+def _index() -> str:
+    html = (Path(st.__file__).parent / "static" / "index.html").read_text()
+    return html.replace("<head>", "<head>" + PIN, 1)
+
+
+class ServerAtRoot:
+    """ASGI middleware: a page's URL gets Streamlit's index.html with the server pinned at /."""
+
+    def __init__(self, app):
+        self.app = app
+        self.html = _index()
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] in ("GET", "HEAD") \
+                and PAGE_PATH.match(scope["path"]) and not scope["path"].startswith("/static"):
+            response = HTMLResponse(self.html, headers={"Cache-Control": "no-cache"})
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+app = st.App(Path(__file__).with_name("app.py"), middleware=[Middleware(ServerAtRoot)])
