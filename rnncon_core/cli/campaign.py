@@ -11,10 +11,10 @@ from typing import List, Optional
 
 import typer
 
-from .common import (DECLARED, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL, EXIT_PASSED, JSON_OPT,
-                     PARAM_OPT, RAY_OPT, RUNS_DIR_OPT, SEED_INPUTS_OPT, SEED_LABELS_OPT, app,
-                     checked, declared_values, emit, log, names, preflight, report_app,
-                     seed_inputs, store)
+from .common import (DECLARED, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED,
+                     EXIT_PASSED, JSON_OPT, PARAM_OPT, RAY_OPT, RUNS_DIR_OPT, SEED_INPUTS_OPT,
+                     SEED_LABELS_OPT, app, checked, declared_values, emit, log, names, preflight,
+                     report_app, seed_inputs, store)
 from ..errors import InputError
 from ..coverage import CRITERIA
 
@@ -245,13 +245,14 @@ def check_cmd(
 
 def _junit_error(junit: str, e: Exception, seconds: float, model) -> None:
     """The JUnit file of a check that could not run: its one line and exit code (2 input,
-    3 internal: the message names the log ``main`` writes the traceback to)."""
-    from ..errors import RNNConError
+    130 stopped, 3 internal: the message names the log ``main`` writes the traceback to)."""
+    from ..errors import JobCancelled, RNNConError
     from ..io import atomic_write_text
     from ..reports.campaign import junit_error_xml
     from .common import internal_log
     if isinstance(e, RNNConError):
-        code, message = EXIT_INPUT, " ".join(str(e).split())
+        code = EXIT_INTERRUPTED if isinstance(e, JobCancelled) else EXIT_INPUT
+        message = " ".join(str(e).split())
     else:
         code, message = EXIT_INTERNAL, (f"internal error ({type(e).__name__}); the traceback "
                                         f"is in {internal_log()}")

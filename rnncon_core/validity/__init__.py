@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, JobCancelled
 from ..registry import Registry
 from .base import REASON_DTYPE, Oracle, Validator, Verdict
 
@@ -51,9 +51,11 @@ def validators_dir(dataset) -> Path:
 
 
 def fit_validity(dataset, flag_rate: float = 0.01, seed: int = 0, log=None,
-                 folder: Path | None = None, epochs: dict | None = None) -> dict:
+                 folder: Path | None = None, epochs: dict | None = None,
+                 should_stop=None) -> dict:
     """Fit the data set's checks (``FITTED``) and save them; returns their cards, with the
-    share of the clean test split each flags, measured."""
+    share of the clean test split each flags, measured. ``should_stop()`` true (Ctrl-C) ends
+    the fit at the next training batch: JobCancelled, nothing saved."""
     from ..data import load_dataset
     from .fitted import Distribution, Reference
     ds = load_dataset(dataset) if not hasattr(dataset, "x_train") else dataset
@@ -65,12 +67,22 @@ def fit_validity(dataset, flag_rate: float = 0.01, seed: int = 0, log=None,
     epochs = epochs or {}
     log = log or (lambda s: None)
     log(f"validity: fitting the autoencoder of {ds.name} ({len(x_fit):,} training inputs)")
+    stopped = should_stop or (lambda: False)
+
+    def check_stopped():
+        if stopped():
+            raise JobCancelled(f"the validity checks of {ds.name} were not fitted: stopped "
+                               f"during the fit, nothing kept. Run the command again, or fit "
+                               f"them ahead: rnncon validity train --dataset {ds.name}")
     dist = Distribution.fit(x_fit, ds.kind, flag_rate, seed,
-                            epochs=epochs.get("distribution", 40), log=log)
+                            epochs=epochs.get("distribution", 40), log=log,
+                            should_stop=stopped)
+    check_stopped()
     log("validity: fitting the reference classifier")
     ref = Reference.fit(x_fit, y_fit, ds.kind, ds.num_classes, ds.x_test, ds.y_test,
                         seed, epochs=epochs.get("reference", 30),
-                        class_names=ds.class_names, log=log)
+                        class_names=ds.class_names, log=log, should_stop=stopped)
+    check_stopped()
     # clean test inputs checked as unchanged inputs of themselves (their own roots), and the
     # reference also without roots (its absolute bound)
     x, y = ds.x_test, ds.y_test
