@@ -2,9 +2,9 @@
 
 Opened on a page's URL (``/campaign``), Streamlit's front end first looks for the server under
 that path (``/campaign/_stcore/health`` and ``host-config``: two 404s in the browser console on
-every new tab, streamlit/streamlit#7074), then at ``/``. The server is always at ``/`` here, so
-a page's HTML tells the front end so (``window.__streamlit.BACKEND_BASE_URL``, the front end's
-own setting for where its server is) and it asks ``/`` only.
+every new tab, streamlit/streamlit#7074), then at ``/``. The server is always at ``/`` (or at
+``server.baseUrlPath``), so a page's HTML says so (``window.__streamlit.BACKEND_BASE_URL``, the
+front end's own setting for where its server is) and the front end asks there only.
 
     streamlit run dashboard/serve.py      # what `make run` does
 """
@@ -17,27 +17,38 @@ import streamlit as st
 from starlette.middleware import Middleware
 from starlette.responses import HTMLResponse
 
-# one path segment, no dot: a page of st.navigation (Streamlit's own routes start with "_" or
-# are files such as /favicon.png)
-PAGE_PATH = re.compile(r"^/[A-Za-z0-9][A-Za-z0-9_-]*/?$")
-PIN = '<script>window.__streamlit={BACKEND_BASE_URL:window.location.origin+"/"}</script>'
+# a page of st.navigation: one path segment under the server's base path, no dot (Streamlit's
+# own routes start with "_" or are files such as /favicon.png)
+PAGE = r"[A-Za-z0-9][A-Za-z0-9_-]*/?"
+PIN = ('<script>window.__streamlit={BACKEND_BASE_URL:window.location.origin+"%s/"}'
+       '</script>')
 
 
-def _index() -> str:
+def _base_path() -> str:
+    """The server's base path ("" or "/NAME", from `server.baseUrlPath`)."""
+    from streamlit import config
+    base = (config.get_option("server.baseUrlPath") or "").strip("/")
+    return f"/{base}" if base else ""
+
+
+def _index(base: str) -> str:
     html = (Path(st.__file__).parent / "static" / "index.html").read_text()
-    return html.replace("<head>", "<head>" + PIN, 1)
+    return html.replace("<head>", "<head>" + PIN % base, 1)
 
 
 class ServerAtRoot:
-    """ASGI middleware: a page's URL gets Streamlit's index.html with the server pinned at /."""
+    """ASGI middleware: a page's URL gets Streamlit's index.html with the server pinned at its
+    base path."""
 
     def __init__(self, app):
         self.app = app
-        self.html = _index()
+        base = _base_path()
+        self.page = re.compile(f"^{re.escape(base)}/{PAGE}$")
+        self.html = _index(base)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope["method"] in ("GET", "HEAD") \
-                and PAGE_PATH.match(scope["path"]) and not scope["path"].startswith("/static"):
+                and self.page.match(scope["path"]):
             response = HTMLResponse(self.html, headers={"Cache-Control": "no-cache"})
             await response(scope, receive, send)
             return
