@@ -1,7 +1,7 @@
 """The first open of a shared link on a fresh dashboard server (issue 41's target: at most 10 s
 on an idle 2-core machine for any shipped model's page).
 
-For each model: a new `streamlit run dashboard/serve.py` (empty run store), then as soon as it
+For each model: a new `python -m dashboard` (`make run`) (empty run store), then as soon as it
 answers its health check, one headless Chromium tab opens ``/<page>?model=<model>`` and the
 time until the page's main view is drawn is printed (Coverage: the per-layer bars; Models: the
 sample of test inputs), with the server's resident memory and the CPU load of the machine

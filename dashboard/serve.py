@@ -6,7 +6,7 @@ every new tab, streamlit/streamlit#7074), then at ``/``. The server is always at
 ``server.baseUrlPath``), so a page's HTML says so (``window.__streamlit.BACKEND_BASE_URL``, the
 front end's own setting for where its server is) and the front end asks there only.
 
-    streamlit run dashboard/serve.py      # what `make run` does
+    python -m dashboard [streamlit options]      # what `make run` does (dashboard/__main__.py)
 """
 from __future__ import annotations
 
