@@ -18,8 +18,10 @@ from starlette.middleware import Middleware
 from starlette.responses import HTMLResponse
 
 # a page of st.navigation: one path segment under the server's base path, no dot (Streamlit's
-# own routes start with "_" or are files such as /favicon.png)
-PAGE = r"[A-Za-z0-9][A-Za-z0-9_-]*/?"
+# own routes start with "_" or are files such as /favicon.png) and no trailing slash (the
+# index's relative script paths would then point under the page: Streamlit's own answer
+# for /coverage/ handles that)
+PAGE = r"[A-Za-z0-9][A-Za-z0-9_-]*"
 PIN = ('<script>window.__streamlit={BACKEND_BASE_URL:window.location.origin+"%s/"}'
        '</script>')
 
