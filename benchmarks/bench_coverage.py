@@ -191,7 +191,7 @@ def main() -> None:
         t = (time.perf_counter() - t0) * len(x) / k
         cov = ContributionCoverage(model, granularity=gran, normalize="model",
                                    values="signed").update(x[:k])          # Eq. 3 as written
-        err = float(np.abs(best - cov._max_values()).max())
+        err = float(np.abs(best - cov._state.max_values()).max())
         print(f"naive {gran} (per input, {k} inputs scaled to {len(x):,}): {t:8.1f} s = "
               f"{t / t_pred:6.1f} x predict; fast/naive {results[gran][1] / t:.3f}; "
               f"max |fast - naive| on the sample {err:.1e}")

@@ -455,16 +455,16 @@ PROFILE_VERSION = 2         # bumped when a criterion's values change (2: NC's o
 
 def kept_profile(crit, key: tuple, name: str, inputs):
     """``crit`` after update(inputs()), kept on disk between server starts
-    (``Criterion.save``/``load``; the file holds the model's weight fingerprint and ``load``
+    (``coverage.statefile.save``/``load``; the file holds the model's weight fingerprint and ``load``
     refuses another model's, so a changed model is never read from a stale file). A file
     that cannot be read or written only costs the forward pass."""
-    from rnncon_core.coverage import Criterion
+    from rnncon_core.coverage import statefile
     digest = hashlib.sha256(repr((key, name, crit.get_config(), PROFILE_VERSION)).encode()
                             ).hexdigest()[:20]
     path = PROFILE_DIR / f"{name}-{digest}.npz"
     if path.exists():
         try:
-            return Criterion.load(crit.tracer, path)
+            return statefile.load(crit.tracer, path)
         except (RNNConError, OSError, ValueError, KeyError):
             pass
     x = inputs()
@@ -473,7 +473,7 @@ def kept_profile(crit, key: tuple, name: str, inputs):
     for i in range(0, len(x), size):
         crit.update(x[i:i + size])
     try:
-        crit.save(path)
+        statefile.save(crit, path)
     except OSError:
         pass
     return crit

@@ -101,13 +101,13 @@ def test_a_coverage_state_round_trips_under_any_name(own, tmp_path, capsys):
     both = json.loads(_cli(["coverage", "--model", m, "--inputs", x, "--state", state,
                             "--json"], capsys).out)
     assert first["n_inputs"] == 10 and both["n_inputs"] == 50
-    from rnncon_core.coverage import Criterion, get_criterion
+    from rnncon_core.coverage import get_criterion, statefile
     from rnncon_core.zoo import load_model
     model = load_model(m)
     cov = get_criterion("nc", model)
     cov.update(np.load(x)[:5])
-    p = cov.save(tmp_path / "nc-state")             # no suffix: written as given
-    assert p == tmp_path / "nc-state" and Criterion.load(model, p).n_inputs == 5
+    p = statefile.save(cov, tmp_path / "nc-state")  # no suffix: written as given
+    assert p == tmp_path / "nc-state" and statefile.load(model, p).n_inputs == 5
 
 
 def test_kind_sequence_lets_z_scored_data_through_a_28x28_model(tmp_path, capsys):

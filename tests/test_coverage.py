@@ -59,7 +59,7 @@ def test_common_criterion_checks(name, params, tiny_lstm, tiny_x):
     curve = cov.curve()
     assert len(curve) == 9 and np.all(np.diff(curve) >= 0)
     assert curve[-1] == pytest.approx(cov.rate())
-    unc = cov.uncovered()
+    unc = cov.report.uncovered()
     assert len(unc) == cov.total - cov.covered
     if len(unc):
         d = cov.describe(int(unc[0]))
@@ -130,7 +130,7 @@ def test_hidden_state_top_k(tiny_lstm, tiny_x):
     # exactly the argmax unit of every (layer, step) is covered
     want = np.concatenate([np.eye(s.units, dtype=bool)[tr.layers[s.name].h.numpy()[0].argmax(1)].ravel()
                            for s in cov.tracer.specs if s.kind != "dense"])
-    np.testing.assert_array_equal(cov._covered_mask(), want)
+    np.testing.assert_array_equal(cov.report.covered_mask(), want)
 
 
 def test_cell_state_sections(tiny_lstm, tiny_x):
@@ -144,7 +144,7 @@ def test_cell_state_sections(tiny_lstm, tiny_x):
     for s in range(5):
         want[..., s] = (sec == s).any(axis=0)
     seg = cov.segments[0]
-    np.testing.assert_array_equal(cov._covered_mask()[:seg.size].reshape(seg.shape), want)
+    np.testing.assert_array_equal(cov.report.covered_mask()[:seg.size].reshape(seg.shape), want)
     assert cov.sections()["cells"].iloc[0] == sum(s.size // 5 for s in cov.segments)
 
 
@@ -158,7 +158,7 @@ def test_nc_matches_scaled_outputs(tiny_gru, tiny_x):
         o = tr.layers[s.name].output.numpy().reshape(len(tiny_x), -1)
         lo, hi = o.min(1, keepdims=True), o.max(1, keepdims=True)
         parts.append(((o - lo) / (hi - lo)).max(0))
-    np.testing.assert_allclose(cov._max_values(), np.concatenate(parts), atol=1e-6)
+    np.testing.assert_allclose(cov._state.max_values(), np.concatenate(parts), atol=1e-6)
 
 
 def test_by_gate_step_shapes(tiny_gru, tiny_x):
@@ -285,14 +285,14 @@ def test_graphs_compiled_once_per_model_and_configuration(name, params, tiny_lst
     results = {}
 
     def work(i):
-        results[i] = get_criterion(name, tiny_lstm, **params).update(tiny_x)._max_values()
+        results[i] = get_criterion(name, tiny_lstm, **params).update(tiny_x)._state.max_values()
     threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     for v in results.values():
-        np.testing.assert_allclose(v, first._max_values(), atol=1e-6)
+        np.testing.assert_allclose(v, first._state.max_values(), atol=1e-6)
     if name == "rconc":
         other = get_criterion(name, tiny_lstm, normalize="layer", **params)
         assert all(getattr(other, k) is not getattr(first, k) for k in fns)
@@ -334,14 +334,14 @@ def test_nc_reads_a_one_unit_sigmoid_output_as_its_probability(tiny_text, tiny_i
 @pytest.mark.parametrize("granularity", ["unit", "edge"])
 def test_a_chunk_divisor_shrinks_the_update_chunks_not_the_result(monkeypatch, tiny_lstm,
                                                                   tiny_x, granularity):
-    """RNNCON_CHUNK_DIVISOR (coverage.base.CHUNK_DIVISOR; the dashboard server sets 4): smaller
-    update chunks, the same coverage."""
-    from rnncon_core.coverage import ContributionCoverage, base
+    """RNNCON_CHUNK_DIVISOR (coverage.engine.CHUNK_DIVISOR; the dashboard server sets 4):
+    smaller update chunks, the same coverage."""
+    from rnncon_core.coverage import ContributionCoverage, engine
     whole = ContributionCoverage(tiny_lstm, granularity=granularity).update(tiny_x)
-    monkeypatch.setattr(base, "CHUNK_DIVISOR", 2 ** 22)
-    assert base.chunk_elements(2 ** 24) == 4
+    monkeypatch.setattr(engine, "CHUNK_DIVISOR", 2 ** 22)
+    assert engine.chunk_elements(2 ** 24) == 4
     small = ContributionCoverage(tiny_lstm, granularity=granularity)
     if granularity == "edge":
-        assert small._chunk_size() < len(tiny_x)
+        assert small.engine.chunk_size() < len(tiny_x)
     small.update(tiny_x)
     assert small.rate(0.3) == whole.rate(0.3) and small.covered == whole.covered

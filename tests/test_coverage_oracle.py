@@ -117,7 +117,7 @@ def test_rconc_matches_oracle(request, model_name, granularity, normalize, value
     for a, b in SPLITS:
         cov.update(tiny_x[a:b])
         want = vals[:b].max(axis=0)
-        got = cov._max_values()
+        got = cov._state.max_values()
         np.testing.assert_allclose(got, want, atol=2e-5, rtol=0)
         for t in THRESHOLDS:
             _assert_counts_match(got, want, t)
@@ -131,7 +131,7 @@ def test_rconc_matches_oracle(request, model_name, granularity, normalize, value
     # one input's profile and the generator-facing values
     np.testing.assert_allclose(cov.profile(tiny_x[:2]), vals[:2], atol=2e-5)
     idx = np.random.default_rng(1).choice(cov.total, 12, replace=False)
-    np.testing.assert_allclose(cov.item_values(tiny_x[:3], idx).numpy(), vals[:3, idx], atol=2e-5)
+    np.testing.assert_allclose(cov.targets.item_values(tiny_x[:3], idx).numpy(), vals[:3, idx], atol=2e-5)
 
 
 @pytest.mark.parametrize("granularity", ["unit", "edge"])
@@ -139,10 +139,10 @@ def test_values_are_differentiable(tiny_lstm, tiny_x, granularity):
     import tensorflow as tf
     cov = ContributionCoverage(tiny_lstm, granularity=granularity)
     cov.update(tiny_x[:4])
-    idx = cov.uncovered(threshold=0.9)[:5]
+    idx = cov.report.uncovered(threshold=0.9)[:5]
     x = tf.Variable(tiny_x[:2])
     with tf.GradientTape() as tape:
-        loss = tf.reduce_sum(cov.item_values(x, idx))
+        loss = tf.reduce_sum(cov.targets.item_values(x, idx))
     g = tape.gradient(loss, x).numpy()
     assert np.isfinite(g).all() and np.abs(g).sum() > 0
 
@@ -153,9 +153,9 @@ def test_values_with_embeddings(tiny_text, tiny_ids):
     idx = np.arange(0, cov.total, 37)
     emb = tf.Variable(cov.tracer.embed(tiny_ids[:2]))
     with tf.GradientTape() as tape:
-        v = cov.item_values(emb, idx, embedded=True)
+        v = cov.targets.item_values(emb, idx, embedded=True)
         loss = tf.reduce_sum(v)
-    np.testing.assert_allclose(v.numpy(), cov.item_values(tiny_ids[:2], idx).numpy(), atol=1e-6)
+    np.testing.assert_allclose(v.numpy(), cov.targets.item_values(tiny_ids[:2], idx).numpy(), atol=1e-6)
     assert np.isfinite(tape.gradient(loss, emb).numpy()).all()
 
 
@@ -169,15 +169,15 @@ def test_generation_objective_has_a_gradient_where_values_are_flat(tiny_lstm, ti
     x[:, 1] = 0.0                                        # a blank step
     seg = cov.segments[0]                                # lstm_1's x part, (T, J)
     idx = seg.offset + seg.shape[1] * 1 + np.arange(seg.shape[1])   # its step-1 items
-    np.testing.assert_allclose(cov.graph_objective(x, idx).numpy(),
-                               cov.item_values(x, idx).numpy(), atol=1e-6)
+    np.testing.assert_allclose(cov.targets.graph_objective(x, idx).numpy(),
+                               cov.targets.item_values(x, idx).numpy(), atol=1e-6)
     xv = tf.Variable(x)
     with tf.GradientTape(persistent=True) as tape:          # one target, as a generator has
-        exact = tf.reduce_sum(cov.item_values(xv, idx[:1]))
-        surrogate = tf.reduce_sum(cov.graph_objective(xv, idx[:1]))
+        exact = tf.reduce_sum(cov.targets.item_values(xv, idx[:1]))
+        surrogate = tf.reduce_sum(cov.targets.graph_objective(xv, idx[:1]))
     assert not np.abs(tape.gradient(exact, xv).numpy()).sum()
     assert np.abs(tape.gradient(surrogate, xv).numpy()[:, 1]).sum() > 0
-    dead = cov.dead_items()
+    dead = cov.targets.dead_items()
     h = cov.segments[1]
     assert set(dead) == set(h.offset + np.arange(h.shape[1])) | set(
         cov.segments[3].offset + np.arange(cov.segments[3].shape[1]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rnncon_core.coverage import Criterion, get_criterion
+from rnncon_core.coverage import get_criterion, statefile
 from rnncon_core.errors import InputError
 
 VARIANTS = [("rconc", {}), ("rconc", {"granularity": "edge"}),
@@ -14,7 +14,7 @@ VARIANTS = [("rconc", {}), ("rconc", {"granularity": "edge"}),
 
 
 def _same(a, b):
-    np.testing.assert_allclose(a._max_values(), b._max_values(), atol=1e-6)
+    np.testing.assert_allclose(a._state.max_values(), b._state.max_values(), atol=1e-6)
     assert a.n_inputs == b.n_inputs and a.covered == b.covered
     if not a.uses_threshold:
         np.testing.assert_array_equal(a.curve(), b.curve())
@@ -40,8 +40,8 @@ def test_update_then_update_equals_merge(name, params, tiny_lstm, tiny_x):
 @pytest.mark.parametrize("name,params", VARIANTS)
 def test_save_and_load(name, params, tiny_lstm, tiny_x, tmp_path):
     cov = get_criterion(name, tiny_lstm, **params).update(tiny_x[:5])
-    path = cov.save(tmp_path / "state")
-    again = Criterion.load(tiny_lstm, path)
+    path = statefile.save(cov, tmp_path / "state")
+    again = statefile.load(tiny_lstm, path)
     assert type(again) is type(cov) and again.get_config() == cov.get_config()
     _same(cov, again)
     # go on from a saved state: the same as one criterion over everything
@@ -54,14 +54,14 @@ def test_refusals(tiny_lstm, tiny_gru, tiny_x, tmp_path):
         a.merge(get_criterion("rconc", tiny_lstm, normalize="layer"))
     with pytest.raises(InputError, match="same configuration"):
         a.merge(get_criterion("nc", tiny_lstm))
-    path = a.save(tmp_path / "a.npz")
+    path = statefile.save(a, tmp_path / "a.npz")
     with pytest.raises(InputError, match="another model"):
-        Criterion.load(tiny_gru, path)
+        statefile.load(tiny_gru, path)
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
     with pytest.raises(InputError, match="not a coverage state"):
-        Criterion.load(tiny_lstm, tmp_path / "bad.npz")
+        statefile.load(tiny_lstm, tmp_path / "bad.npz")
     with pytest.raises(InputError, match="no coverage state file"):
-        Criterion.load(tiny_lstm, tmp_path / "missing.npz")
+        statefile.load(tiny_lstm, tmp_path / "missing.npz")
 
 
 @pytest.mark.parametrize("name,params", VARIANTS)
@@ -69,5 +69,5 @@ def test_pipelined_chunks_equal_one_chunk(name, params, tiny_lstm, tiny_x, monke
     """update() runs chunk i+1's graph while it adds chunk i: the same state as one chunk."""
     whole = get_criterion(name, tiny_lstm, **params).update(tiny_x)
     chunked = get_criterion(name, tiny_lstm, **params)
-    monkeypatch.setattr(chunked, "_chunk_size", lambda: 2)
+    monkeypatch.setattr(chunked.engine, "chunk_size", lambda: 2)
     _same(whole, chunked.update(tiny_x))

@@ -103,7 +103,7 @@ def _rec(model):
 
 
 def _check(cov, want, score=None, cut=None):
-    got = cov._covered_mask()
+    got = cov.report.covered_mask()
     bad = got != want
     if score is not None:
         bad &= np.abs(score - cut) > TOL
@@ -265,7 +265,7 @@ def test_deepgauge_ranges(setup):
         for i in range(n):
             want[np.flatnonzero(inside[i]), sec[i][inside[i]]] = True
         near = (np.abs(pos - np.round(pos)) < TOL).any(0)      # on a section edge somewhere
-        got = cov._covered_mask().reshape(-1, k)
+        got = cov.report.covered_mask().reshape(-1, k)
         assert not ((got != want).any(1) & ~near).any()
         nbc = _update(get_criterion(prefix + "nbc", model, profile_path=path), x)
         want = np.stack([(v < lo).any(0), (v > hi).any(0)], 1).ravel()

@@ -149,7 +149,7 @@ def test_testrnn_tc(orig):
         if near:
             continue                       # a PAA value on a SAX cut (float32 vs float64)
         cov = _crit(orig, "tc", symbols=symbols, length=length, steps=steps)
-        got = {cov.describe(i)["pattern"] for i in np.flatnonzero(cov._covered_mask())}
+        got = {cov.describe(i)["pattern"] for i in np.flatnonzero(cov.report.covered_mask())}
         assert got == {"".join(chr(97 + c) for c in w) for w in words}
         assert cov.total == symbols ** length
 
@@ -275,7 +275,7 @@ def test_deepstellar_defaults(orig, inputs):
     assert tw.curve()[-1] == pytest.approx(tw.rate())
     bd = _crit(orig, "state-boundary", boundary_steps=b, **kw)
     assert (bd.total, bd.covered) == (len(g.other), len(g.cover(seq_te, "k-step", b)))
-    assert len(st.dead_items()) == 1 and st.describe(int(st.dead_items()[0]))["cells"] == \
+    assert len(st.targets.dead_items()) == 1 and st.describe(int(st.targets.dead_items()[0]))["cells"] == \
         "fake initial"
 
 
@@ -346,7 +346,7 @@ def test_deepgauge_kmnc(orig, rule):
     test = np.concatenate(nlc_layers(orig, "te", "layer"), 1)
     want, near = (nlc_kmnc if rule == "nlc" else deephunter_kmnc)(train, test, k)
     cov = _crit(orig, "kmnc", k=k, rule=rule)
-    got = cov._covered_mask().reshape(-1, k)
+    got = cov.report.covered_mask().reshape(-1, k)
     assert not ((got != want).any(1) & ~near).any()
     const = train.min(0) == train.max(0)
     assert not got[const].any() and cov.total == train.shape[1] * k
@@ -357,7 +357,7 @@ def test_deepgauge_kmnc(orig, rule):
                            for l in orig["model"].layers], 1)
     want, near = (nlc_kmnc if rule == "nlc" else deephunter_kmnc)(c_tr, c_te, k)
     rk = _crit(orig, "rconc-kmnc", k=k, rule=rule)
-    got = rk._covered_mask().reshape(-1, k)
+    got = rk.report.covered_mask().reshape(-1, k)
     assert not ((got != want).any(1) & ~near).any()
 
 

@@ -37,7 +37,7 @@ def test_coverage_on_ray_equals_one_process(local_ray, model_file, name, params)
     got = coverage(model_file, x, name, workers=2, shard_size=5,
                    progress=lambda d, t: seen.append((d, t)), **params)
     want = get_criterion(name, load_model(model_file), **params).update(x)
-    np.testing.assert_allclose(got._max_values(), want._max_values(), atol=1e-6)
+    np.testing.assert_allclose(got._state.max_values(), want._state.max_values(), atol=1e-6)
     assert got.n_inputs == 23 and got.covered == want.covered
     np.testing.assert_array_equal(got.curve(), want.curve())
     assert seen[-1] == (5, 5)

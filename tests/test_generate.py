@@ -300,7 +300,7 @@ def test_k_larger_than_inactivated(tiny, seeds):
     # brute force: the seed with the fewest inactivated contributions at 0.5 (leaving out the
     # recurrent part of the first step, which no input can activate)
     cov = ContributionCoverage(tiny, threshold=0.5)
-    live = np.setdiff1d(np.arange(cov.total), cov.dead_items())
+    live = np.setdiff1d(np.arange(cov.total), cov.targets.dead_items())
     inactive = (cov.profile(x)[:, live] <= 0.5).sum(axis=1)
     gen.k = int(inactive.min()) + 1
     with pytest.raises(InputError, match=f"seed {int(inactive.argmin())} of this batch leaves "

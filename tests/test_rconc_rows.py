@@ -1,18 +1,18 @@
-"""ContributionCoverage.row_values (each input's own items, gathered from the scopes' minima
-and ranges) against the values of every item gathered afterwards (Criterion.row_values'
+"""ContributionCoverage.targets.row_values (each input's own items, gathered from the scopes'
+minima and ranges) against the values of every item gathered afterwards (Targets.row_values'
 default), on tiny models: the same values, and the same gradients w.r.t. the input."""
 import numpy as np
 import pytest
 
 from rnncon_core.coverage import get_criterion
-from rnncon_core.coverage.base import Criterion
+from rnncon_core.coverage.targets import Targets
 
 
 def _both(crit, x, union, pos, objective):
     import tensorflow as tf
     xt = tf.convert_to_tensor(x)
     out = []
-    for fn in (crit.row_values, lambda *a, **k: Criterion.row_values(crit, *a, **k)):
+    for fn in (crit.targets.row_values, lambda *a, **k: Targets.row_values(crit.targets, *a, **k)):
         @tf.function
         def grad(xt, fn=fn):
             with tf.GradientTape() as tape:
@@ -41,6 +41,6 @@ def test_row_values_equal_the_gathered_values(request, tiny_x, fixture, normaliz
     np.testing.assert_allclose(g_new, g_old, rtol=1e-5, atol=1e-7)
     assert np.abs(g_new).max() > 0
     # eagerly (inputs checked, as item_values): the same values
-    np.testing.assert_array_equal(np.asarray(crit.row_values(tiny_x, union, pos)),
-                                  np.take_along_axis(np.asarray(crit.item_values(tiny_x, union)),
+    np.testing.assert_array_equal(np.asarray(crit.targets.row_values(tiny_x, union, pos)),
+                                  np.take_along_axis(np.asarray(crit.targets.item_values(tiny_x, union)),
                                                      pos, axis=1))

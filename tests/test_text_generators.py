@@ -122,11 +122,11 @@ def test_eda_counts_activated_targets(setup, runs):
     _, _, x, _ = setup
     gen, res = runs["eda"]
     # n_activated agrees with the coverage values of the generated inputs
-    vals = np.stack([np.asarray(gen.coverage.item_values(res.x_gen[n:n + 1], res.targets[n]))[0]
+    vals = np.stack([np.asarray(gen.coverage.targets.item_values(res.x_gen[n:n + 1], res.targets[n]))[0]
                      for n in range(len(x))])
     np.testing.assert_array_equal(res.n_activated, (vals > 0.5).sum(axis=1))
     # the targets were uncovered by the seed set
-    assert np.isin(res.targets, gen.coverage.uncovered()).all()
+    assert np.isin(res.targets, gen.coverage.report.uncovered()).all()
 
 
 @pytest.mark.parametrize("constraints", ["none", "reader"])

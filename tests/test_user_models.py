@@ -131,7 +131,7 @@ def test_masked_steps_are_never_activated():
         pad = np.array([s in (4, 5) for s in steps])
         assert (vm[pad] <= 0).all()
         cm.update(x)
-        assert not cm._covered_mask(0.0)[pad].any()
+        assert not cm.report.covered_mask(0.0)[pad].any()
         if normalize == "step":    # the real steps' scopes are untouched by the padding
             vp = ContributionCoverage(plain, threshold=0.0, normalize=normalize).profile(x)[0]
             np.testing.assert_allclose(vm[~pad & (steps != None)], vp[~pad & (steps != None)],  # noqa: E711
@@ -312,7 +312,7 @@ def test_rconc_equals_the_oracle_on_new_layer_kinds(case, normalize, values):
     for t in (0.1, 0.5, 0.9):       # covered sets from update() agree with the oracle's maxima
         c = ContributionCoverage(model, threshold=t, normalize=normalize, values=values).update(x)
         near = np.abs(want.max(0) - t) < 1e-5
-        np.testing.assert_array_equal(c._covered_mask(t)[~near], (want.max(0) > t)[~near])
+        np.testing.assert_array_equal(c.report.covered_mask(t)[~near], (want.max(0) > t)[~near])
 
 
 # ---------------------------------------------------------------- confidences on the dashboard

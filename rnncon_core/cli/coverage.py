@@ -182,14 +182,13 @@ def coverage_cmd(ctx: typer.Context, model: str = MODEL_OPT,
     given = _criterion_params(ctx, criterion, param, params)
     checked(workers=workers, kind=kind)
     _preflight(model, dataset, kind, given, outputs=[("--save-state", save_state)])
+    from ..coverage import statefile
     if state is not None:
-        from ..coverage.base import check_state
-        check_state(state)                          # a damaged file: before the work
+        statefile.check_state(state)                          # a damaged file: before the work
     m, x, what = _model_and_inputs(model, dataset, split, n, inputs, kind)
     cov = _criterion(m, criterion, given, dataset, n_profile)
     if state is not None:
-        from ..coverage import Criterion
-        saved = Criterion.load(cov.model, state)
+        saved = statefile.load(cov.model, state)
         if saved.get_config() != cov.get_config():
             raise InputError(f"{state} holds a {saved.name} state made with {saved.get_config()}; "
                              f"give the same criterion options to go on from it")
@@ -204,13 +203,13 @@ def coverage_cmd(ctx: typer.Context, model: str = MODEL_OPT,
     else:
         cov.update(x)
     log(f"{criterion} over {len(x):,} inputs ({what}) in {time.time() - started:.1f}s")
-    summary = cov.summary()
+    summary = cov.report.summary()
     if json_out:                    # the result first: a failed save does not lose it
         emit(summary)
     else:
         _print_table(f"{criterion} of {model} on {what}", summary)
     if save_state is not None:
-        log(f"coverage state saved to {cov.save(save_state)}")
+        log(f"coverage state saved to {statefile.save(cov, save_state)}")
 
 
 @app.command("sweep", context_settings=DECLARED, epilog=CRITERION_EPILOG)
@@ -237,7 +236,7 @@ def sweep_cmd(ctx: typer.Context, model: str = MODEL_OPT, dataset: Optional[str]
     m, x, what = _model_and_inputs(model, dataset, split, n, inputs, kind)
     cov = _criterion(m, criterion, {**given, "threshold": grid[0]}, dataset, n_profile)
     cov.update(x)
-    rows = [cov.summary(t) for t in grid]
+    rows = [cov.report.summary(t) for t in grid]
     if json_out:
         emit({"criterion": criterion, "granularity": rows[0]["granularity"],
               "normalize": rows[0]["normalize"], "values": rows[0]["values"], "n_inputs": cov.n_inputs, "total": cov.total,

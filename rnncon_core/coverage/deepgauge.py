@@ -45,7 +45,8 @@ import pandas as pd
 from ..errors import InputError
 from .base import Segment
 from .params import PROFILE_PATH, IntRange, OneOf, Param, Params, profile_inputs
-from .profile import ProfiledCriterion
+from .profile import ProfiledCriterion, ProfiledEngine
+from .report import Report
 
 
 def neuron_segments(tracer) -> list[Segment]:
@@ -111,7 +112,7 @@ class _RangeCriterion(ProfiledCriterion):
                           (tf.shape(v)[0], -1))
 
     def describe(self, index: int) -> dict:
-        seg, pos = self._segment_of(index)
+        seg, pos = self.report.segment_of(index)
         bseg = self._base[self.segments.index(seg)]
         vpos = pos[:-1] if self.slots > 1 else pos
         flat = bseg.offset + int(np.ravel_multi_index(tuple(int(p) for p in vpos), bseg.shape))
@@ -256,7 +257,7 @@ class TopKNeuron(ProfiledCriterion):
         return tf.concat(parts, axis=1)
 
     def describe(self, index: int) -> dict:
-        seg, pos = self._segment_of(index)
+        seg, pos = self.report.segment_of(index)
         return {"layer": seg.layer, "kind": seg.kind,
                 "step": int(pos[0]) if len(seg.shape) == 2 else None, "gate": None,
                 "part": "out", "unit": int(pos[-1]), "source": None}
@@ -267,6 +268,72 @@ def _perm(n: int, k: int) -> int:
     for i in range(k):
         out *= n - i
     return out
+
+
+class PatternState:
+    """tknp's state: per pattern seen, the index of the first input that showed it."""
+
+    def __init__(self):
+        self.seen: dict = {}             # pattern id -> index of the first input that showed it
+        self.n = 0
+
+    def merge(self, other: "PatternState") -> None:
+        for pid, first in other.seen.items():
+            self.seen.setdefault(pid, first + self.n)
+        self.n += other.n
+
+    def arrays(self) -> dict:
+        return {"ids": np.array([str(p) for p in self.seen], dtype=str),
+                "first": np.fromiter(self.seen.values(), np.int64, len(self.seen)),
+                "n": np.int64(self.n)}
+
+    def load(self, arrays: dict) -> None:
+        self.seen = {int(p): int(f) for p, f in zip(arrays["ids"], arrays["first"])}
+        self.n = int(arrays["n"])
+
+
+class _PatternEngine(ProfiledEngine):
+    """A chunk's top-k indices in a graph, their pattern ids in Python."""
+    one_graph = False
+
+    def new_state(self) -> PatternState:
+        return PatternState()
+
+    def chunk_size(self) -> int:
+        return 1024
+
+    def step(self, x, embedded, with_outputs: bool = False):
+        crit, state = self.crit, self.crit._state
+        got = crit._sets_fn(x, embedded, with_outputs=with_outputs)
+        tops, outs = got if with_outputs else (got, None)
+        for pid in crit._pattern_ids(tops.numpy()):
+            state.seen.setdefault(pid, state.n)
+            state.n += 1
+        return outs
+
+
+class _PatternReport(Report):
+    def covered_at(self, threshold=None) -> int:
+        self.crit.cut(threshold)
+        return len(self.crit._state.seen)
+
+    def by_layer(self, threshold=None, by: str = "layer") -> pd.DataFrame:
+        crit = self.crit
+        return pd.DataFrame([{"layer": "all", "kind": "pattern", "total": crit.total,
+                              "covered": self.covered_at(threshold), "rate": crit.rate(threshold)}])
+
+    def uncovered(self, layer: str | None = None, threshold=None) -> np.ndarray:
+        crit = self.crit
+        if crit.total > crit._ENUMERABLE:
+            raise InputError(f"tknp has {crit.total:,} possible patterns, too many to list; "
+                             f"read patterns_seen() for the count seen")
+        seen = np.fromiter(crit._state.seen.keys(), np.int64, len(crit._state.seen))
+        return np.setdiff1d(np.arange(crit.total, dtype=np.int64), seen)
+
+    def summary(self, threshold=None) -> dict:
+        out = super().summary(threshold)
+        out["patterns"] = self.crit.patterns_seen()
+        return out
 
 
 class TopKPatterns(ProfiledCriterion):
@@ -283,6 +350,7 @@ class TopKPatterns(ProfiledCriterion):
                           "ordered: a group's top-k indices in order of value "
                           "(NeuraL-Coverage); set: as a set (the DeepGauge paper)."))
     _ENUMERABLE = 10 ** 7
+    engine_class, report_class = _PatternEngine, _PatternReport
 
     def _layout(self) -> list[Segment]:
         self._groups = top_groups(self.tracer, self.groups)
@@ -311,33 +379,7 @@ class TopKPatterns(ProfiledCriterion):
                     idx = tf.sort(idx, axis=-1)
                 out.append(tf.reshape(idx, (tf.shape(v)[0], -1)))
             return tf.concat(out, axis=1)
-        self._sets_fn = self._compile(tops)
-
-    def _chunk_size(self) -> int:
-        return 1024
-
-    def reset(self) -> None:
-        self._seen: dict = {}            # pattern id -> index of the first input that showed it
-        self._n = 0
-        self._inputs, self._kept = [], 0
-
-    def _merge_state(self, other) -> None:
-        for pid, first in other._seen.items():
-            self._seen.setdefault(pid, first + self._n)
-        self._n += other._n
-
-    def state(self) -> dict:
-        return {"ids": np.array([str(p) for p in self._seen], dtype=str),
-                "first": np.fromiter(self._seen.values(), np.int64, len(self._seen)),
-                "n": np.int64(self._n)}
-
-    def load_state(self, arrays: dict) -> None:
-        self._seen = {int(p): int(f) for p, f in zip(arrays["ids"], arrays["first"])}
-        self._n = int(arrays["n"])
-
-    @property
-    def n_inputs(self) -> int:
-        return self._n
+        self._sets_fn = self.engine.compile(tops)
 
     def _rank(self, idx, n: int) -> int:
         """A group's rank: Lehmer code of an ordered top-k, colex rank of a sorted set."""
@@ -378,37 +420,17 @@ class TopKPatterns(ProfiledCriterion):
             ids.append(pid)
         return ids
 
-    def _update_chunk(self, x, embedded, outputs=None) -> None:
-        for pid in self._pattern_ids(self._sets_fn(x, embedded, outputs=outputs).numpy()):
-            self._seen.setdefault(pid, self._n)
-            self._n += 1
-
     def patterns_seen(self) -> int:
-        return len(self._seen)
-
-    def covered_at(self, threshold=None) -> int:
-        self.cut(threshold)
-        return len(self._seen)
+        return len(self._state.seen)
 
     def rate(self, threshold=None) -> float:
-        return self.covered_at(threshold) / self.total
+        return self.report.covered_at(threshold) / self.total
 
     def curve(self, threshold=None) -> np.ndarray:
         self.cut(threshold)
-        hits = np.bincount(np.fromiter(self._seen.values(), np.int64, len(self._seen)),
-                           minlength=self._n)
+        hits = np.bincount(np.fromiter(self._state.seen.values(), np.int64, len(self._state.seen)),
+                           minlength=self._state.n)
         return np.cumsum(hits) / self.total
-
-    def by_layer(self, threshold=None, by: str = "layer") -> pd.DataFrame:
-        return pd.DataFrame([{"layer": "all", "kind": "pattern", "total": self.total,
-                              "covered": self.covered_at(threshold), "rate": self.rate(threshold)}])
-
-    def uncovered(self, layer: str | None = None, threshold=None) -> np.ndarray:
-        if self.total > self._ENUMERABLE:
-            raise InputError(f"tknp has {self.total:,} possible patterns, too many to list; "
-                             f"read patterns_seen() for the count seen")
-        seen = np.fromiter(self._seen.keys(), np.int64, len(self._seen))
-        return np.setdiff1d(np.arange(self.total, dtype=np.int64), seen)
 
     def profile(self, x, embedded: bool = False) -> np.ndarray:
         """(N,) each input's pattern id (a Python int as object when it exceeds int64)."""
@@ -428,11 +450,6 @@ class TopKPatterns(ProfiledCriterion):
                         self._unrank(rank, size, k)))
         return {"layer": "all", "kind": "pattern", "step": None, "gate": None, "part": "pattern",
                 "unit": None, "source": None, "pattern": dict(reversed(out))}
-
-    def summary(self, threshold=None) -> dict:
-        out = super().summary(threshold)
-        out["patterns"] = self.patterns_seen()
-        return out
 
 
 __all__ = ["KMultisection", "NeuronBoundary", "StrongActivation", "ContributionKMultisection",

@@ -50,10 +50,23 @@ import pandas as pd
 from ..errors import InputError
 from .base import Segment
 from .params import PROFILE_PATH, Bool, IntRange, Param, Params, Text, profile_inputs
-from .profile import MAX_COMPONENTS, ProfiledCriterion
+from .profile import MAX_COMPONENTS, ProfiledCriterion, ProfiledEngine
+from .targets import Targets
+
+
+class _AbstractEngine(ProfiledEngine):
+    def elements_per_input(self) -> int:
+        return max(1, self.crit.total) * 4
+
+
+class _AbstractTargets(Targets):
+    def dead_items(self) -> np.ndarray:
+        """The fake initial state and its transitions: no input reaches them."""
+        return np.flatnonzero(self.crit._items < 0)
 
 
 class _AbstractModel(ProfiledCriterion):
+    engine_class, targets_class = _AbstractEngine, _AbstractTargets
     uses_threshold = False
     weighted = False
     margin = 0                  # cells around the training range that are items (boundary)
@@ -195,7 +208,7 @@ class _AbstractModel(ProfiledCriterion):
     def rate(self, threshold=None) -> float:
         if not self.weighted:
             return super().rate(threshold)
-        return float(self._weights[self._covered_mask(threshold)].sum())
+        return float(self._weights[self.report.covered_mask(threshold)].sum())
 
     def curve(self, threshold=None) -> np.ndarray:
         if not self.weighted:
@@ -216,7 +229,7 @@ class _AbstractModel(ProfiledCriterion):
         """(N, T) int64: every input's abstract state at every step, one key per vector of
         cells (``decode_state`` gives the cells back); the state is not touched."""
         if getattr(self, "_states_fn", None) is None:
-            self._states_fn = self._compile(self._keys_graph)
+            self._states_fn = self.engine.compile(self._keys_graph)
         return self._states_fn(self.tracer.check_inputs(x, embedded), embedded).numpy()
 
     def states_of_hidden(self, h) -> np.ndarray:
@@ -251,7 +264,7 @@ class _AbstractModel(ProfiledCriterion):
         return self._decode(key)
 
     def describe(self, index: int) -> dict:
-        seg, (i,) = self._segment_of(index)
+        seg, (i,) = self.report.segment_of(index)
         key = int(self._items[i])
         d = {"layer": seg.layer, "kind": seg.kind, "step": None, "gate": None,
              "part": self.part, "unit": None, "source": None,
@@ -264,12 +277,6 @@ class _AbstractModel(ProfiledCriterion):
             d["cells"] = "fake initial" if key < 0 else self._decode(key)
         return d
 
-    def dead_items(self) -> np.ndarray:
-        """The fake initial state and its transitions: no input reaches them."""
-        return np.flatnonzero(self._items < 0)
-
-    def _elements_per_input(self) -> int:
-        return max(1, self.total) * 4
 
 
 class StateCoverage(_AbstractModel):

@@ -70,20 +70,17 @@ class NeuronCoverage(Criterion):
     def _build(self) -> None:
         import tensorflow as tf
         super()._build()
-        self._scores = self._compile(self._scores_graph)
-        self._values_fn = self._compile(lambda tr, idx: tf.gather(self._scores_graph(tr), idx, axis=1),
-                                        [tf.TensorSpec((None,), tf.int32)])
-
-    def item_values(self, x, indices, embedded: bool = False):
-        """(N, len(indices)) scaled neuron outputs, differentiable w.r.t. float x."""
-        x = self.tracer.check_inputs(x, embedded)
-        return self._values_fn(x, embedded, self._check_indices(indices))
+        self._scores = self.engine.compile(self._scores_graph)
+        # item values (targets.item_values): scaled neuron outputs, differentiable w.r.t. x
+        self._values_fn = self.engine.compile(
+            lambda tr, idx: tf.gather(self._scores_graph(tr), idx, axis=1),
+            [tf.TensorSpec((None,), tf.int32)])
 
     def profile(self, x, embedded: bool = False) -> np.ndarray:
         return self._scores(self.tracer.check_inputs(x, embedded), embedded).numpy()
 
     def describe(self, index: int) -> dict:
-        seg, pos = self._segment_of(index)
+        seg, pos = self.report.segment_of(index)
         step = int(pos[0]) if len(seg.shape) == 2 else None
         return {"layer": seg.layer, "kind": seg.kind, "step": step, "gate": None,
                 "part": seg.part, "unit": int(pos[-1]), "source": None}

@@ -39,7 +39,8 @@ import numpy as np
 from ..errors import InputError
 from ..io import atomic_write_npz
 from ..trace import fingerprint
-from .base import Criterion, with_max
+from .base import Criterion
+from .engine import Engine, with_max
 
 MAX_COMPONENTS = 8
 PROFILE_INPUTS = ("all", "correct")
@@ -346,6 +347,13 @@ def flow_views(lt) -> dict:
             "dparts": tf.abs(pos - prev(pos)) + tf.abs(neg - prev(neg))}
 
 
+class ProfiledEngine(Engine):
+    """The graphs close over the profile's arrays: a rebuilt profile gets new graphs."""
+
+    def key(self) -> tuple:
+        return super().key() + (getattr(self.crit, "_prof_key", None),)
+
+
 class ProfiledCriterion(Criterion):
     """A criterion that reads the model's training profile: ``profile_path`` (None: the
     model's own under CACHE_DIR/profiles for ``profile_inputs``), built on demand when the
@@ -354,6 +362,7 @@ class ProfiledCriterion(Criterion):
     ``profile(x)`` is each input's own scores."""
 
     _record = None          # what the scores read: None (the full Trace) or a forward_steps record
+    engine_class = ProfiledEngine
 
     def __init__(self, model, x_train=None, y_train=None, progress=None, train_source: str = "",
                  **params):
@@ -376,12 +385,8 @@ class ProfiledCriterion(Criterion):
             self._prof_key = (str(p.resolve()), p.stat().st_mtime_ns)
         return self._prof
 
-    def _graph_key(self) -> tuple:
-        """The graphs close over the profile's arrays: a rebuilt profile gets new graphs."""
-        return super()._graph_key() + (getattr(self, "_prof_key", None),)
-
     def _build(self) -> None:
-        self._reduce_fn = self._compile(with_max(self._scores_graph), record=self._record)
+        self._reduce_fn = self.engine.compile(with_max(self._scores_graph), record=self._record)
 
     def profile(self, x, embedded: bool = False) -> np.ndarray:
         """(N, total) each input's own scores (the state is not touched)."""

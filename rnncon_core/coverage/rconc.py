@@ -7,7 +7,10 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, UnsupportedModelError
-from .base import Criterion, MaxState, Segment, chunk_elements
+from .base import Criterion, Segment
+from .engine import Engine, chunk_elements
+from .state import MaxState
+from .targets import Targets
 from .edge import EdgeState
 from .params import CURVE_THRESHOLDS, OneOf, Param, Params, threshold
 
@@ -92,6 +95,112 @@ class _StepReduce:
         return out
 
 
+class _ContributionEngine(Engine):
+    """RConC's update: unit granularity reduces each chunk in one fused pass (the first input
+    above a threshold is found from sub-batch maxima: ``_absorb_unit_chunk``); edge
+    granularity keeps an envelope state (``EdgeState``), not per-item arrays (13 bytes per
+    edge per curve threshold: 1.3 GB for stacked-imdb-lstm)."""
+
+    def new_state(self):
+        crit = self.crit
+        if crit.granularity == "edge":
+            return EdgeState(crit, crit._curve_grid())
+        return super().new_state()
+
+    def elements_per_input(self) -> int:
+        crit = self.crit
+        return crit.total if crit.granularity == "unit" else 4 * crit._n_sources
+
+    def chunk_size(self) -> int:
+        crit = self.crit
+        if crit.granularity == "edge":
+            return super().chunk_size()
+        fit = chunk_elements(_UNIT_CHUNK_ELEMENTS) // max(1, crit.total)  # 2^k in [_SUB, 1024]
+        return max(_SUB, 1 << (min(1024, max(1, fit)).bit_length() - 1))
+
+    def graph_chunk(self, x, embedded, with_outputs: bool = False):
+        import tensorflow as tf
+        crit = self.crit
+        n = int(x.shape[0])
+        if crit.granularity == "edge":
+            got = crit._edge_chunk(x, embedded, tf.constant(crit._edge.grid, tf.float32),
+                                   with_outputs=with_outputs)
+            out, outs = got if with_outputs else (got, None)
+            return (n, tf.nest.map_structure(lambda t: t.numpy(), out)), outs
+        # unit: padded to a power of two (at most 6 compiled shapes) by repeating the last
+        # input, which changes no maximum and is never the first above a threshold
+        npad = max(_SUB, 1 << (n - 1).bit_length())
+        if npad > n:           # in NumPy: the eager tf.repeat/concat cost ~0.7 ms a call
+            x = np.asarray(x)
+            x = np.concatenate([x, np.repeat(x[-1:], npad - n, axis=0)])
+        got = crit._unit_chunk(x, embedded, with_outputs=with_outputs)
+        (parts, lo, inv, subs), outs = got if with_outputs else (got, None)
+        return (n, (parts, lo.numpy(), inv.numpy(), [v.numpy() for v in subs])), outs
+
+    def absorb(self, crit, out) -> None:
+        n, arrays = out
+        if crit.granularity == "edge":
+            crit._state.add(*arrays)
+        else:
+            crit._absorb_unit_chunk(n, *arrays)
+
+
+class _ContributionTargets(Targets):
+    """RConC's item values: unit granularity in graphs (with an objective that keeps a
+    gradient, and per-row items); edge granularity through an index lookup in NumPy."""
+
+    @property
+    def graph_safe(self) -> bool:
+        return self.crit.granularity == "unit"     # the edge index lookup runs in NumPy
+
+    def graph_objective(self, x, indices, embedded: bool = False):
+        """What coverage-guided generation ascends: the items' normalized values, with a
+        gradient also where a scope is flat (all its contributions equal, e.g. a blank image
+        column, where the exact values have none) and where a contribution is 0 under
+        values="abs". Unit granularity; edge falls back to graph_values."""
+        import tensorflow as tf
+        crit = self.crit
+        if crit.granularity != "unit":
+            return self.graph_values(x, indices, embedded)
+        if tf.executing_eagerly():
+            x = crit.tracer.check_inputs(x, embedded)
+        return crit._objective_fn(x, embedded, tf.cast(indices, tf.int32))
+
+    def row_values(self, x, union, pos, objective: bool = False, embedded: bool = False):
+        """... (unit granularity: only the rows' own items, ``_unit_rows_graph``)."""
+        import tensorflow as tf
+        crit = self.crit
+        if crit.granularity != "unit":
+            return super().row_values(x, union, pos, objective, embedded)
+        if tf.executing_eagerly():
+            x = crit.tracer.check_inputs(x, embedded)
+            union = self.check_indices(union)
+        return crit._rows_fns[bool(objective)](x, embedded, tf.cast(union, tf.int32),
+                                               tf.cast(pos, tf.int32))
+
+    def dead_items(self) -> np.ndarray:
+        """Flat indices of contributions no input can activate: the recurrent part at a
+        layer's first step (h^(-1) = 0). They count in the total (the paper's convention)
+        but are no target for generation."""
+        crit = self.crit
+        out = []
+        for seg, b in zip(crit.segments, crit.blocks):
+            if b.part == "h" and b.kind != "dense":
+                first = int(np.prod(seg.shape[1:]))          # one step's items
+                out.append(seg.offset + np.arange(first))
+        return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+    def item_values(self, x, indices, embedded: bool = False):
+        """(N, len(indices)) normalized contribution values; differentiable w.r.t. float x
+        (or w.r.t. embedding vectors with embedded=True)."""
+        crit = self.crit
+        x = crit.tracer.check_inputs(x, embedded)
+        idx = self.check_indices(indices)
+        if crit.granularity == "unit":
+            return crit._values_fn(x, embedded, idx)
+        return crit._values_fn(x, embedded, *crit._edge_lookup(idx.numpy()))
+
+
 class ContributionCoverage(Criterion):
     """RConC: a contribution is a source neuron's output times a weight it emits (no biases).
 
@@ -108,6 +217,7 @@ class ContributionCoverage(Criterion):
 
     name = "rconc"
     threshold_from_data = True
+    engine_class, targets_class = _ContributionEngine, _ContributionTargets
     params = Params(
         threshold(0.25),
         Param("granularity", "unit", OneOf(("unit", "edge")),
@@ -120,10 +230,6 @@ class ContributionCoverage(Criterion):
               "Normalize |contributions| (abs) or signed values (signed + model: Eq. 3 as "
               "written).", level="more"),
         CURVE_THRESHOLDS)
-
-    def summary(self, threshold=None) -> dict:
-        """The base's JSON object, with the contribution values' form ("abs" | "signed")."""
-        return {**super().summary(threshold), "values": self.values}
 
     def _layout(self) -> list[Segment]:
         blocks: list[_Block] = []
@@ -427,94 +533,40 @@ class ContributionCoverage(Criterion):
 
     def _build(self) -> None:
         import tensorflow as tf
-        self._unit_scores = self._compile(self._unit_scores_graph, record=_UNIT_RECORD)
+        self._unit_scores = self.engine.compile(self._unit_scores_graph, record=_UNIT_RECORD)
         idx_sig = [tf.TensorSpec((None,), tf.int32)]
         if self.granularity == "unit":
-            self._values_fn = self._compile(lambda tr, idx: tf.gather(self._unit_scores_graph(tr),
+            self._values_fn = self.engine.compile(lambda tr, idx: tf.gather(self._unit_scores_graph(tr),
                                                                       idx, axis=1), idx_sig,
                                             record=_UNIT_RECORD)
-            self._objective_fn = self._compile(
+            self._objective_fn = self.engine.compile(
                 lambda tr, idx: tf.gather(self._unit_scores_graph(tr, objective=True), idx,
                                           axis=1), idx_sig, record=_UNIT_RECORD)
             rows_sig = [tf.TensorSpec((None,), tf.int32), tf.TensorSpec((None, None), tf.int32)]
-            self._rows_fns = tuple(self._compile(
+            self._rows_fns = tuple(self.engine.compile(
                 lambda tr, u, p, o=o: self._unit_rows_graph(tr, tf.gather(u, p), objective=o),
                 rows_sig, record=_UNIT_RECORD) for o in (False, True))
             # normalize="step": the scopes are reduced inside the trace's step loop
             step = self.normalize == "step"
             self._host_abs = step and self.values == "abs"    # parts come back signed
-            self._unit_chunk = self._compile(
+            self._unit_chunk = self.engine.compile(
                 self._unit_step_chunk_graph if step else self._unit_chunk_graph,
                 record=_UNIT_RECORD, step_fn=_StepReduce(self.values == "abs") if step else None)
             return
-        self._edge_sources = self._compile(self._edge_sources_graph, record=_EDGE_RECORD)
-        self._edge_chunk = self._compile(self._edge_chunk_graph,
+        self._edge_sources = self.engine.compile(self._edge_sources_graph, record=_EDGE_RECORD)
+        self._edge_chunk = self.engine.compile(self._edge_chunk_graph,
                                          [tf.TensorSpec((None,), tf.float32)], record=_EDGE_RECORD)
         # where each block's sources and weights start in the flat source / weight vectors
         self._src_start = np.cumsum([0] + [b.steps * b.k for b in self.blocks])
         self._w_start = np.cumsum([0] + [b.k * b.j for b in self.blocks])
         self._n_sources = int(self._src_start[-1])
         idx_sig = [tf.TensorSpec((None,), tf.int32)] * 3
-        self._values_fn = self._compile(self._edge_values_graph, idx_sig, record=_EDGE_RECORD)
+        self._values_fn = self.engine.compile(self._edge_values_graph, idx_sig, record=_EDGE_RECORD)
 
-    # -- state
-    def reset(self) -> None:
-        super().reset()
-        if self.granularity == "edge":
-            self._edge = EdgeState(self, self._curve_grid())
-
-    def _new_state(self) -> MaxState:
-        # edge: the state is self._edge; the base state only counts inputs (per-item arrays
-        # would be 13 bytes per edge per curve threshold: 1.3 GB for stacked-imdb-lstm)
-        return MaxState(0, ()) if self.granularity == "edge" else super()._new_state()
-
-    def _merge_state(self, other) -> None:
-        if self.granularity == "unit":
-            return super()._merge_state(other)
-        self._edge.merge(other._edge)
-        self._state.n += other._state.n
-
-    def state(self) -> dict:
-        return super().state() if self.granularity == "unit" else self._edge.arrays()
-
-    def load_state(self, arrays: dict) -> None:
-        if self.granularity == "unit":
-            return super().load_state(arrays)
-        self._edge.load(arrays)
-        self._state.n = self._edge.n
-
-    def _elements_per_input(self) -> int:
-        return self.total if self.granularity == "unit" else 4 * self._n_sources
-
-    def _chunk_size(self) -> int:
-        if self.granularity == "edge":
-            return super()._chunk_size()
-        fit = chunk_elements(_UNIT_CHUNK_ELEMENTS) // max(1, self.total)   # 2^k in [_SUB, 1024]
-        return max(_SUB, 1 << (min(1024, max(1, fit)).bit_length() - 1))
-
-    def _graph_chunk(self, x, embedded, outputs=None):
-        import tensorflow as tf
-        n = int(x.shape[0])
-        if self.granularity == "edge":
-            out = self._edge_chunk(x, embedded, tf.constant(self._edge.grid, tf.float32),
-                                   outputs=outputs)
-            return n, tf.nest.map_structure(lambda t: t.numpy(), out)
-        # unit: padded to a power of two (at most 6 compiled shapes) by repeating the last
-        # input, which changes no maximum and is never the first above a threshold
-        npad = max(_SUB, 1 << (n - 1).bit_length())
-        if npad > n:           # in NumPy: the eager tf.repeat/concat cost ~0.7 ms a call
-            x = np.asarray(x)
-            x = np.concatenate([x, np.repeat(x[-1:], npad - n, axis=0)])
-        parts, lo, inv, subs = self._unit_chunk(x, embedded, outputs=outputs)
-        return n, (parts, lo.numpy(), inv.numpy(), [v.numpy() for v in subs])
-
-    def _absorb_chunk(self, out) -> None:
-        n, arrays = out
-        if self.granularity == "edge":
-            self._edge.add(*arrays)
-            self._state.n += n
-        else:
-            self._absorb_unit_chunk(n, *arrays)
+    @property
+    def _edge(self) -> EdgeState:
+        """edge granularity: the state (an EdgeState)."""
+        return self._state
 
     def _absorb_unit_chunk(self, n, parts, lo, inv, subs) -> None:
         """One fused pass per chunk gave every contribution's maximum over sub-batches of _SUB
@@ -574,62 +626,11 @@ class ContributionCoverage(Criterion):
             return out
         self._state.add(batch_max, n, first_in_batch)
 
-    def _max_values(self) -> np.ndarray:
-        return self._edge.max_values() if self.granularity == "edge" else self._state.max
-
     def curve(self, threshold=None) -> np.ndarray:
-        if self.granularity == "unit":
-            return super().curve(threshold)
-        t = self.cut(threshold)
-        return self._edge.curve_counts(t) / max(1, self.total)
-
-    # -- single inputs and generators
-    @property
-    def graph_safe(self) -> bool:
-        return self.granularity == "unit"     # the edge index lookup runs in NumPy
-
-    def graph_objective(self, x, indices, embedded: bool = False):
-        """What coverage-guided generation ascends: the items' normalized values, with a
-        gradient also where a scope is flat (all its contributions equal, e.g. a blank image
-        column, where the exact values have none) and where a contribution is 0 under
-        values="abs". Unit granularity; edge falls back to graph_values."""
-        import tensorflow as tf
-        if self.granularity != "unit":
-            return self.graph_values(x, indices, embedded)
-        if tf.executing_eagerly():
-            x = self.tracer.check_inputs(x, embedded)
-        return self._objective_fn(x, embedded, tf.cast(indices, tf.int32))
-
-    def row_values(self, x, union, pos, objective: bool = False, embedded: bool = False):
-        """... (unit granularity: only the rows' own items, ``_unit_rows_graph``)."""
-        import tensorflow as tf
-        if self.granularity != "unit":
-            return super().row_values(x, union, pos, objective, embedded)
-        if tf.executing_eagerly():
-            x = self.tracer.check_inputs(x, embedded)
-            union = self._check_indices(union)
-        return self._rows_fns[bool(objective)](x, embedded, tf.cast(union, tf.int32),
-                                               tf.cast(pos, tf.int32))
-
-    def dead_items(self) -> np.ndarray:
-        """Flat indices of contributions no input can activate: the recurrent part at a
-        layer's first step (h^(-1) = 0). They count in the total (the paper's convention)
-        but are no target for generation."""
-        out = []
-        for seg, b in zip(self.segments, self.blocks):
-            if b.part == "h" and b.kind != "dense":
-                first = int(np.prod(seg.shape[1:]))          # one step's items
-                out.append(seg.offset + np.arange(first))
-        return np.concatenate(out) if out else np.zeros(0, np.int64)
-
-    def item_values(self, x, indices, embedded: bool = False):
-        """(N, len(indices)) normalized contribution values; differentiable w.r.t. float x
-        (or w.r.t. embedding vectors with embedded=True)."""
-        x = self.tracer.check_inputs(x, embedded)
-        idx = self._check_indices(indices)
-        if self.granularity == "unit":
-            return self._values_fn(x, embedded, idx)
-        return self._values_fn(x, embedded, *self._edge_lookup(idx.numpy()))
+        """The base's curve. (Overridden, so ``new_items`` takes the steps of this curve as
+        before issue 40's refactor, not the exact counts of the first-input indices: the
+        same figures to the last digit; the counts differ from them by float rounding.)"""
+        return super().curve(threshold)
 
     def _edge_lookup(self, idx: np.ndarray):
         """Flat edge indices -> (source column, weight position, scope), as int32 tensors."""
@@ -657,7 +658,7 @@ class ContributionCoverage(Criterion):
         return np.stack([self._edge.one_input(a[i], m[i], r[i]) for i in range(len(a))])
 
     def describe(self, index: int) -> dict:
-        seg, pos = self._segment_of(index)
+        seg, pos = self.report.segment_of(index)
         b = self.blocks[self.segments.index(seg)]
         step = None if b.kind == "dense" and not self.tracer.spec[b.layer].steps \
             else int(pos[0])
@@ -681,10 +682,10 @@ class ContributionCoverage(Criterion):
         t = self.cut(threshold)
         if input_index is not None or x is not None:
             if x is None:
-                x, embedded = self.stored_input(input_index)
+                x, embedded = self.report.stored_input(input_index)
             covered = self.profile(x, embedded).max(axis=0) > t
         else:
-            covered = self._covered_mask(threshold)
+            covered = self.report.covered_mask(threshold)
         rows = {}
         for seg in self.segments:
             if seg.layer != layer:

@@ -51,20 +51,17 @@ class HiddenStateCoverage(Criterion):
     def _build(self) -> None:
         import tensorflow as tf
         super()._build()
-        self._scores = self._compile(self._scores_graph)
-        self._values_fn = self._compile(self._hidden_graph, [tf.TensorSpec((None,), tf.int32)])
-
-    def item_values(self, x, indices, embedded: bool = False):
-        """(N, len(indices)) hidden-state values h of those (layer, step, unit) items;
-        differentiable (RNN-Test raises them to make them top-k)."""
-        x = self.tracer.check_inputs(x, embedded)
-        return self._values_fn(x, embedded, self._check_indices(indices))
+        self._scores = self.engine.compile(self._scores_graph)
+        # item values (targets.item_values): the hidden-state values h of those (layer, step,
+        # unit) items, differentiable (RNN-Test raises them to make them top-k)
+        self._values_fn = self.engine.compile(self._hidden_graph,
+                                              [tf.TensorSpec((None,), tf.int32)])
 
     def profile(self, x, embedded: bool = False) -> np.ndarray:
         return self._scores(self.tracer.check_inputs(x, embedded), embedded).numpy()
 
     def describe(self, index: int) -> dict:
-        seg, (t, u) = self._segment_of(index)
+        seg, (t, u) = self.report.segment_of(index)
         return {"layer": seg.layer, "kind": seg.kind, "step": int(t), "gate": None,
                 "part": "h", "unit": int(u), "source": None}
 
@@ -108,14 +105,14 @@ class CellStateCoverage(Criterion):
 
     def _build(self) -> None:
         super()._build()
-        self._scores = self._compile(self._scores_graph)
+        self._scores = self.engine.compile(self._scores_graph)
 
     def profile(self, x, embedded: bool = False) -> np.ndarray:
         return self._scores(self.tracer.check_inputs(x, embedded), embedded).numpy()
 
     def sections(self) -> pd.DataFrame:
         """Per section of tanh(c): the share of cells some input put there."""
-        mask = self._covered_mask()
+        mask = self.report.covered_mask()
         labels = ["< -0.8", "[-0.8, -0.2)", "[-0.2, 0.2)", "[0.2, 0.8)", ">= 0.8"]
         per = np.zeros(len(labels))
         cells = 0
@@ -128,6 +125,6 @@ class CellStateCoverage(Criterion):
                              "boundary": [True, False, False, False, True]})
 
     def describe(self, index: int) -> dict:
-        seg, (t, u, s) = self._segment_of(index)
+        seg, (t, u, s) = self.report.segment_of(index)
         return {"layer": seg.layer, "kind": seg.kind, "step": int(t), "gate": None,
                 "part": "c", "unit": int(u), "source": None, "section": int(s)}

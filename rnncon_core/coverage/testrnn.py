@@ -116,7 +116,7 @@ class _FlowCriterion(ProfiledCriterion):
         return flow_views(tr.layers[s.name])[self.view_key][:, t1:t2 + 1]
 
     def describe(self, index: int) -> dict:
-        seg, pos = self._segment_of(index)
+        seg, pos = self.report.segment_of(index)
         d = {"layer": seg.layer, "kind": seg.kind, "step": None, "gate": None, "part": seg.part,
              "unit": None, "source": None}
         d.update(self._describe_pos(pos, self._window(self.tracer.spec[seg.layer])[0]))

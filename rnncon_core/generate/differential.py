@@ -74,7 +74,7 @@ class Differential(GradientGenerator):
                 nc.reset()
                 for i in range(0, len(x), 256):
                     nc.update(x[i:i + 256])
-                self._pools.append(np.asarray(nc.uncovered(None), np.int64))
+                self._pools.append(np.asarray(nc.report.uncovered(None), np.int64))
 
     def _generate_batch(self, x, y, rng):
         votes = self._votes(x)
@@ -110,7 +110,7 @@ class Differential(GradientGenerator):
             if self.lambda2 > 0 and len(self._pools[m_i]):
                 # the seeds' neurons of this model (index 0 where model j is another one)
                 mine = tf.where(tf.equal(j, m_i) & (neuron >= 0), neuron, 0)
-                f_n = tf.linalg.diag_part(self._nc[m_i].graph_values(x, mine))
+                f_n = tf.linalg.diag_part(self._nc[m_i].targets.graph_values(x, mine))
                 has = tf.cast(neuron >= 0, f_n.dtype)
                 obj = obj + self.lambda2 * is_j * has * f_n
         return obj

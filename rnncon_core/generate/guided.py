@@ -8,11 +8,11 @@ DLFuzz and RNN-Test (Guo et al.; RNNCon-Test's generation is "similar to" theirs
 
 ``prediction_term``: the mean logit of the ``TOP_K_OTHERS`` most likely other classes minus the
 seed class's logit (DLFuzz's objective on the "before_softmax" layer); the items' values are
-their normalized values (``criterion.graph_objective``). ``lambda_pred=0`` is Algorithm 2 as its
+their normalized values (``criterion.targets.graph_objective``). ``lambda_pred=0`` is Algorithm 2 as its
 text reads (the contribution alone as the loss). RNN-Test's coverage weight is ``lambda_state``.
 
 "Not activated yet" (Algorithm 2's C_all minus C(X)): with ``pool="set"`` X is the whole seed
-set (``criterion.uncovered(layer)`` after ``update``: the paper's meaning); with
+set (``criterion.report.uncovered(layer)`` after ``update``: the paper's meaning); with
 ``pool="seed"`` X is the seed itself (the items whose value on that seed is at most the
 threshold). ``pool="auto"`` (default) takes the set pool wherever the seed set leaves at least
 k items uncovered, else the seed's own; the run's summary says which (``pool``).
@@ -83,8 +83,8 @@ class CoverageGuided(GradientGenerator):
         self.stop_on_target = bool(stop_on_target)
         self.criterion_params = dict(criterion_params or {})
         self.criterion = self._make_criterion()
-        # edge values need a lookup in Python: eager (Criterion.graph_safe)
-        self.graph_objective = self.criterion.graph_safe
+        # edge values need a lookup in Python: eager (Criterion.targets.graph_safe)
+        self.graph_objective = self.criterion.targets.graph_safe
         self._set_criterion = None
         self._layer = self._target_layer(self.target)
         self.pool = np.zeros(0, np.int64)
@@ -111,7 +111,7 @@ class CoverageGuided(GradientGenerator):
         key = ("items", self.criterion_name, _key(params), self._layer)
         def items():
             crit = get_criterion(self.criterion_name, self.criterion.tracer, **params)
-            return np.setdiff1d(crit.uncovered(self._layer), crit.dead_items())
+            return np.setdiff1d(crit.report.uncovered(self._layer), crit.targets.dead_items())
         return shared(self.model, key, lambda: np.asarray(items(), np.int64))
 
     def _layer_names(self) -> list[str]:
@@ -148,7 +148,7 @@ class CoverageGuided(GradientGenerator):
             crit.reset()
             for i in range(0, len(x), 256):
                 crit.update(x[i:i + 256])
-            self.pool = np.setdiff1d(crit.uncovered(self._layer), crit.dead_items())
+            self.pool = np.setdiff1d(crit.report.uncovered(self._layer), crit.targets.dead_items())
             if len(self.pool) >= self.k:
                 self.pool_used = "set"
             elif self.pool_mode == "set":
@@ -160,7 +160,7 @@ class CoverageGuided(GradientGenerator):
 
     def _inactive(self, x: np.ndarray, candidates: np.ndarray) -> np.ndarray:
         """(B, len(candidates)) bool: the candidate items each seed does not activate."""
-        return np.asarray(self.criterion.item_values(x, candidates)) <= self.threshold
+        return np.asarray(self.criterion.targets.item_values(x, candidates)) <= self.threshold
 
     def _seed_targets(self, x, rng) -> np.ndarray:
         """k items per seed among those that seed itself leaves inactive (pool="seed")."""
@@ -181,7 +181,7 @@ class CoverageGuided(GradientGenerator):
             free = cand[b][inactive[b]]
             if len(free) < self.k and self.short == "lowest":
                 # fewer than k inactivated: take the k least activated items of the layer
-                vals = np.asarray(self.criterion.item_values(x[b:b + 1], cand[b]))[0]
+                vals = np.asarray(self.criterion.targets.item_values(x[b:b + 1], cand[b]))[0]
                 free = cand[b][np.argsort(vals, kind="stable")[:max(self.k, len(free))]]
                 self._short[b] = True
             if len(free) < self.k:
@@ -206,7 +206,7 @@ class CoverageGuided(GradientGenerator):
 
     def _target_values(self, x, ctx):
         """tf (B, k): the normalized values of each seed's own targets."""
-        return self.criterion.row_values(x, ctx["_union"], ctx["pos"], objective=True)
+        return self.criterion.targets.row_values(x, ctx["_union"], ctx["pos"], objective=True)
 
     def _objective(self, x, y, ctx):
         """The joint objective (module docstring): prediction term plus coverage term."""
@@ -218,7 +218,7 @@ class CoverageGuided(GradientGenerator):
 
     def _activated(self, x: np.ndarray, ctx: dict) -> np.ndarray:
         """(B, k) bool: each target's value above the threshold (covered)."""
-        v = self.criterion.row_values(x, ctx["_union"], ctx["pos"])
+        v = self.criterion.targets.row_values(x, ctx["_union"], ctx["pos"])
         return np.asarray(v) > self.threshold
 
     def _target_reached(self, x, ctx):
@@ -233,7 +233,7 @@ class CoverageGuided(GradientGenerator):
         activated (their values minus the threshold; ``ctx["need"]`` marks them; the exact
         values the check reads, not the ascent's surrogate)."""
         import tensorflow as tf
-        v = self.criterion.row_values(x, ctx["_union"], ctx["pos"])        # (B, k)
+        v = self.criterion.targets.row_values(x, ctx["_union"], ctx["pos"])        # (B, k)
         slack = tf.where(ctx["need"] > 0, v - self.threshold, 1e3 * tf.ones_like(v))
         return [margin_term(self.forward(x), y), tf.reduce_min(slack, axis=1)]
 

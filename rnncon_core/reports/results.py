@@ -203,8 +203,8 @@ def coverage_view(crits: dict, threshold: float, by: str, grid: tuple) -> dict:
     rconc, nc, hsc, csc = (crits[k] for k in ("RConC", "NC", "HS_C", "CS_C"))
     g = nearest(grid, threshold)
     out = {"n_inputs": rconc.n_inputs, "grid_threshold": g,
-           "rconc": (rconc.rate(threshold), rconc.covered_at(threshold), rconc.total),
-           "nc": (nc.rate(threshold), nc.covered_at(threshold), nc.total),
+           "rconc": (rconc.rate(threshold), rconc.report.covered_at(threshold), rconc.total),
+           "nc": (nc.rate(threshold), nc.report.covered_at(threshold), nc.total),
            "hsc": hsc.rate(),
            "by_layer": {"RConC": rconc.by_layer(threshold, by=by), "NC": nc.by_layer(threshold)},
            "curves": {"RConC": np.asarray(rconc.curve(g)), "NC": np.asarray(nc.curve(g))},

@@ -141,7 +141,7 @@ class TextGenerator(Generator):
             self.lexicon.check_review(self.lexicon.words_of(row)[0], f"seed review {n}")
         self.coverage.reset()            # the seed set's coverage; targets are what it misses
         self.coverage.update(x)
-        self._pool = np.asarray(self.coverage.uncovered(self.layer), np.int64)
+        self._pool = np.asarray(self.coverage.report.uncovered(self.layer), np.int64)
 
     def _pick_targets(self, B: int, rng) -> np.ndarray:
         if len(self._pool) == 0:
@@ -161,7 +161,8 @@ class TextGenerator(Generator):
         union, inv = np.unique(targets, return_inverse=True)
         inv = inv.reshape(targets.shape)
         rows = max(1, 2 ** 24 // max(1, self.coverage.total))
-        out = [np.take_along_axis(np.asarray(self.coverage.item_values(x_ids[s:s + rows], union)),
+        values = self.coverage.targets.item_values
+        out = [np.take_along_axis(np.asarray(values(x_ids[s:s + rows], union)),
                                   inv[s:s + rows], axis=1)
                for s in range(0, len(x_ids), rows)]
         return np.concatenate(out)
@@ -396,7 +397,7 @@ class SynonymGradient(TextGenerator):
         union, inv = np.unique(targets, return_inverse=True)
         with tf.GradientTape() as tape:
             tape.watch(emb)
-            vals = self.coverage.item_values(emb, union, embedded=True)              # (B, U)
+            vals = self.coverage.targets.item_values(emb, union, embedded=True)              # (B, U)
             obj = tf.reduce_sum(tf.gather(vals, inv.reshape(targets.shape), axis=1,
                                           batch_dims=1), axis=1)
         return tape.gradient(obj, emb).numpy()
