@@ -1,9 +1,10 @@
 """Structure figures of the code base: import circles, imports against the layer order,
 functions over 80 lines, private names imported across modules, tests of a data set's name
-outside the data layer, hand-rolled atomic writers and file-hash copies. Exits with 1 when
-there is any circle (between modules or between packages), any import against the layer order
-(a late import inside a function and a registry's "module:Class" string included), any
-function over 80 lines, private import or data set name test; CI runs it (scripts/test.sh,
+outside the data layer, methods on the Criterion base, hand-rolled atomic writers and
+file-hash copies. Exits with 1 when there is any circle (between modules or between
+packages), any import against the layer order (a late import inside a function and a
+registry's "module:Class" string included), any function over 80 lines, private import, data
+set name test, or more than 20 methods on the Criterion base; CI runs it (scripts/test.sh,
 before the tests).
 
     python scripts/measure_structure.py [ROOT]      # ROOT: a checkout (default: this one)
@@ -89,6 +90,8 @@ def main(root: Path) -> int:
     atomic, hashes = writers(root)
     private = L.private_imports(root)
     named = L.dataset_name_tests(root)
+    methods = L.criterion_methods(root)
+    over = max(0, len(methods) - L.CRITERION_METHODS)
     print(f"root {root}")
     print(f"modules {len(graph)}, import edges {sum(map(len, graph.values()))}, "
           f"imports inside functions {lazy}")
@@ -108,12 +111,14 @@ def main(root: Path) -> int:
     for u in private:
         print("   ", u)
     print(f"tests of a data set's name outside the data layer: {len(named)}  {named}")
+    print(f"methods on the Criterion base: {len(methods)} (at most {L.CRITERION_METHODS})")
     print(f"hand-rolled atomic writers outside io.py: {len(atomic)}  {atomic}")
     print(f"file sha256 computations outside io.py: {len(hashes)}  {hashes}")
-    failures = len(circles) + len(pcircles) + len(up) + len(longf) + len(private) + len(named)
+    failures = len(circles) + len(pcircles) + len(up) + len(longf) + len(private) + len(named) \
+        + over
     if failures:
         print(f"FAILED: {failures} circle(s), upward import(s), long function(s), private "
-              f"import(s) or data set name test(s) above")
+              f"import(s), data set name test(s) or Criterion method(s) above")
     return failures
 
 

@@ -328,6 +328,34 @@ def test_injected_faults_fail_the_checks(tmp_path):
     assert out.returncode == 1 and "rnncon_core/paths.py:_long" in out.stdout, out.stdout
 
 
+CRITERION_METHODS = 20      # the Criterion base keeps to its life cycle (docs/internals.md)
+
+
+def criterion_methods(root: Path = ROOT) -> list[str]:
+    """Every def in the body of ``class Criterion`` (rnncon_core/coverage/base.py), properties,
+    class methods and dunders included: the rest lives in its collaborators (engine, state,
+    report, targets, statefile)."""
+    tree = ast.parse((root / "rnncon_core" / "coverage" / "base.py").read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Criterion")
+    return [n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def test_the_criterion_base_keeps_to_its_life_cycle():
+    assert len(criterion_methods()) <= CRITERION_METHODS, criterion_methods()
+
+
+def test_an_injected_criterion_method_fails_the_checks(tmp_path):
+    """A 21st method on the Criterion base, in a copy: the script exits with 1."""
+    root = _copy(tmp_path)
+    _inject(root, "rnncon_core/coverage/base.py", "\n    def one_too_many(self):\n"
+            "        return None\n", after="    KEEP_INPUTS = 2048\n")
+    assert len(criterion_methods(root)) == len(criterion_methods()) + 1
+    out = _measure(root)
+    methods = len(criterion_methods(root))
+    assert (out.returncode == 1) == (methods > CRITERION_METHODS), out.stdout
+    assert f"methods on the Criterion base: {methods}" in out.stdout, out.stdout
+
+
 def dataset_name_tests(root: Path = ROOT) -> list[str]:
     """Places outside the data layer that test a built-in data set's name (``== "imdb"``,
     ``in ("mnist", ...)``): they ask ``data.dataset_kind`` / ``DATA_SETS`` instead."""

@@ -46,6 +46,7 @@ from ..errors import InputError
 from .base import Segment
 from .params import PROFILE_PATH, IntRange, OneOf, Param, Params, profile_inputs
 from .profile import ProfiledCriterion, ProfiledEngine
+from .rconc import ContributionCoverage
 from .report import Report
 
 
@@ -79,7 +80,6 @@ class _RangeCriterion(ProfiledCriterion):
             base = neuron_segments(self.tracer)
             lo, hi = prof["neuron_lo"], prof["neuron_hi"]
         else:
-            from .rconc import ContributionCoverage
             self._cc = ContributionCoverage(self.tracer, values="signed")
             self._record = ("xU", "hW")
             base = self._cc.segments

@@ -36,11 +36,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from .. import paths
+from ..errors import InputError, UnsupportedModelError
 from ..io import atomic_write_npz
-from ..trace import fingerprint
+from ..trace import Tracer, fingerprint
+from ..zoo import class_labels
 from .base import Criterion
 from .engine import Engine, with_max
+from .rconc import ContributionCoverage
 
 MAX_COMPONENTS = 8
 PROFILE_INPUTS = ("all", "correct")
@@ -61,7 +64,6 @@ def data_digest(x, y=None) -> str:
 
 
 def default_path(model, inputs: str = "all") -> Path:
-    from .. import paths
     return Path(paths.CACHE_DIR) / "profiles" / f"{fingerprint(model)}-{inputs}.npz"
 
 
@@ -133,7 +135,6 @@ _INPUTS_TEXT = {"all": "all the training inputs",
 def correct_inputs(model, x, y, embedded: bool = False):
     """The inputs of x the model classifies as y (DeepStellar's profile_train_data:
     argmax of the softmax; a sigmoid output (N, 1): above one half)."""
-    from ..trace import Tracer
     m = model.model if isinstance(model, Tracer) else model
     if y is None:
         raise InputError("profile_inputs='correct' keeps the training inputs the model "
@@ -144,7 +145,6 @@ def correct_inputs(model, x, y, embedded: bool = False):
         raise InputError(f"{len(x)} training inputs but {len(y)} labels")
     out = np.concatenate([np.asarray(m(x[i:i + _BATCH], training=False))
                           for i in range(0, len(x), _BATCH)])
-    from ..zoo import class_labels
     keep = class_labels(out) == y.astype(np.int64)
     if not keep.any():
         raise InputError("the model classifies none of the training inputs correctly: no "
@@ -177,7 +177,6 @@ def build_profile(model, x, embedded: bool = False, path=None, source: str = "",
     """Profile ``model`` over the training inputs ``x`` (all of them, or with ``inputs=
     "correct"`` those it classifies as ``y``; two passes) and save it (default: the model's
     cache path for ``inputs``). Returns the path."""
-    from ..trace import Tracer
     if inputs not in PROFILE_INPUTS:
         raise InputError(f"inputs must be one of {', '.join(PROFILE_INPUTS)}, got {inputs!r}")
     tracer = model if isinstance(model, Tracer) else Tracer(model)
@@ -218,7 +217,6 @@ def _pass1_graph(tracer, run, sig, rec):
     """The first pass's graph: neuron outputs, signed contributions, the flow views and the
     hidden states of one batch."""
     import tensorflow as tf
-    from .rconc import ContributionCoverage
     cc = ContributionCoverage(tracer, values="signed")
     neuron_names = [name for name, _, _ in tracer.neuron_layers]
 
@@ -393,7 +391,6 @@ class ProfiledCriterion(Criterion):
         return self._reduce_fn(self.tracer.check_inputs(x, embedded), embedded)[0].numpy()
 
     def _recurrent_specs(self, what: str, kinds=("lstm", "gru", "simple_rnn")):
-        from ..errors import UnsupportedModelError
         specs = [s for s in self.tracer.specs if s.kind in kinds]
         if not specs:
             have = sorted({s.kind for s in self.tracer.specs})

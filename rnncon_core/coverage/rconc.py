@@ -8,11 +8,10 @@ import pandas as pd
 
 from ..errors import InputError, UnsupportedModelError
 from .base import Criterion, Segment
-from .engine import Engine, chunk_elements
-from .state import MaxState
-from .targets import Targets
 from .edge import EdgeState
+from .engine import Engine, chunk_elements
 from .params import CURVE_THRESHOLDS, OneOf, Param, Params, threshold
+from .targets import Targets
 
 _UNIT_CHUNK_ELEMENTS = 2 ** 26     # unit RConC keeps only the trace's own parts (no copies)
 _SUB = 32                          # unit RConC: maxima kept per sub-batch of this many inputs

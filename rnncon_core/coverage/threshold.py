@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..data import DATASETS, dataset_kind, is_dataset_file, load_dataset
 from ..errors import InputError
 from .base import tracer_for
 from .params import Interval
@@ -17,14 +18,12 @@ def default_threshold(data=None) -> float:
     """The default coverage threshold for a data set: a name ("mnist", "imdb", ...), a loaded
     Dataset, a kind ("image" | "text"), or a model (text when it starts with an Embedding).
     Every command, page, generator and report reads it here."""
-    from ..data import DATASETS, dataset_kind
     if data is None:
         return DEFAULT_THRESHOLDS["image"]
     if isinstance(data, str):
         if data in DEFAULT_THRESHOLDS:
             return DEFAULT_THRESHOLDS[data]
         if data not in DATASETS:
-            from ..data import is_dataset_file, load_dataset
             if is_dataset_file(data):               # a user's .npz: by its kind
                 return default_threshold(load_dataset(data))
             raise InputError(f"unknown data set {data!r}; choose one of {', '.join(DATASETS)}")
