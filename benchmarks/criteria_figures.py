@@ -115,7 +115,8 @@ def run_model(model, x_train, y_train, x, tmp: Path, names) -> dict:
         res[name]["outputs"] = None if got is None else [digest(a) for a in got]
         res[name]["fused_rate"] = fused.rate()
         if name in ("rconc", "nc", "hsc"):
-            vals = view(crit, "targets", "item_values")(x[:3], np.arange(0, crit.total, max(1, crit.total // 50)))
+            idx = np.arange(0, crit.total, max(1, crit.total // 50))
+            vals = view(crit, "targets", "item_values")(x[:3], idx)
             res[name]["item_values"] = digest(np.asarray(vals))
         print(name, res[name]["covered"], "/", res[name]["total"], flush=True)
     if "rconc" in names:                   # edge granularity and its by_gate_step

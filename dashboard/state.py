@@ -455,8 +455,8 @@ PROFILE_VERSION = 2         # bumped when a criterion's values change (2: NC's o
 
 def kept_profile(crit, key: tuple, name: str, inputs):
     """``crit`` after update(inputs()), kept on disk between server starts
-    (``coverage.statefile.save``/``load``; the file holds the model's weight fingerprint and ``load``
-    refuses another model's, so a changed model is never read from a stale file). A file
+    (``coverage.statefile.save``/``load``; the file holds the model's weight fingerprint and
+    ``load`` refuses another model's, so a changed model is never read from a stale file). A file
     that cannot be read or written only costs the forward pass."""
     from rnncon_core.coverage import statefile
     digest = hashlib.sha256(repr((key, name, crit.get_config(), PROFILE_VERSION)).encode()

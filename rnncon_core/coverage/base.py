@@ -18,11 +18,12 @@ import pandas as pd
 
 from ..errors import InputError
 from ..trace import fingerprint
-from .engine import (CACHE_LOCK, CHUNK_DIVISOR, Engine, chunk_elements, forward_outputs,  # noqa: F401
-                     last_recurrent, model_cache, tracer_for, with_max)
+from .engine import Engine, tracer_for, with_max
+# (where the campaign and prioritize layers import them from)
+from .engine import CACHE_LOCK, forward_outputs, model_cache  # noqa: F401
 from .params import Interval, Params
 from .report import Report
-from .state import KeptInputs, MaxState  # noqa: F401
+from .state import KeptInputs, MaxState
 from .targets import Targets
 
 REPORT_THRESHOLDS = (0.0, 0.25, 0.5, 0.75)

@@ -6,7 +6,7 @@ import pandas as pd
 
 from ..data import DATASETS, dataset_kind, is_dataset_file, load_dataset
 from ..errors import InputError
-from .base import tracer_for
+from .engine import tracer_for
 from .params import Interval
 from .rconc import ContributionCoverage
 

@@ -2,8 +2,8 @@
 
 Each worker is a Ray actor that loads the model once (a shipped name or a ``.keras`` path that
 every node can read) and keeps it for every shard and every call while the runtime is up. For coverage it updates a fresh
-criterion per shard and sends back the state's arrays (what ``coverage.statefile.save`` writes: per-item
-maxima, first-input indices, edge fronts and bound changes; a few MB); the driver merges them in
+criterion per shard and sends back the state's arrays (what ``coverage.statefile.save`` writes:
+per-item maxima, first-input indices, edge fronts and bound changes; a few MB); the driver merges them in
 shard order, which is exactly the single-process result (same covered set, same growth curve:
 merging offsets each shard's input indices as if its inputs came after the previous shards').
 For generation each actor runs the strategy on a contiguous block of whole batches of seeds
