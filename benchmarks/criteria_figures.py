@@ -143,6 +143,9 @@ def tiny_model():
 
 
 def cli(args, runs: Path) -> dict:
+    """The command's JSON and a digest of every array its run stored (the generated inputs,
+    a campaign's faults, queue and guide state), wall times left out."""
+    before = set(runs.iterdir()) if runs.is_dir() else set()
     env = {**os.environ, "RNNCON_RUNS": str(runs)}
     p = subprocess.run([sys.executable, "-m", "rnncon_core", *args, "--json",
                         "--runs-dir", str(runs)], capture_output=True, text=True, env=env,
@@ -150,10 +153,11 @@ def cli(args, runs: Path) -> dict:
     if p.returncode:
         return {"rc": p.returncode, "stderr": p.stderr[-500:]}
     out = json.loads(p.stdout)
-    run = sorted((runs / d for d in os.listdir(runs)), key=lambda d: d.stat().st_mtime)[-1]
-    for f in sorted(run.glob("*.npz")):               # the run's arrays (inputs, coverage)
-        with np.load(f, allow_pickle=False) as z:
-            out[f"npz:{f.name}"] = {k: digest(z[k]) for k in sorted(z.files)}
+    new = [d for d in runs.iterdir() if d.is_dir() and d not in before]
+    for run in new:
+        for f in sorted(run.glob("*.npz")):
+            with np.load(f, allow_pickle=False) as z:
+                out[f"npz:{f.name}"] = {k: digest(z[k]) for k in sorted(z.files)}
     return strip(out)
 
 

@@ -7,9 +7,12 @@ state is, per item (contribution, neuron, ...), the largest score any input gave
 index of the first input that lifted it past each threshold of a small grid; so the rate at any
 threshold, ``by_layer`` and ``curve`` need no new forward pass. Conventions: docs/coverage.md.
 
-Where things are: ``params`` (parameter checks), ``base`` (the ``Criterion`` base and its
-state), ``rconc`` (RConC), ``edge`` (the edge-granularity envelope engine), ``nc``, ``rnntest``
-(HS_C, CS_C), ``threshold`` (default thresholds and §5.2's selection). The reports that use
+Where things are: ``params`` (parameter checks), ``base`` (the ``Criterion`` base: its life
+cycle), its collaborators ``engine`` (compiled graphs, the chunked update), ``state`` (per-item
+maxima and first inputs), ``report`` (tables, uncovered items, the summary), ``targets`` (item
+values for generators), ``statefile`` (a state saved and loaded), ``rconc`` (RConC), ``edge``
+(the edge-granularity envelope engine), ``nc``, ``rnntest`` (HS_C, CS_C), ``threshold``
+(default thresholds and §5.2's selection). The reports that use
 them are in ``rnncon_core.reports``.
 """
 from __future__ import annotations
