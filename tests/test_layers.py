@@ -27,7 +27,7 @@ PACKAGES = ("rnncon_core", "dashboard")
 # package's own __init__, the public names it loads on first use from data, zoo and coverage)
 LAYERS = [
     ("rnncon_core.errors", "rnncon_core.paths", "rnncon_core.io",
-     "rnncon_core.params", "rnncon_core.registry"),
+     "rnncon_core.params", "rnncon_core.registry", "rnncon_core.lazy"),
     ("rnncon_core.data", "rnncon_core.textdiff"),
     ("rnncon_core.zoo", "rnncon_core.onnx_import"),
     ("rnncon_core.trace",),
