@@ -24,7 +24,8 @@ import numpy as np
 
 from .errors import DataMissingError, InputError, did_you_mean
 from .paths import CACHE_DIR, MODELS_DIR, NPM_MODULES, ensure_dir
-from .io import atomic_write_bytes, atomic_write_npz
+from .io import atomic_write_bytes, atomic_write_npz, read_npz
+from rnncon_core.lazy import keras
 
 
 
@@ -184,7 +185,6 @@ _READ: dict = {}
 
 
 def _read_dataset(path: Path, kind: str | None) -> Dataset:
-    from .io import read_npz
     fix = (f"save it with numpy.savez('{path.name}', x_train=..., y_train=..., x_test=..., "
            f"y_test=...)")
     a = read_npz(path, "data set", fix)
@@ -376,7 +376,6 @@ def _load_mnist() -> Dataset:
     keras_file = KERAS_DATASETS / "mnist.npz"
     if keras_file.exists():
         try:
-            import keras
             (xtr, ytr), (xte, yte) = keras.datasets.mnist.load_data()
             return Dataset("mnist", from_images(xtr / 255.0), ytr.astype(np.int64),
                            from_images(xte / 255.0), yte.astype(np.int64),
@@ -555,7 +554,6 @@ def _load_imdb() -> Dataset:
     keras_file = KERAS_DATASETS / "imdb.npz"
     if keras_file.exists():
         try:
-            import keras
             (xtr, ytr), (xte, yte) = keras.datasets.imdb.load_data(num_words=IMDB_NUM_WORDS)
             return Dataset("imdb", pad_sequences(xtr, IMDB_MAXLEN), ytr.astype(np.int64),
                            pad_sequences(xte, IMDB_MAXLEN), yte.astype(np.int64),

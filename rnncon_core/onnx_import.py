@@ -26,6 +26,7 @@ import numpy as np
 
 from .errors import ModelLoadError, UnsupportedModelError
 from .io import versions
+from rnncon_core.lazy import keras
 
 MAX_DIFFERENCE = 1e-5          # float32: the largest output difference accepted on import
 CHECK_BATCH, CHECK_STEPS = 8, 10   # the random batch when the file leaves them open
@@ -952,7 +953,6 @@ def _recurrent(node, op: str, ins: list, at: dict) -> list:
 
 def _build(chain: tuple, name: str):
     """The Keras Sequential model of a chain, weights set."""
-    import keras
     L = keras.layers
     first = chain[0]
     counts: dict = {}

@@ -1,9 +1,10 @@
 """Models: Table 1, the model under test (shipped or uploaded), its data set and provenance."""
 import streamlit as st
 
-from dashboard import images, state, warmup
+from dashboard import images, state, tables, warmup
 from rnncon_core import data, zoo
 from rnncon_core.errors import RNNConError
+from rnncon_core.trace import check_model_inputs
 
 st.title("Models")
 st.caption("Pick the model under test and the data set it reads; every other page works on "
@@ -19,7 +20,6 @@ def own_dataset(model_path: str) -> str | None:
     import hashlib
     import re
 
-    from rnncon_core.trace import check_model_inputs
     up = st.file_uploader("Or your own data set (.npz with x_train, y_train, x_test, y_test; "
                           "retraining needs one)", type=["npz"], key="models_own_npz",
                           max_upload_size=state.MAX_UPLOAD_MB)
@@ -44,7 +44,6 @@ def own_test_set(model_path: str) -> str | None:
     their argmax (said under the uploads)."""
     import hashlib
 
-    from rnncon_core.trace import check_model_inputs
     cols = st.columns(2)
     xs = cols[0].file_uploader("Your own test inputs (.npy)", type=["npy"],
                                key="models_own_x", max_upload_size=state.MAX_UPLOAD_MB)
@@ -275,7 +274,6 @@ def sample_and_table1(current, polling: bool) -> None:
         st.caption(":material/hourglass_top: Table 1 builds the eight architectures: it appears "
                    "as soon as TensorFlow has loaded.")
     else:
-        from dashboard import tables           # pandas: not before Table 1 is ready
         st.table(tables.table1_text(tables.table1(state.table1())))
         st.caption("cons per step: contributions per time step; cons (paper's count): "
                    "counted as the paper's Table 1 does (its steps × per step); cons (all "

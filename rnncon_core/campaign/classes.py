@@ -13,6 +13,7 @@ pair that the model itself sees as alike, and the count does not grow with near-
 from __future__ import annotations
 
 import numpy as np
+from rnncon_core.lazy import keras
 
 COMPONENTS = 5
 MIN_CLUSTER = 5
@@ -21,7 +22,6 @@ MIN_CLUSTER = 5
 def feature_model(model):
     """A Keras model giving (model output, the input of the last layer with weights): the
     features a fault is clustered by (for the shipped models, the Dense(32) layer's output)."""
-    import keras
     last = next((layer for layer in reversed(model.layers) if layer.weights), None)
     if last is None:
         return keras.Model(model.inputs, [model.outputs[0], model.outputs[0]])

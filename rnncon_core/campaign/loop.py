@@ -51,6 +51,11 @@ from ..params import Bool, Interval, IntRange, Param, Params
 from ..zoo import class_labels
 from .mutations import MUTATION_PARAMS, Mutator
 from .queue import FaultSet, SeedQueue
+from ..coverage.base import forward_outputs
+from ..generate.base import compiled_forward, shared
+from ..generate.guided import prediction_term
+from .classes import feature_model
+from rnncon_core.lazy import tf
 
 CURVE_COLUMNS = ("seconds", "calls", "coverage", "distinct_faults", "distinct_pairs",
                  "queue", "faults", "model_seconds", "valid_faults", "valid_pairs",
@@ -105,10 +110,7 @@ def widen_curve(rows) -> np.ndarray:
 def _grad_fn(model):
     """d(prediction term)/dx for float inputs: the generators' objective (other classes'
     logits minus the label's), compiled once per model."""
-    import tensorflow as tf
 
-    from ..generate.base import compiled_forward, shared
-    from ..generate.guided import prediction_term
     fwd = compiled_forward(model)
 
     def make():
@@ -177,9 +179,7 @@ class Campaign:
 
     # -- the model
     def predict(self, x) -> np.ndarray:
-        import tensorflow as tf
 
-        from ..generate.base import compiled_forward
         t0 = time.perf_counter()
         fwd = compiled_forward(self.model)
         dtype = tf.int32 if self.kind == "text" else tf.float32
@@ -192,9 +192,7 @@ class Campaign:
     def predict_features(self, x) -> tuple[np.ndarray, np.ndarray]:
         """The model's own forward pass over x: (predicted labels, the penultimate layer's
         output, which fault classes are clustered in: ``classes``)."""
-        import tensorflow as tf
 
-        from .classes import feature_model
         dtype = tf.int32 if self.kind == "text" else tf.float32
         if self._with_features is None:      # one trace for every batch size
             fm = feature_model(self.model)
@@ -225,7 +223,6 @@ class Campaign:
         else:
             gain = np.zeros(len(x))
         if got is None:
-            from ..coverage.base import forward_outputs
             if self._outputs is None:
                 self._outputs = forward_outputs(self.model)
             got = self._outputs(x)
@@ -266,7 +263,6 @@ class Campaign:
         if self.abstraction is not None:
             self.abstraction.states_of_hidden(np.zeros((1, self.abstraction._spec.units)))
             if self.guide is None:
-                from ..coverage.base import forward_outputs
                 self._outputs = forward_outputs(self.model)
                 for part in (x[:1], x):
                     self._outputs(part)

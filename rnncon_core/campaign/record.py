@@ -10,6 +10,8 @@ import numpy as np
 
 from ..errors import InputError
 from .loop import CURVE_COLUMNS, Campaign
+from .classes import class_counts
+from .statelog import decode, drop_log, encode, latest, load_state, MAGIC, records, StateLog
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,6 @@ def read_curve_log(info) -> np.ndarray:
 def load_checkpoint(info) -> dict | None:
     """A campaign's last checkpoint (``statelog.load_state``: the snapshot and the changes
     logged after it) with its curve (from ``curve.log`` where it is kept there)."""
-    from .statelog import load_state
     state = load_state(info.path)
     if state is not None and "curve" not in state:
         state = dict(state)
@@ -174,7 +175,6 @@ def durable_now(files: CampaignFiles) -> bool:
 def write_rows(files: CampaignFiles, queue: dict, faults: dict, durable: bool = True) -> None:
     """One record (the batch's rows, raw arrays: ``statelog.encode``) appended to
     ``rows.log``."""
-    from .statelog import encode
     if not queue and not faults:
         return
     arrays = {**{f"queue/{k}": v for k, v in queue.items()},
@@ -201,7 +201,6 @@ def _log_records(path):
     record cut short (killed while written) and what follows it are ignored."""
     import io
 
-    from .statelog import MAGIC, decode, records
     for magic, body in records(path, (MAGIC, _MAGIC)):
         if magic == MAGIC:
             yield decode(body)
@@ -240,7 +239,6 @@ def save_checkpoint(files: CampaignFiles, arrays: dict, durable: bool = True) ->
     """The state into the run's ``statelog.StateLog`` (a durable save is a full snapshot,
     checkpoint.npz, uncompressed: compressing a guide's state took a third of a 15 s
     campaign's time on mnist-lstm); its curve goes to ``curve.log`` (``curve_to_log``)."""
-    from .statelog import StateLog
     if "curve" in arrays:
         arrays = curve_to_log(files, dict(arrays), durable)
     if files.state_log is None:
@@ -258,7 +256,6 @@ def sync_rows(files: CampaignFiles) -> None:
 
 def close_rows(files: CampaignFiles) -> None:
     """The logs closed; the checkpoint made one durable snapshot (its log removed)."""
-    from .statelog import drop_log
     for f in files.logs.values():
         if not f.closed:
             f.close()
@@ -273,7 +270,6 @@ def summary_of(camp: Campaign, config: dict, budget: Budget, stopped: bool) -> d
     classes within each (true, predicted) pair (``classes``), beside the root seeds behind them
     (``fault_roots``); ``distinct_faults`` (every distinct fault by abstract state, valid or
     not) is the secondary figure."""
-    from .classes import class_counts
     secs = camp.elapsed()
     first = camp.curve[0] if camp.curve else [0.0] * len(CURVE_COLUMNS)
     counts = class_counts(camp.faults.rows.arrays())
@@ -328,7 +324,6 @@ def live_state(info) -> dict:
     curve, counters = None, {}
     if (info.path / "curve.npz").exists():
         curve = info.load_npz("curve")
-    from .statelog import latest
     path = info.path / "checkpoint.npz"
     if path.exists():
         try:           # the counters of the last batch (the snapshot's or a later record's)
@@ -367,7 +362,6 @@ _CLASSES: dict = {}
 def _class_counts_of(info, faults: dict) -> dict:
     """``classes.class_counts`` of a run's fault rows, remembered per run and row count (a
     page polling a finished or paused campaign clusters its faults once)."""
-    from .classes import class_counts
     key = (str(info.path), len(faults["label"]))
     if key not in _CLASSES:
         if len(_CLASSES) > 32:

@@ -23,6 +23,7 @@ from .prepare import (ValiditySpec, ensure_profile, guide_names, load_seeds, mak
                       validity_spec)
 from .record import (Budget, CampaignFiles, campaign_budget, checkpoint, finish, load_checkpoint,
                      read_rows, report_progress, save_state, write_rows)
+from .distributed import run_on_ray
 
 
 def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", budget=None,
@@ -71,7 +72,6 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
     if workers or ray_address:
         if old is not None:
             validity_checks = ValiditySpec.of(stored_validity, dataset)
-        from .distributed import run_on_ray
         return run_on_ray(model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed,
                           inputs=inputs, labels=labels, guide_params=guide_params,
                           store=store, progress=progress,

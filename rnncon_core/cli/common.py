@@ -71,6 +71,10 @@ def quiet_tensorflow() -> None:
 import typer
 
 from ..errors import InputError, RNNConError
+from ..data import check_dataset, class_labels, read_npy as read
+from ..io import check_writable, check_writable_folder, to_json
+from ..params import check_args, split_list
+from ..zoo import check_model_file
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="RNNCon-Test: coverage and test generation for recurrent networks.")
@@ -108,8 +112,6 @@ def preflight(model: str | None = None, models=(), dataset: str | None = None,
     classes), the data set (a built-in name, or the user's .npz read and checked whole),
     ``outputs`` (option, file) and ``folders`` (option, folder) probed for writing. The first
     problem is an RNNConError (one line)."""
-    from ..io import check_writable, check_writable_folder
-    from ..zoo import check_model_file
     for option, path in outputs:
         if path is not None:
             check_writable(path, option)
@@ -120,7 +122,6 @@ def preflight(model: str | None = None, models=(), dataset: str | None = None,
         if name is not None:
             check_model_file(name)
     if dataset is not None:
-        from ..data import check_dataset
         check_dataset(dataset, kind)
 
 
@@ -154,7 +155,6 @@ def _internal(e: BaseException) -> str:
 
 def emit(obj: dict) -> None:
     """Print one JSON object on stdout."""
-    from ..io import to_json
     print(to_json(obj))
 
 
@@ -167,8 +167,6 @@ def read_npy(path_text: str, option: str):
     says what is wrong with the file and how to write one."""
     from pathlib import Path
 
-    from ..data import read_npy as read
-    from ..errors import InputError
     path = Path(path_text)
     if path.is_dir():
         raise InputError(f"{option} {path} is a folder, not a .npy file: give the file, e.g. "
@@ -204,7 +202,6 @@ def seed_inputs(inputs: str | None, labels: str | None, dataset: str | None):
 def read_labels(path_text: str, n_inputs: int | None = None):
     """Class labels from a .npy file (``--labels``): one int per input, or one-hot rows (read
     as their argmax, with a note on stderr)."""
-    from ..data import class_labels
     y, note = class_labels(read_npy(path_text, "--labels"), n_inputs, "--labels")
     if note:
         log(f"note: {note}")
@@ -214,7 +211,6 @@ def read_labels(path_text: str, n_inputs: int | None = None):
 def checked(**values) -> dict:
     """The command's own arguments checked against their one declaration
     (rnncon_core.params.ARGS): e.g. ``--seed`` >= 0, ``--n`` >= 1."""
-    from ..params import check_args
     return check_args(**values)
 
 
@@ -242,7 +238,6 @@ def store(runs_dir: str | None, root: str | None = None):
 def names(text: str | None, option: str) -> list[str] | None:
     """A comma-separated option ("a, b,,c") as a list (items stripped, empty ones dropped);
     None where it was not given or holds no item."""
-    from ..params import split_list
     return split_list(text, option) or None
 
 

@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from .common import JSON_OPT, ROOT_OPT, RUNS_DIR_OPT, app, emit, log, renamed
+from .common import app, checked, emit, JSON_OPT, log, renamed, ROOT_OPT, RUNS_DIR_OPT
 from ..errors import InputError, did_you_mean
 
 
@@ -38,7 +38,6 @@ def runs_cmd(
         raise InputError("give one of --cancel, --mark-failed, --delete, --repair at a time")
     if force and mark_failed is None and delete is None:
         raise InputError("--force goes with --mark-failed or --delete")
-    from .common import checked
     from ..runs import KINDS
     checked(limit=limit)
     if kind is not None and kind not in KINDS:

@@ -28,6 +28,9 @@ from ..coverage.rconc import ContributionCoverage
 from ..params import Bool, IntRange, Interval, OneOf, Param, Params, Text
 from .base import (TOP_K_OTHERS, BatchOutput, GradientGenerator, margin_term,  # noqa: F401
                    prediction_term, shared)
+from ..coverage import default_threshold, get_criterion
+from ..trace import Tracer
+from rnncon_core.lazy import tf
 
 # the prediction term's weight for rconc and nc, chosen on seeds no report uses
 # (reports/generation/NOTES.md: mnist-lstm, 64 held-out seeds, every weight tried)
@@ -77,7 +80,6 @@ class CoverageGuided(GradientGenerator):
         self.k = int(k)
         self.target = str(target)
         if threshold is None:
-            from ..coverage import default_threshold
             threshold = default_threshold(model)
         self.threshold = float(threshold)
         self.stop_on_target = bool(stop_on_target)
@@ -96,7 +98,6 @@ class CoverageGuided(GradientGenerator):
     def _make_criterion(self, private: bool = False):
         """The criterion (shared by the generators of this model unless private: only the
         set pool updates its state)."""
-        from ..coverage import get_criterion
         params = self._criterion_params()
         make = lambda: get_criterion(self.criterion_name, self.model, **params)   # noqa: E731
         if private:
@@ -106,7 +107,6 @@ class CoverageGuided(GradientGenerator):
 
     def _items_of_layer(self) -> np.ndarray:
         """Every item of the target layer (what a fresh criterion leaves uncovered)."""
-        from ..coverage import get_criterion
         params = self._criterion_params()
         key = ("items", self.criterion_name, _key(params), self._layer)
         def items():
@@ -115,7 +115,6 @@ class CoverageGuided(GradientGenerator):
         return shared(self.model, key, lambda: np.asarray(items(), np.int64))
 
     def _layer_names(self) -> list[str]:
-        from ..trace import Tracer
         tracer = getattr(self.criterion, "tracer", None) or Tracer(self.model)
         return [s.name for s in tracer.specs]
 
@@ -210,7 +209,6 @@ class CoverageGuided(GradientGenerator):
 
     def _objective(self, x, y, ctx):
         """The joint objective (module docstring): prediction term plus coverage term."""
-        import tensorflow as tf
         obj = self.lambda_cov * tf.reduce_sum(self._target_values(x, ctx), axis=1)
         if self.lambda_pred > 0:
             obj = obj + self.lambda_pred * prediction_term(self.forward(x), y)
@@ -232,7 +230,6 @@ class CoverageGuided(GradientGenerator):
         """... the prediction margin and the least slack of the targets the adversarial input
         activated (their values minus the threshold; ``ctx["need"]`` marks them; the exact
         values the check reads, not the ascent's surrogate)."""
-        import tensorflow as tf
         v = self.criterion.row_values(x, ctx["_union"], ctx["pos"])        # (B, k)
         slack = tf.where(ctx["need"] > 0, v - self.threshold, 1e3 * tf.ones_like(v))
         return [margin_term(self.forward(x), y), tf.reduce_min(slack, axis=1)]

@@ -25,6 +25,11 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InputError, RNNConError
+from ..coverage import get_criterion
+from ..generate import get_generator
+from ..generate.base import GenerationResult
+from ..zoo import load_model
+from rnncon_core.lazy import tf
 
 ProgressFn = Callable[[int, int], None]
 
@@ -107,26 +112,22 @@ class _Worker:
     def __init__(self, model_ref: str):
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         import ray
-        import tensorflow as tf
         # TensorFlow's thread pools sized to the CPUs Ray gave this actor (by default each
         # would use every core of the node, and N actors would oversubscribe it N times)
         cpus = int(ray.get_runtime_context().get_assigned_resources().get("CPU", 0))
         if cpus:
             tf.config.threading.set_intra_op_parallelism_threads(cpus)
             tf.config.threading.set_inter_op_parallelism_threads(cpus)
-        from ..zoo import load_model
         self.model = load_model(model_ref)
 
     def coverage(self, x, start: int, stop: int, embedded: bool, criterion: str,
                  params: dict) -> dict:
-        from ..coverage import get_criterion
         crit = get_criterion(criterion, self.model, **params)
         crit.KEEP_INPUTS = 0
         crit.update(np.asarray(x[start:stop]), embedded=embedded)
         return crit.state()
 
     def generate(self, x, y, start: int, stop: int, method: str, params: dict):
-        from ..generate import get_generator
         gen = get_generator(method, self.model, **params)
         return gen.generate(np.asarray(x), np.asarray(y), part=(start, stop))
 
@@ -138,7 +139,6 @@ _DRIVER_MODELS: dict = {}   # model reference -> the driver's own copy (merging 
 def _driver_model(model):
     """The Keras model the driver merges states on: loaded once per reference while the
     actors live (their compiled graphs and the model's fingerprint are kept with it)."""
-    from ..zoo import load_model
     if not isinstance(model, (str, os.PathLike)):
         return model
     if str(model) not in _DRIVER_MODELS:
@@ -165,7 +165,6 @@ def coverage(model, x, criterion: str = "rconc", *, workers: int = 2,
     """The criterion over ``x`` computed by Ray actors; equal to ``get_criterion(criterion,
     model, **params).update(x)`` in one process. ``model``: a shipped name, a .keras path, or a
     Keras model (saved to a temporary file for a local runtime)."""
-    from ..coverage import get_criterion
     x = np.asarray(x)
     if len(x) == 0:
         raise InputError("no inputs to measure")
@@ -200,8 +199,6 @@ def generate(model, x, y, method: str, *, workers: int = 2, address: str | None 
     """One generated input per seed, the seeds split over Ray actors in contiguous blocks of
     whole batches; returns the concatenated GenerationResult (``stopped`` when should_stop
     cancelled the shards not yet finished)."""
-    from ..generate import get_generator
-    from ..generate.base import GenerationResult
     x, y = np.asarray(x), np.asarray(y).reshape(-1)
     keras_model = _driver_model(model)
     probe = get_generator(method, keras_model, **params)          # checks params first

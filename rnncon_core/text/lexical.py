@@ -63,6 +63,10 @@ from typing import Sequence
 
 from ..errors import DataMissingError
 from ..io import atomic_write_text
+from ..data import imdb_texts, tokenize
+from ..textdiff import align
+from .wordnet import load_wordnet, vocab_key
+from .. import paths
 
 PENN_TO_WN = {"NN": "n", "NNS": "n", "VB": "v", "VBD": "v", "VBG": "v", "VBN": "v",
               "VBP": "v", "VBZ": "v", "JJ": "a", "JJR": "a", "JJS": "a",
@@ -131,7 +135,6 @@ def vader_lexicon() -> dict[str, float]:
 
 
 def _wn():
-    from .wordnet import load_wordnet
     return load_wordnet()
 
 
@@ -287,19 +290,16 @@ def names_from_texts(texts, min_count: int = 3, share: float = 0.5) -> frozenset
 def imdb_names(vocab_words: Sequence[str]) -> frozenset[str]:
     """Names among the vocabulary's words, from the IMDB training reviews (cached in .cache/);
     empty when the reviews are not installed."""
-    from ..paths import CACHE_DIR, ensure_dir
-    from .wordnet import vocab_key
-    path = CACHE_DIR / f"imdb-names-{vocab_key(list(vocab_words))}.json"
+    path = paths.CACHE_DIR / f"imdb-names-{vocab_key(list(vocab_words))}.json"
     if path.exists():
         return frozenset(json.loads(path.read_text()))
     try:
-        from ..data import imdb_texts
         texts, _ = imdb_texts("train")
     except Exception:                    # the data package is missing: no names known
         return frozenset()
     known = set(vocab_words)
     names = sorted(names_from_texts(texts) & known)
-    ensure_dir(CACHE_DIR)
+    paths.ensure_dir(paths.CACHE_DIR)
     atomic_write_text(path, json.dumps(names))
     return frozenset(names)
 
@@ -334,10 +334,7 @@ def imdb_word_facts(vocab_words: Sequence[str]) -> dict:
     :func:`name_pairs_from_texts`); empty when the reviews are not installed."""
     from collections import Counter
 
-    from ..data import tokenize
-    from ..paths import CACHE_DIR, ensure_dir
-    from .wordnet import vocab_key
-    path = CACHE_DIR / f"imdb-word-facts-{vocab_key(list(vocab_words))}.json"
+    path = paths.CACHE_DIR / f"imdb-word-facts-{vocab_key(list(vocab_words))}.json"
     stop = stop_words()
 
     def names(pairs) -> frozenset:        # "A Bronx Tale": the article is no part of it
@@ -346,7 +343,6 @@ def imdb_word_facts(vocab_words: Sequence[str]) -> dict:
         raw = json.loads(path.read_text())
         return {"counts": raw["counts"], "name_pairs": names(raw["name_pairs"])}
     try:
-        from ..data import imdb_texts
         texts, _ = imdb_texts("train")
     except Exception:                    # the data package is missing: nothing known
         return {"counts": {}, "name_pairs": frozenset()}
@@ -355,7 +351,7 @@ def imdb_word_facts(vocab_words: Sequence[str]) -> dict:
     for t in texts:
         counts.update(tokenize(t))
     pairs = sorted(p for p in name_pairs_from_texts(texts) if p[0] in known and p[1] in known)
-    ensure_dir(CACHE_DIR)
+    paths.ensure_dir(paths.CACHE_DIR)
     atomic_write_text(path, json.dumps({"counts": {w: n for w, n in counts.items() if w in known},
                                         "name_pairs": pairs}))
     return {"counts": {w: n for w, n in counts.items() if w in known},
@@ -498,7 +494,6 @@ def check_edits(seed_words: Sequence[str], gen_words: Sequence[str],
     insertion in the generated review; a substitution also has ``gen_position``). Replaced blocks of equal length are
     substitutions word by word; the rest of a replaced block counts as insertions/deletions.
     """
-    from ..textdiff import align
     seed_words, gen_words = list(seed_words), list(gen_words)
     seed_tags = list(seed_tags) if seed_tags is not None else pos_tags(seed_words)
     gen_tags = None
