@@ -22,7 +22,7 @@ from .coverage import CRITERIA, get_criterion
 from .coverage.base import Criterion
 from .generate import generator_class, get_generator
 from .generate.base import Generator
-from rnncon_core.lazy import keras
+from .lazy import keras
 
 
 def tiny_image_model(seed: int = 0):

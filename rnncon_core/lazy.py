@@ -1,6 +1,6 @@
 """The heavy libraries every layer may use but no command should pay for before it needs them:
 TensorFlow, Keras, Ray and NLTK. Each is a stand-in module object, imported at the top like any
-other import (``from rnncon_core.lazy import tf, keras``), that imports the real library on its
+other import (``from .lazy import tf, keras``), that imports the real library on its
 first attribute read (``tf.constant``, ``keras.Model``). Until then the library is not in
 ``sys.modules``: ``rnncon --help``, the CLI's checks of its arguments and the dashboard's first
 page start without TensorFlow (tests/test_cli_fast.py, tests/test_preflight.py hold that).
@@ -41,6 +41,11 @@ ray = LazyModule("ray")
 nltk = LazyModule("nltk")
 
 
-def loaded(module: LazyModule) -> bool:
-    """Whether the real library behind ``module`` has been imported (by anyone)."""
-    return module.__dict__["_target"] in sys.modules
+def available(module: LazyModule) -> bool:
+    """Whether the library behind ``module`` is installed (it is imported now if it is): an
+    optional one (Ray) is checked with this before its first use, for a clear error."""
+    try:
+        importlib.import_module(module.__dict__["_target"])
+    except ImportError:
+        return False
+    return True

@@ -26,7 +26,7 @@ import numpy as np
 
 from .errors import ModelLoadError, UnsupportedModelError
 from .io import versions
-from rnncon_core.lazy import keras
+from .lazy import keras
 
 MAX_DIFFERENCE = 1e-5          # float32: the largest output difference accepted on import
 CHECK_BATCH, CHECK_STEPS = 8, 10   # the random batch when the file leaves them open

@@ -40,7 +40,7 @@ from .generate import generator_class
 from .generate.base import predict_proba
 from .quality import FEATURE_NOTE, select_retraining_set, set_quality
 from .zoo import ARCHITECTURES, class_probabilities, output_head, read_card, shifted_batches
-from rnncon_core.lazy import keras
+from .lazy import keras
 
 DEFAULT_EPOCHS = 10
 DEFAULT_REPEATS = 10

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import InputError, UnsupportedModelError
-from rnncon_core.lazy import keras, tf
+from .lazy import keras, tf
 
 RECURRENT = {"LSTM": "lstm", "GRU": "gru", "SimpleRNN": "simple_rnn"}
 GATES = {"lstm": ("i", "f", "c", "o"), "gru": ("z", "r", "h"), "simple_rnn": ("h",), "dense": ()}

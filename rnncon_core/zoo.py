@@ -18,7 +18,7 @@ from .errors import InputError, ModelLoadError, UnsupportedModelError, did_you_m
 from .paths import MODELS_DIR, ensure_dir
 from .io import atomic_save_keras, atomic_write_json, atomic_write_text, versions
 from .onnx_import import load_onnx
-from rnncon_core.lazy import keras, tf
+from .lazy import keras, tf
 
 
 @dataclass(frozen=True)

@@ -413,3 +413,36 @@ def test_retraining_report_leads_with_the_held_out_result_and_shows_no_path(tmp_
     assert ("each epoch trained on a fresh sample of 4,000 of the 22,500 clean training "
             "inputs + 1,333 generated ones mixed in; took loading 1 s, generated arm 54 s"
             in page)
+
+
+def test_the_coverage_caches_take_one_frozen_profile(monkeypatch):
+    """The Coverage and Gates pages' cached functions take one key, a frozen ``Profile``: two
+    equal profiles are one cache entry, another setting is another, and the threshold (a
+    view's argument, not the profile's) reads the same profile again."""
+    import dataclasses
+
+    from dashboard import state
+    p = state.Profile("mnist-lstm", "mnist", 50)
+    assert p == state.Profile("mnist-lstm", "mnist", 50, "unit", *state.DEFAULT_NORM)
+    assert hash(p) == hash(state.Profile("mnist-lstm", "mnist", 50))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.n_inputs = 100
+    # the tuple the kept profiles on disk were named by before the key was an object
+    assert dataclasses.astuple(p) == ("mnist-lstm", "mnist", 50, "unit", "step", "abs")
+    profiles, views = [], []
+    monkeypatch.setattr(state, "coverage", lambda profile: profiles.append(profile) or {})
+    monkeypatch.setattr(state, "coverage_view",
+                        lambda crits, t, by, grid: views.append((by, t)) or {"threshold": t})
+    cached = state.coverage_at.__wrapped__         # under perf.timed: the st.cache_data function
+    cached.clear()
+    try:
+        assert state.coverage_at(p, "layer", 0.25) == {"threshold": 0.25}
+        state.coverage_at(state.Profile("mnist-lstm", "mnist", 50), "layer", 0.25)
+        assert views == [("layer", 0.25)]                        # equal profiles: one entry
+        state.coverage_at(p, "layer", 0.5)
+        state.coverage_at(dataclasses.replace(p, granularity="edge"), "layer", 0.25)
+        assert views == [("layer", 0.25), ("layer", 0.5), ("layer", 0.25)]
+        assert profiles == [p, p, dataclasses.replace(p, granularity="edge")]
+    finally:
+        cached = state.coverage_at.__wrapped__         # under perf.timed: the st.cache_data function
+    cached.clear()

@@ -13,7 +13,7 @@ pair that the model itself sees as alike, and the count does not grow with near-
 from __future__ import annotations
 
 import numpy as np
-from rnncon_core.lazy import keras
+from ..lazy import keras
 
 COMPONENTS = 5
 MIN_CLUSTER = 5

@@ -29,7 +29,7 @@ from .prepare import make_campaign, make_guide
 from .queue import Rows
 from .record import (CampaignFiles, durable_now, finish, load_checkpoint, read_rows,
                      report_progress, save_checkpoint, sync_rows, write_rows)
-from rnncon_core.lazy import tf
+from ..lazy import tf
 from . import prepare
 
 # batches a worker runs between the driver's merges (a round); a killed campaign on Ray loses

@@ -55,7 +55,7 @@ from ..coverage.base import forward_outputs
 from ..generate.base import compiled_forward, shared
 from ..generate.guided import prediction_term
 from .classes import feature_model
-from rnncon_core.lazy import tf
+from ..lazy import tf
 
 CURVE_COLUMNS = ("seconds", "calls", "coverage", "distinct_faults", "distinct_pairs",
                  "queue", "faults", "model_seconds", "valid_faults", "valid_pairs",

@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import InputError
 from ..runs import RunStore
 from ..zoo import load_model
-from rnncon_core.lazy import keras
+from ..lazy import keras
 from .. import jobs
 from ..retrain import (adversarial_inputs, classification_metrics, copy_model, describe_split,
                        fit_split, resolve_dataset, retrain_once, split_test, training_defaults)

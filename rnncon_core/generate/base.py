@@ -29,7 +29,7 @@ from ..zoo import class_labels, class_probabilities, output_head
 from .constraints import constraint_params, CONSTRAINTS, get_constraint, UNIT_BOX
 from ..textdiff import words_changed
 from ..trace import check_model_inputs, input_domain
-from rnncon_core.lazy import tf
+from ..lazy import tf
 
 ProgressFn = Callable[[int, int], None]
 StopFn = Callable[[], bool]

@@ -10,7 +10,7 @@ from ..params import Bool, IntRange, Interval, Param, Params
 from ..zoo import class_probabilities
 from .base import BatchOutput, Generator, GradientGenerator
 from .constraints import UNIT_BOX
-from rnncon_core.lazy import tf
+from ..lazy import tf
 
 EPS = Param("eps", 0.3, Interval(0.0, 1.0, lo_open=True), "L-infinity radius of the change.",
             label="ε (L∞ radius)")

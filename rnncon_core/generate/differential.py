@@ -18,7 +18,7 @@ from ..params import Interval, Param
 from ..zoo import class_labels
 from .base import GradientGenerator, compiled_forward, predict_proba
 from ..coverage import NeuronCoverage
-from rnncon_core.lazy import tf
+from ..lazy import tf
 
 
 class Differential(GradientGenerator):

@@ -30,7 +30,7 @@ from .base import (TOP_K_OTHERS, BatchOutput, GradientGenerator, margin_term,  #
                    prediction_term, shared)
 from ..coverage import default_threshold, get_criterion
 from ..trace import Tracer
-from rnncon_core.lazy import tf
+from ..lazy import tf
 
 # the prediction term's weight for rconc and nc, chosen on seeds no report uses
 # (reports/generation/NOTES.md: mnist-lstm, 64 held-out seeds, every weight tried)

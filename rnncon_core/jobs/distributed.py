@@ -29,15 +29,13 @@ from ..coverage import get_criterion
 from ..generate import get_generator
 from ..generate.base import GenerationResult
 from ..zoo import load_model
-from rnncon_core.lazy import tf
+from ..lazy import available, ray, tf
 
 ProgressFn = Callable[[int, int], None]
 
 
 def _ray():
-    try:
-        import ray
-    except ImportError:
+    if not available(ray):
         raise RNNConError("Ray is not installed: `pip install ray` (it is in requirements.txt; "
                           "run `make setup`)") from None
     return ray
@@ -111,7 +109,6 @@ class _Worker:
 
     def __init__(self, model_ref: str):
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        import ray
         # TensorFlow's thread pools sized to the CPUs Ray gave this actor (by default each
         # would use every core of the node, and N actors would oversubscribe it N times)
         cpus = int(ray.get_runtime_context().get_assigned_resources().get("CPU", 0))

@@ -45,7 +45,7 @@ from ..errors import InputError
 from ..coverage.base import CACHE_LOCK, forward_outputs, model_cache, tracer_for
 from ..trace import merge_directions
 from ..zoo import class_probabilities, output_head
-from rnncon_core.lazy import tf
+from ..lazy import tf
 
 UNCERTAINTY = ("gini", "margin", "entropy")
 SURPRISE = ("lsa", "dsa")

@@ -32,7 +32,7 @@ from .lexical import (check_edits, CHECKS, imdb_names, imdb_word_facts, MIN_COUN
 from ..coverage import get_criterion
 from ..generate.baselines import loss_from_output
 from ..trace import Tracer
-from rnncon_core.lazy import tf
+from ..lazy import tf
 
 IMDB_THRESHOLD = DEFAULT_THRESHOLDS["text"]     # the paper's for the IMDB models
 # what steers the search towards uncovered contributions (synonym-gradient: only with the

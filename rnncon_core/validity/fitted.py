@@ -24,7 +24,7 @@ from ..errors import InputError
 from ..io import atomic_save_keras, atomic_write_json
 from .base import Validator, Verdict
 from ..zoo import load_model
-from rnncon_core.lazy import keras, tf
+from ..lazy import keras, tf
 
 HELD_OUT = 0.1            # share of the training split kept out of fitting, for thresholds
 SPLIT_SEED = 7
