@@ -9,9 +9,9 @@ import math
 import streamlit as st
 
 from rnncon_core import text  # noqa: F401  (its strategies join GENERATORS)
-from rnncon_core.params import Param, summary
 from rnncon_core.generate import generator_class
 from rnncon_core.generate.constraints import CONSTRAINTS
+from rnncon_core.params import Param, summary
 
 
 def description(method: str) -> str:

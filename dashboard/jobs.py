@@ -20,12 +20,12 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from rnncon_core import runs, zoo
-from rnncon_core.errors import InputError, RNNConError
-from rnncon_core.runs import display_name, Run, RunStore
 from dashboard import state
 from dashboard.uploads import public
+from rnncon_core import runs, zoo
+from rnncon_core.errors import InputError, RNNConError
 from rnncon_core.reports import results
+from rnncon_core.runs import display_name, Run, RunStore
 
 POLL_SECONDS = 1.0
 ACTIVE = ("starting", "running")

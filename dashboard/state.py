@@ -15,19 +15,19 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
+from dashboard import images, tables
 from dashboard.perf import timed
+from dashboard.runtime import keep_keras_session
 from dashboard.uploads import (data_label, find_upload, public, upload_dir,  # noqa: F401
                                upload_digest, upload_label, uploaded_models)
-from dashboard.runtime import keep_keras_session
 from rnncon_core import data, zoo
-from rnncon_core.errors import ModelLoadError, RNNConError, UnsupportedModelError
-from rnncon_core.paths import CACHE_DIR
-from dashboard import images, tables
 from rnncon_core.coverage import (CellStateCoverage, ContributionCoverage, CRITERIA, Criterion,
                                   default_threshold as engine_default, HiddenStateCoverage,
                                   needs_profile, NeuronCoverage, select_threshold, title)
+from rnncon_core.errors import ModelLoadError, RNNConError, UnsupportedModelError
 from rnncon_core.generate import predict_proba
 from rnncon_core.onnx_import import onnx_card as card
+from rnncon_core.paths import CACHE_DIR
 from rnncon_core.quality import tsne_embedding
 from rnncon_core.reports import charts
 from rnncon_core.reports.results import coverage_sweep, coverage_view

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 from streamlit import column_config as cc
 
+from dashboard.uploads import public
 from rnncon_core.reports.results import (TABLE2_KEYS, generator_settings,  # noqa: F401
                                          per_input, table2)
-from dashboard.uploads import public
 from rnncon_core.runs import display_name
 
 def table1(rows: Iterable[dict]) -> pd.DataFrame:

@@ -16,13 +16,13 @@ import json
 import numpy as np
 
 from . import text  # noqa: F401  (its strategies join GENERATORS)
-from .errors import InputError
-from .params import IntRange, Interval
 from .coverage import CRITERIA, get_criterion
 from .coverage.base import Criterion
+from .errors import InputError
 from .generate import generator_class, get_generator
 from .generate.base import Generator
 from .lazy import keras
+from .params import IntRange, Interval
 
 
 def tiny_image_model(seed: int = 0):

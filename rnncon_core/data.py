@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from .errors import DataMissingError, InputError, did_you_mean
-from .paths import CACHE_DIR, MODELS_DIR, NPM_MODULES, ensure_dir
 from .io import atomic_write_bytes, atomic_write_npz, read_npz
 from .lazy import keras
+from .paths import CACHE_DIR, MODELS_DIR, NPM_MODULES, ensure_dir
 
 
 

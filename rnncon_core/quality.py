@@ -17,9 +17,9 @@ from typing import Sequence
 import numpy as np
 
 from .errors import InputError
+from .lazy import keras
 from .textdiff import tokens, words_changed
 from .zoo import FEATURE_NET, load_model
-from .lazy import keras
 
 FEATURE_NOTE = ("FID and IS are computed with this project's MNIST feature CNN "
                 "(mnist-features: 128-d 'features' layer for FID, its softmax for IS), not with "

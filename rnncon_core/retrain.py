@@ -32,15 +32,15 @@ from typing import Callable
 import numpy as np
 
 from . import text  # noqa: F401  (its strategies join GENERATORS)
-from .errors import InputError, ModelLoadError
-from .params import Interval, IntRange, Param, Params
 from .coverage import ContributionCoverage
 from .data import Dataset, load_dataset
+from .errors import InputError, ModelLoadError
 from .generate import generator_class
 from .generate.base import predict_proba
+from .lazy import keras
+from .params import Interval, IntRange, Param, Params
 from .quality import FEATURE_NOTE, select_retraining_set, set_quality
 from .zoo import ARCHITECTURES, class_probabilities, output_head, read_card, shifted_batches
-from .lazy import keras
 
 DEFAULT_EPOCHS = 10
 DEFAULT_REPEATS = 10

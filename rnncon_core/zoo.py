@@ -15,10 +15,10 @@ import numpy as np
 from .data import (dataset_kind, datasets_fitting, default_dataset, INPUT_SHAPES, load_dataset,
                    VOCAB_FILE)
 from .errors import InputError, ModelLoadError, UnsupportedModelError, did_you_mean
-from .paths import MODELS_DIR, ensure_dir
 from .io import atomic_save_keras, atomic_write_json, atomic_write_text, versions
-from .onnx_import import load_onnx
 from .lazy import keras, tf
+from .onnx_import import load_onnx
+from .paths import MODELS_DIR, ensure_dir
 
 
 @dataclass(frozen=True)

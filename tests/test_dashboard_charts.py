@@ -433,7 +433,7 @@ def test_the_coverage_caches_take_one_frozen_profile(monkeypatch):
     monkeypatch.setattr(state, "coverage", lambda profile: profiles.append(profile) or {})
     monkeypatch.setattr(state, "coverage_view",
                         lambda crits, t, by, grid: views.append((by, t)) or {"threshold": t})
-    cached = state.coverage_at.__wrapped__         # under perf.timed: the st.cache_data function
+    cached = state.coverage_at.__wrapped__      # under perf.timed: the st.cache_data function
     cached.clear()
     try:
         assert state.coverage_at(p, "layer", 0.25) == {"threshold": 0.25}
@@ -444,5 +444,4 @@ def test_the_coverage_caches_take_one_frozen_profile(monkeypatch):
         assert views == [("layer", 0.25), ("layer", 0.5), ("layer", 0.25)]
         assert profiles == [p, p, dataclasses.replace(p, granularity="edge")]
     finally:
-        cached = state.coverage_at.__wrapped__         # under perf.timed: the st.cache_data function
-    cached.clear()
+        cached.clear()

@@ -5,10 +5,10 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import images, perf, state, urlstate
+from rnncon_core.coverage import needs_profile, title
+from rnncon_core.errors import RNNConError
 from rnncon_core.reports import charts
 from rnncon_core.reports import html as report
-from rnncon_core.errors import RNNConError
-from rnncon_core.coverage import needs_profile, title
 
 st.title("Coverage")
 st.caption("RConC counts the contributions (a neuron's output times a weight) that some test "

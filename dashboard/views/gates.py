@@ -3,9 +3,9 @@ import numpy as np
 import streamlit as st
 
 from dashboard import jobs, state, text_views
-from rnncon_core.reports import charts, results
 from rnncon_core import data
 from rnncon_core.errors import RNNConError
+from rnncon_core.reports import charts, results
 
 st.title("Gates")
 st.caption("Each row is one gate's input part (x·U) or recurrent part (h·W); each column a "

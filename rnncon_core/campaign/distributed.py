@@ -23,14 +23,14 @@ import time
 import numpy as np
 
 from ..errors import InputError, JobCancelled
-from .loop import Campaign
+from ..lazy import tf
 from ..zoo import load_model, with_steps
+from . import prepare
+from .loop import Campaign
 from .prepare import make_campaign, make_guide
 from .queue import Rows
 from .record import (CampaignFiles, durable_now, finish, load_checkpoint, read_rows,
                      report_progress, save_checkpoint, sync_rows, write_rows)
-from ..lazy import tf
-from . import prepare
 
 # batches a worker runs between the driver's merges (a round); a killed campaign on Ray loses
 # at most its last round. 40, not 10: each round costs about two batches' time in the driver's

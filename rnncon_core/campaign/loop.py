@@ -46,16 +46,16 @@ import time
 
 import numpy as np
 
-from ..errors import InputError
-from ..params import Bool, Interval, IntRange, Param, Params
-from ..zoo import class_labels
-from .mutations import MUTATION_PARAMS, Mutator
-from .queue import FaultSet, SeedQueue
 from ..coverage.base import forward_outputs
+from ..errors import InputError
 from ..generate.base import compiled_forward, shared
 from ..generate.guided import prediction_term
-from .classes import feature_model
 from ..lazy import tf
+from ..params import Bool, Interval, IntRange, Param, Params
+from ..zoo import class_labels
+from .classes import feature_model
+from .mutations import MUTATION_PARAMS, Mutator
+from .queue import FaultSet, SeedQueue
 
 CURVE_COLUMNS = ("seconds", "calls", "coverage", "distinct_faults", "distinct_pairs",
                  "queue", "faults", "model_seconds", "valid_faults", "valid_pairs",

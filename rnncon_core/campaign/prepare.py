@@ -6,12 +6,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
-from ..generate.base import model_head, select_seeds
-from .mutations import input_kind  # noqa: F401  (re-exported for the run and Ray paths)
+from .. import paths
 from ..coverage import CRITERIA, default_threshold, get_criterion, StateCoverage
 from ..coverage.profile import build_profile, default_path
 from ..data import load_dataset
+from ..errors import InputError
+from ..generate.base import model_head, select_seeds
 from ..text.eda import Lexicon
 from ..text.generators import load_vocabulary
 from ..text.lexical import imdb_names
@@ -19,8 +19,8 @@ from ..trace import check_model_inputs
 from ..validity import fit_validity, is_fitted, oracle_for
 from ..zoo import load_model, model_datasets, with_steps
 from .loop import Campaign
+from .mutations import input_kind  # noqa: F401  (re-exported for the run and Ray paths)
 from .signal_guides import make_signal_guide, SIGNAL_GUIDES
-from .. import paths
 
 GUIDE_NONE = "none"
 GUIDE_FAULTS = "faults"

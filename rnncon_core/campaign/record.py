@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from .loop import CURVE_COLUMNS, Campaign
 from .classes import class_counts
+from .loop import CURVE_COLUMNS, Campaign
 from .statelog import decode, drop_log, encode, latest, load_state, MAGIC, records, StateLog
 
 

@@ -17,13 +17,13 @@ import zlib
 from typing import Callable
 
 from ..errors import InputError, JobCancelled, RNNConError
+from .distributed import run_on_ray
 from .loop import CAMPAIGN_PARAMS, YIELD_BEFORE, Campaign
 from .mutations import families, input_kind
 from .prepare import (ValiditySpec, ensure_profile, guide_names, load_seeds, make_campaign,
                       validity_spec)
 from .record import (Budget, CampaignFiles, campaign_budget, checkpoint, finish, load_checkpoint,
                      read_rows, report_progress, save_state, write_rows)
-from .distributed import run_on_ray
 
 
 def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", budget=None,

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
 from ..coverage import StateCoverage
 from ..coverage.base import forward_outputs, tracer_for
 from ..data import load_dataset
+from ..errors import InputError
 from ..prioritize import signals
 from ..prioritize.signals import probabilities
 from ..trace import check_model_inputs

@@ -70,8 +70,8 @@ def quiet_tensorflow() -> None:
 
 import typer
 
-from ..errors import InputError, RNNConError
 from ..data import check_dataset, class_labels, read_npy as read
+from ..errors import InputError, RNNConError
 from ..io import check_writable, check_writable_folder, to_json
 from ..params import check_args, split_list
 from ..zoo import check_model_file

@@ -8,14 +8,14 @@ from typing import List, Optional
 
 import typer
 
+from ..coverage import CRITERIA
+from ..data import DATASETS, is_dataset_file, load_dataset
+from ..errors import InputError
+from ..generate import generator_class
+from ..zoo import load_model, with_steps
 from .common import (app, checked, DECLARED, declared_values, emit, JSON_OPT, log, names, numbers,
                      OUT_OPT, PARAM_OPT, preflight, RAY_OPT, read_npy, renamed, report_app,
                      show_params)
-from ..errors import InputError
-from ..coverage import CRITERIA
-from ..data import DATASETS, is_dataset_file, load_dataset
-from ..generate import generator_class
-from ..zoo import load_model, with_steps
 
 CRITERION_HELP = (f"One of {', '.join(CRITERIA.names())} (profile-based ones build the "
                   f"model's training profile from --dataset's training split when they need "

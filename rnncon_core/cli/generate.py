@@ -6,15 +6,15 @@ from typing import List, Optional
 
 import typer
 
+from .. import text  # noqa: F401  (its strategies join GENERATORS)
+from ..data import Vocabulary
+from ..errors import InputError
+from ..generate import generator_class, GENERATORS, list_generators
+from ..generate.constraints import CONSTRAINTS
+from ..zoo import ARCHITECTURES, shipped_models
 from .common import (DECLARED, JSON_OPT, NAME_OPT, PARAM_OPT, RAY_OPT, ROOT_OPT, RUNS_DIR_OPT,
                SEED_INPUTS_OPT, SEED_LABELS_OPT, TAGS_OPT, app, checked, declared_values, emit,
                log, names, preflight, report_app, seed_inputs, show_params, store)
-from ..errors import InputError
-from .. import text  # noqa: F401  (its strategies join GENERATORS)
-from ..generate import generator_class, GENERATORS, list_generators
-from ..data import Vocabulary
-from ..generate.constraints import CONSTRAINTS
-from ..zoo import ARCHITECTURES, shipped_models
 
 _JSON_KEYS = ("run_id", "method", "model", "n_seeds", "n_adversarial", "adv_rate", "avg_l2",
               "avg_l1", "avg_linf", "seconds", "outputs")

@@ -5,8 +5,8 @@ from typing import Optional
 
 import typer
 
-from .common import app, checked, emit, JSON_OPT, log, preflight
 from ..zoo import check_architecture, models_table, train_model
+from .common import app, checked, emit, JSON_OPT, log, preflight
 
 
 @app.command("models")

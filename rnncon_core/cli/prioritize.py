@@ -6,11 +6,11 @@ from typing import Optional
 
 import typer
 
+from ..data import load_dataset
+from ..errors import InputError
+from ..zoo import load_model, model_datasets, with_steps
 from .common import (JSON_OPT, NAME_OPT, RUNS_DIR_OPT, TAGS_OPT, app, checked, emit, log, names,
                preflight, read_labels, read_npy, report_app, store)
-from ..errors import InputError
-from ..data import load_dataset
-from ..zoo import load_model, model_datasets, with_steps
 
 BY_HELP = ("Signals, comma separated: gini, margin, entropy, lsa, dsa, deepstate, "
            "<criterion>-total, <criterion>-additional (every criterion of `rnncon criteria`), "

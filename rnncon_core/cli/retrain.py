@@ -7,9 +7,9 @@ from typing import Optional
 
 import typer
 
+from ..params import check_args
 from .common import (JSON_OPT, NAME_OPT, ROOT_OPT, RUNS_DIR_OPT, TAGS_OPT, app, emit, log, names,
                preflight, report_app, store)
-from ..params import check_args
 
 
 class _Progress:

@@ -5,8 +5,8 @@ from typing import Optional
 
 import typer
 
-from .common import app, checked, emit, JSON_OPT, log, renamed, ROOT_OPT, RUNS_DIR_OPT
 from ..errors import InputError, did_you_mean
+from .common import app, checked, emit, JSON_OPT, log, renamed, ROOT_OPT, RUNS_DIR_OPT
 
 
 @app.command("runs")

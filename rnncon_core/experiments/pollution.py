@@ -13,14 +13,14 @@ import time
 
 import numpy as np
 
-from ..errors import InputError
+from .. import jobs
 from ..data import default_dataset, load_dataset, to_images
+from ..errors import InputError
 from ..generate import generator_class
 from ..generate.base import predict_proba
 from ..retrain import fit_split
 from ..runs import RunStore
 from ..zoo import ARCHITECTURES, build_model, load_model
-from .. import jobs
 
 
 # ---------------------------------------------------------------- SSIM

@@ -13,13 +13,13 @@ import time
 
 import numpy as np
 
-from ..errors import InputError
-from ..runs import RunStore
-from ..zoo import load_model
-from ..lazy import keras
 from .. import jobs
+from ..errors import InputError
+from ..lazy import keras
 from ..retrain import (adversarial_inputs, classification_metrics, copy_model, describe_split,
                        fit_split, resolve_dataset, retrain_once, split_test, training_defaults)
+from ..runs import RunStore
+from ..zoo import load_model
 
 
 def run_robustness(model: str = "mnist-gru", from_run: str | None = None, n_inputs: int = 500,

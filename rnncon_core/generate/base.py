@@ -24,12 +24,12 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from ..errors import InputError
+from ..lazy import tf
 from ..params import Bool, IntRange, Interval, OneOf, Param, Params
-from ..zoo import class_labels, class_probabilities, output_head
-from .constraints import constraint_params, CONSTRAINTS, get_constraint, UNIT_BOX
 from ..textdiff import words_changed
 from ..trace import check_model_inputs, input_domain
-from ..lazy import tf
+from ..zoo import class_labels, class_probabilities, output_head
+from .constraints import constraint_params, CONSTRAINTS, get_constraint, UNIT_BOX
 
 ProgressFn = Callable[[int, int], None]
 StopFn = Callable[[], bool]

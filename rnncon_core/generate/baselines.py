@@ -6,11 +6,11 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import InputError
+from ..lazy import tf
 from ..params import Bool, IntRange, Interval, Param, Params
 from ..zoo import class_probabilities
 from .base import BatchOutput, Generator, GradientGenerator
 from .constraints import UNIT_BOX
-from ..lazy import tf
 
 EPS = Param("eps", 0.3, Interval(0.0, 1.0, lo_open=True), "L-infinity radius of the change.",
             label="ε (L∞ radius)")

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..coverage import NeuronCoverage
 from ..errors import InputError
+from ..lazy import tf
 from ..params import Interval, Param
 from ..zoo import class_labels
 from .base import GradientGenerator, compiled_forward, predict_proba
-from ..coverage import NeuronCoverage
-from ..lazy import tf
 
 
 class Differential(GradientGenerator):

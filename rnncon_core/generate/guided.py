@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
+from ..coverage import default_threshold, get_criterion
 from ..coverage.rconc import ContributionCoverage
+from ..errors import InputError
+from ..lazy import tf
 from ..params import Bool, IntRange, Interval, OneOf, Param, Params, Text
+from ..trace import Tracer
 from .base import (TOP_K_OTHERS, BatchOutput, GradientGenerator, margin_term,  # noqa: F401
                    prediction_term, shared)
-from ..coverage import default_threshold, get_criterion
-from ..trace import Tracer
-from ..lazy import tf
 
 # the prediction term's weight for rconc and nc, chosen on seeds no report uses
 # (reports/generation/NOTES.md: mnist-lstm, 64 held-out seeds, every weight tried)

@@ -24,12 +24,12 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import InputError, RNNConError
 from ..coverage import get_criterion
+from ..errors import InputError, RNNConError
 from ..generate import get_generator
 from ..generate.base import GenerationResult
-from ..zoo import load_model
 from ..lazy import available, ray, tf
+from ..zoo import load_model
 
 ProgressFn = Callable[[int, int], None]
 

@@ -10,7 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import jobs
+from ..coverage import default_threshold
 from ..errors import InputError
+from ..generate.base import model_head
 from ..retrain import (DEFAULT_EPOCHS, DEFAULT_MIX, DEFAULT_REPEATS, PARAMS, SPLIT_SEED,
                        TRANSFER_SEEDS, ProgressFn, cancel_callback, quality_or_reason,
                        retraining_summary, accuracy, adversarial_inputs, classification_metrics,
@@ -19,10 +22,7 @@ from ..retrain import (DEFAULT_EPOCHS, DEFAULT_MIX, DEFAULT_REPEATS, PARAMS, SPL
                        rconc_rates, resolve_dataset, retrain_once, right_seeds, split_test,
                        training_defaults)
 from ..runs import RunStore, check_source_run
-from ..coverage import default_threshold
-from ..generate.base import model_head
 from ..zoo import load_model
-from .. import jobs
 
 
 def generation_on_seeds(model: str, keras_model, method: str, seeds: np.ndarray, ds, store,

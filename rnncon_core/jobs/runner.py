@@ -13,11 +13,11 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import InputError, JobCancelled
 from .. import text  # noqa: F401  (its strategies join GENERATORS)
+from ..data import class_labels, load_dataset
+from ..errors import InputError, JobCancelled
 from ..generate import generator_class, get_generator
 from ..generate.base import GenerationResult, model_head, seed_box, select_seeds
-from ..data import class_labels, load_dataset
 from ..params import check_args
 from ..runs import RunStore
 from ..trace import check_model_inputs, input_domain, other_dtypes, set_kind, to_float32

@@ -26,14 +26,14 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
-from . import signals
-from .signals import SURPRISE, UNCERTAINTY, apfd, detection_curve, found_within
 from ..coverage import CRITERIA, default_threshold, get_criterion, needs_profile, StateCoverage
+from ..errors import InputError
 from ..generate.base import model_head, predict_proba
 from ..io import atomic_write_bytes
 from ..params import split_list
 from ..trace import check_model_inputs
+from . import signals
+from .signals import SURPRISE, UNCERTAINTY, apfd, detection_curve, found_within
 
 SHARES = (0.01, 0.05, 0.10)           # the shares of inputs inspected the metrics report
 DEFAULT_REPEATS = 20

@@ -41,11 +41,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError
 from ..coverage.base import CACHE_LOCK, forward_outputs, model_cache, tracer_for
+from ..errors import InputError
+from ..lazy import tf
 from ..trace import merge_directions
 from ..zoo import class_probabilities, output_head
-from ..lazy import tf
 
 UNCERTAINTY = ("gini", "margin", "entropy")
 SURPRISE = ("lsa", "dsa")

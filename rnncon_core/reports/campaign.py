@@ -26,7 +26,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from .writer import write_files
+from .. import campaign
 from ..campaign import (BASELINE_TEXT, BASELINES, CAMPAIGN_PARAMS, GUIDE_NONE, load_campaign,
                         make_guide, parse_budget)
 from ..campaign.loop import loop_label, YIELD_BEFORE
@@ -39,7 +39,7 @@ from ..runs import RunStore
 from .charts import image_grid
 from .faults import caption, curves_figure, groups, members
 from .html import flat_settings, render, Section
-from .. import campaign
+from .writer import write_files
 
 MODELS = ("mnist-lstm", "stacked-mnist-lstm", "mnist-gru", "stacked-mnist-gru", "imdb-lstm")
 GUIDES = ("rconc", "nc", "kmnc", "state", "bc", "none", "faults")   # baselines last
@@ -343,8 +343,8 @@ def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30
                        and x["budget"] == mb and x["seeds"] == seeds and x["loop"] == loop
                        for x in rows):
                     continue
-                s = campaign.run_campaign(model, dataset, guide=guide, budget=mb, seeds=seeds, seed=r,
-                                          store=store, **params)
+                s = campaign.run_campaign(model, dataset, guide=guide, budget=mb, seeds=seeds,
+                                          seed=r, store=store, **params)
                 rows.append({"model": model, "guide": guide, "repeat": r, "budget": mb,
                              "seeds": seeds, "loop": loop, **{k: s[k] for k in (
                                  "run_id", "valid_faults", "invalid_faults", "fault_classes",

@@ -13,12 +13,12 @@ import numpy as np
 import pandas as pd
 
 from ..coverage import REPORT_THRESHOLDS, ContributionCoverage, NeuronCoverage
-from ..paths import ensure_dir
 from ..coverage.threshold import default_threshold, select_threshold
-from .writer import write_files
 from ..data import load_dataset
 from ..generate import get_generator
+from ..paths import ensure_dir
 from ..zoo import ARCHITECTURES, load_model, shipped_models
+from .writer import write_files
 
 EQ3 = {"normalize": "model", "values": "signed"}      # Eq. 3 taken literally
 SELECTION_CANDIDATES = (0.0, 0.25, 0.5, 0.75)

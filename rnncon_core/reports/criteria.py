@@ -31,15 +31,15 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ..paths import ensure_dir
-from .writer import write_files
 from ..coverage import CRITERIA, default_threshold, needs_profile
 from ..coverage.profile import ensure_profile
 from ..data import default_dataset, load_dataset
 from ..errors import InputError, UnsupportedModelError
 from ..generate import get_generator
 from ..generate.base import predict_proba
+from ..paths import ensure_dir
 from ..zoo import class_labels, load_model
+from .writer import write_files
 
 MNIST_MODELS = ("mnist-lstm", "stacked-mnist-lstm", "mnist-gru", "stacked-mnist-gru")
 METHODS = ("pgd", "fgsm", "rconc", "nc", "noise")

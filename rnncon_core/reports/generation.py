@@ -11,15 +11,15 @@ from typing import Callable
 
 import numpy as np
 
+from .. import jobs
 from ..errors import InputError
 from ..generate import generator_class
-from .writer import write_files
 from ..generate.base import MINIMIZE
 from ..quality import tsne_embedding
 from ..runs import RunStore
 from ..trace import Tracer
 from ..zoo import ARCHITECTURES, load_model, read_card, shipped_models
-from .. import jobs
+from .writer import write_files
 
 MNIST_MODELS = ("stacked-mnist-lstm", "mnist-lstm", "stacked-mnist-gru", "mnist-gru")
 

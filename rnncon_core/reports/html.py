@@ -20,13 +20,13 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ..io import versions as core_versions
-from . import charts, results
 from .. import data, zoo
-from ..errors import UnsupportedModelError
-from ..trace import Tracer
 from ..coverage import (CellStateCoverage, ContributionCoverage, default_threshold,
                         HiddenStateCoverage, NeuronCoverage)
+from ..errors import UnsupportedModelError
+from ..io import versions as core_versions
+from ..trace import Tracer
+from . import charts, results
 
 PACKAGES = ("pandas", "plotly", "streamlit", "scikit-learn")   # beside the core's versions
 

@@ -22,13 +22,13 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ..paths import ensure_dir
-from .writer import write_files
 from ..data import dataset_kind, load_dataset
 from ..generate import get_generator
+from ..paths import ensure_dir
 from ..prioritize import prioritize
 from ..zoo import load_model, model_datasets
 from .results import generation_runs
+from .writer import write_files
 
 MODELS = ("mnist-lstm", "stacked-mnist-lstm", "mnist-gru", "stacked-mnist-gru",
           "imdb-lstm", "imdb-gru", "stacked-imdb-lstm", "stacked-imdb-gru")

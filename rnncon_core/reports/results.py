@@ -5,10 +5,10 @@ from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
+from rnncon_core.runs import display_name
 from ..errors import RNNConError
 from ..retrain import generator_params
 from .charts import with_all
-from rnncon_core.runs import display_name
 
 METRIC_NAMES = {"accuracy": "Accuracy", "precision": "Precision", "recall": "Recall",
                 "f1": "F1", "auc": "AUC", "rconc": "RConC"}

@@ -14,18 +14,18 @@ from typing import Callable
 
 import numpy as np
 
-from ..quality import FEATURE_NOTE, select_retraining_set
+from .. import jobs
 from ..coverage import ContributionCoverage, NeuronCoverage
 from ..experiments.pollution import run_pollution
 from ..experiments.robustness import run_robustness
 from ..jobs.retraining import run_retraining, transfer_sets
+from ..quality import FEATURE_NOTE, select_retraining_set
 from ..retrain import (accuracy, adversarial_inputs, candidate_quality, DEFAULT_MIX, FINE_TUNE_RATE,
                        paired, resolve_dataset, split_test)
 from ..runs import RunStore
 from ..trace import Tracer
 from ..zoo import load_model, read_card, shipped_models
 from .writer import write_files
-from .. import jobs
 
 MNIST_MODELS = ("stacked-mnist-lstm", "mnist-lstm", "stacked-mnist-gru", "mnist-gru")
 CONSTRAINT = "light"      # the "Constraint" rows: DeepXplore's lighting constraint

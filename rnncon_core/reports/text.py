@@ -19,17 +19,17 @@ import time
 
 import numpy as np
 
+from .. import jobs
+from ..coverage import get_criterion
 from ..data import default_dataset
 from ..errors import InputError
 from ..paths import REPO_ROOT
-from ..text.generators import IMDB_THRESHOLD, load_vocabulary
-from .writer import write_files
-from ..coverage import get_criterion
 from ..runs import RunStore
 from ..text.eda import Lexicon
+from ..text.generators import IMDB_THRESHOLD, load_vocabulary
 from ..text.lexical import check_edits, CHECKS
 from ..zoo import load_model, shipped_models
-from .. import jobs
+from .writer import write_files
 
 # (method, constraints, further generator parameters); the last trades readable substitutes
 # for more of them: no sense-similarity floor, but a cosine of at least 0.3 in word vectors of

@@ -20,19 +20,19 @@ from pathlib import Path
 
 import numpy as np
 
+from ..coverage import get_criterion
 from ..coverage.threshold import DEFAULT_THRESHOLDS
 from ..data import default_dataset, INDEX_FROM, load_dataset, VOCAB_FILE, Vocabulary
 from ..errors import DataMissingError, InputError, UnsupportedModelError
 from ..generate.base import BatchOutput, compiled_forward, Generator
+from ..generate.baselines import loss_from_output
+from ..lazy import tf
 from ..params import Bool, FilePath, IntRange, Interval, OneOf, Param, Params, Text
 from ..textdiff import words_changed
+from ..trace import Tracer
 from .eda import CONSTRAINTS, EDA, Lexicon
 from .lexical import (check_edits, CHECKS, imdb_names, imdb_word_facts, MIN_COUNT, MIN_SIMILARITY,
                       PENN_TO_WN)
-from ..coverage import get_criterion
-from ..generate.baselines import loss_from_output
-from ..trace import Tracer
-from ..lazy import tf
 
 IMDB_THRESHOLD = DEFAULT_THRESHOLDS["text"]     # the paper's for the IMDB models
 # what steers the search towards uncovered contributions (synonym-gradient: only with the

@@ -61,12 +61,12 @@ import re
 from functools import lru_cache
 from typing import Sequence
 
+from .. import paths
+from ..data import imdb_texts, tokenize
 from ..errors import DataMissingError
 from ..io import atomic_write_text
-from ..data import imdb_texts, tokenize
 from ..textdiff import align
 from .wordnet import load_wordnet, vocab_key
-from .. import paths
 
 PENN_TO_WN = {"NN": "n", "NNS": "n", "VB": "v", "VBD": "v", "VBG": "v", "VBN": "v",
               "VBP": "v", "VBZ": "v", "JJ": "a", "JJR": "a", "JJS": "a",

@@ -17,11 +17,11 @@ import io
 
 import numpy as np
 
-from ..errors import DataMissingError
+from .. import paths
 from ..data import default_dataset, load_dataset
+from ..errors import DataMissingError
 from ..io import atomic_write_bytes
 from .wordnet import vocab_key
-from .. import paths
 
 WINDOW = 5
 DIMS = 200
@@ -81,7 +81,8 @@ class CorpusVectors:
 def imdb_vectors(vocab) -> CorpusVectors:
     """The vectors of the IMDB training reviews over ``vocab`` (built once, about 30 s, and
     cached in .cache/ as float16: a fresh build gives the same cosines as the cached copy)."""
-    path = paths.CACHE_DIR / f"imdb-vectors-{vocab_key(vocab.words)}-{WINDOW}-{DIMS}-{SMOOTHING}.npy"
+    name = f"imdb-vectors-{vocab_key(vocab.words)}-{WINDOW}-{DIMS}-{SMOOTHING}.npy"
+    path = paths.CACHE_DIR / name
     if path.exists():
         return CorpusVectors(np.load(path), vocab.index)
     try:

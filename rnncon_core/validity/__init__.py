@@ -18,13 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import paths
+from ..data import DATASETS, load_dataset
 from ..errors import InputError
+from ..io import file_sha256
 from ..registry import Registry
 from .base import REASON_DTYPE, Oracle, Validator, Verdict
-from ..data import DATASETS, load_dataset
-from ..io import file_sha256
 from .fitted import Distribution, Reference
-from .. import paths
 
 _V = "rnncon_core.validity."
 VALIDATORS = Registry("validity check", "rnncon.validators", base=_V + "base:Validator",

@@ -22,9 +22,9 @@ import numpy as np
 
 from ..errors import InputError
 from ..io import atomic_save_keras, atomic_write_json
-from .base import Validator, Verdict
-from ..zoo import load_model
 from ..lazy import keras, tf
+from ..zoo import load_model
+from .base import Validator, Verdict
 
 HELD_OUT = 0.1            # share of the training split kept out of fitting, for thresholds
 SPLIT_SEED = 7

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Validator, Verdict
 from ..text.eda import Lexicon
 from ..text.generators import load_vocabulary
 from ..text.lexical import check_edits
+from .base import Validator, Verdict
 
 
 class ReaderEdits(Validator):

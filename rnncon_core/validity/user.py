@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
-from .base import Validator, Verdict
 from ..zoo import class_labels, load_model
+from .base import Validator, Verdict
 
 
 class UserReference(Validator):
