@@ -7,8 +7,12 @@ themselves: they go through here.
 """
 from __future__ import annotations
 
+import ctypes
+import gc
 import hashlib
 import re
+import shutil
+import time
 from dataclasses import astuple, dataclass
 from pathlib import Path
 
@@ -139,7 +143,6 @@ def check_upload(path: str):
     try:
         return model(path)
     except RNNConError:
-        import shutil
         if upload_digest(path):
             shutil.rmtree(Path(path).parent, ignore_errors=True)
         raise
@@ -187,7 +190,6 @@ def load_with_progress(model_ref: str, dataset_name: str, what: str, compute):
     session), then ``what``. Later calls (any session) return at once."""
     if ready("model", model_ref) and ready("dataset", dataset_name):
         return compute()
-    import time
     started = time.perf_counter()
     with st.status(f"Loading {what}…", expanded=True) as box:
         st.write(f"the model {model_ref if model_ref in zoo.ARCHITECTURES else 'uploaded'}…")
@@ -357,7 +359,6 @@ PROFILE_INPUTS_N = 4000         # training inputs a criterion's profile is built
 
 def _no_paths(text: str) -> str:
     """A message without server paths (a path becomes its last part)."""
-    import re
     return re.sub(r"(?:[A-Za-z]:)?(?:/[^\s/:'\"`]+){2,}", lambda m: m.group(0).rsplit("/", 1)[-1],
                   text)
 
@@ -450,8 +451,6 @@ def release_memory() -> None:
     """Hand freed heap memory back to the system (glibc's malloc_trim): a profile's forward
     pass over an IMDB model frees about a gigabyte that the allocator would otherwise keep
     for the life of the server. A no-op where there is no glibc."""
-    import ctypes
-    import gc
     gc.collect()
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)

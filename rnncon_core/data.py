@@ -14,6 +14,7 @@ Sources, in order of preference:
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import re
 from collections import Counter
@@ -87,7 +88,6 @@ class Dataset:
 def read_npy(content: bytes, name: str, what: str = "the file") -> np.ndarray:
     """The array of a .npy file's bytes (``name``: the file's name, for messages), or an
     InputError saying what is wrong with it and how to write one (never a pickle)."""
-    import io
     stem = Path(name).stem
     if content[:6] != b"\x93NUMPY":
         kind = "an .npz archive" if content[:2] == b"PK" else "not a .npy file"

@@ -18,6 +18,7 @@ weight mappings both ways (``torch_weights`` gives a layer's weights back in PyT
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -998,7 +999,6 @@ def _build(chain: tuple, name: str):
 
 
 def _keras_name(path: Path) -> str:
-    import re
     name = re.sub(r"[^A-Za-z0-9_]", "_", path.stem) or "imported"
     return name if name[0].isalpha() else f"onnx_{name}"
 

@@ -22,6 +22,7 @@ contributions are computed but flagged by the layer's ``mask`` (False = masked).
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -783,7 +784,6 @@ def fingerprint(model) -> str:
     """sha256 (first 16 hex digits) of a model's weights (a Keras model or a ``Tracer``): every
     weight array's shape, dtype and bytes, in order. The same weights loaded from another path
     give the same fingerprint; retrained weights another."""
-    import hashlib
     model = model.model if isinstance(model, Tracer) else model
     h = hashlib.sha256()
     for w in model.weights:

@@ -1,4 +1,7 @@
 """Models: Table 1, the model under test (shipped or uploaded), its data set and provenance."""
+import hashlib
+import re
+
 import streamlit as st
 
 from dashboard import images, state, tables, warmup
@@ -17,9 +20,6 @@ def own_dataset(model_path: str) -> str | None:
     (optional kind, class_names, vocabulary; as `--dataset DATA.npz`): saved beside the
     uploads, read by data.load_dataset (its name is its path, so runs and retraining find it
     again) and its test inputs checked against the model. None until one is given."""
-    import hashlib
-    import re
-
     up = st.file_uploader("Or your own data set (.npz with x_train, y_train, x_test, y_test; "
                           "retraining needs one)", type=["npz"], key="models_own_npz",
                           max_upload_size=state.MAX_UPLOAD_MB)
@@ -42,8 +42,6 @@ def own_test_set(model_path: str) -> str | None:
     checked against the model (the CLI's checks and messages) and registered as a data set
     named "own: <file> <hash>"; None until both files are given. One-hot labels are read as
     their argmax (said under the uploads)."""
-    import hashlib
-
     cols = st.columns(2)
     xs = cols[0].file_uploader("Your own test inputs (.npy)", type=["npy"],
                                key="models_own_x", max_upload_size=state.MAX_UPLOAD_MB)

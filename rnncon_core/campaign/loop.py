@@ -42,6 +42,7 @@ is part of the checkpoint, so a resumed campaign draws what the uninterrupted on
 """
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -395,7 +396,6 @@ class Campaign:
     def state(self, curve: bool = True) -> dict:
         """Everything mutable besides the queue's and faults' rows (which only grow); the
         curve too unless ``curve=False`` (the run appends its new rows to a log)."""
-        import json
         out = {"picks": self.queue.picks.copy(), "stale": self.stale.copy(),
                "counters": np.array(json.dumps({
                    "calls": self.calls, "batches": self.batches, "seconds": self.elapsed(),
@@ -413,7 +413,6 @@ class Campaign:
     def restore(self, state: dict, queue: dict, faults: dict, warm: bool = True) -> None:
         """Back to a saved state (rows beyond the state's counts, written after it, are
         dropped)."""
-        import json
         c = json.loads(str(state["counters"]))
         self.queue = SeedQueue(self.queue.p_init, self.queue.p_min, self.queue.gamma,
                                self.queue.capacity)

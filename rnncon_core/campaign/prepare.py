@@ -3,6 +3,7 @@ the training profile the profiled criteria and the abstraction read, the text le
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -191,7 +192,6 @@ _MODELS: dict = {}
 def _loaded(ref: str, load_model):
     """A shipped model or .keras file loaded once per process and file version (its compiled
     graphs are kept with it, so the next campaign on it traces nothing)."""
-    from pathlib import Path
 
     path = next((p for p in (paths.MODELS_DIR / f"{ref}.keras", Path(ref)) if p.is_file()), None)
     key = (ref, path.stat().st_mtime_ns if path else None)

@@ -2,8 +2,11 @@
 stored campaign is read back (``load_campaign``)."""
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -164,7 +167,6 @@ def load_checkpoint(info) -> dict | None:
 
 def durable_now(files: CampaignFiles) -> bool:
     """True for the first batch and then every ``DURABLE_EVERY`` seconds."""
-    import time
     now = time.monotonic()
     if files.durable_at is None or now - files.durable_at >= DURABLE_EVERY:
         files.durable_at = now
@@ -185,7 +187,6 @@ def write_rows(files: CampaignFiles, queue: dict, faults: dict, durable: bool = 
 def _append(files: CampaignFiles, name: str, data: bytes, durable: bool) -> None:
     """``data`` appended to the run's file ``name`` (kept open in ``files.logs``) and
     flushed; fsync'ed too when ``durable``."""
-    import os
     f = files.logs.get(name)
     if f is None or f.closed:
         f = files.logs[name] = open(files.run.path / name, "ab")
@@ -199,7 +200,6 @@ def _append(files: CampaignFiles, name: str, data: bytes, durable: bool) -> None
 def _log_records(path):
     """The records of a rows log, in order (raw arrays, or .npz from older versions); a
     record cut short (killed while written) and what follows it are ignored."""
-    import io
 
     for magic, body in records(path, (MAGIC, _MAGIC)):
         if magic == MAGIC:
@@ -248,7 +248,6 @@ def save_checkpoint(files: CampaignFiles, arrays: dict, durable: bool = True) ->
 
 def sync_rows(files: CampaignFiles) -> None:
     """fsync the rows log (what ``write_rows(durable=False)`` appended)."""
-    import os
     f = files.logs.get("rows.log")
     if f is not None and not f.closed:
         os.fsync(f.fileno())

@@ -9,6 +9,8 @@ import logging
 import os
 import sys
 import tempfile
+import time
+import traceback
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -127,7 +129,6 @@ def preflight(model: str | None = None, models=(), dataset: str | None = None,
 
 def internal_log() -> Path:
     """Where this process writes the traceback of an internal error (one file a process)."""
-    import time
     if not _LOG:
         _LOG.append(Path(tempfile.gettempdir()) / f"rnncon-error-"
                     f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
@@ -139,7 +140,6 @@ _LOG: list = []
 
 def _internal(e: BaseException) -> str:
     """The one line of an internal error; its traceback goes to :func:`internal_log`."""
-    import traceback
     path = internal_log()
     text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
     try:
@@ -165,7 +165,6 @@ def log(msg: str) -> None:
 def read_npy(path_text: str, option: str):
     """The array of a .npy file given as ``option`` (e.g. "--inputs"), or an InputError that
     says what is wrong with the file and how to write one."""
-    from pathlib import Path
 
     path = Path(path_text)
     if path.is_dir():
@@ -186,7 +185,6 @@ def read_npy(path_text: str, option: str):
 def seed_inputs(inputs: str | None, labels: str | None, dataset: str | None):
     """The user's own seeds (--inputs / --labels, given together, not with --dataset):
     (x, y, their resolved paths), or (None, None, None)."""
-    from pathlib import Path
 
     if (inputs is None) != (labels is None):
         raise InputError("give --inputs X.npy and --labels Y.npy together (one label per input)")

@@ -21,6 +21,8 @@ Targets: ``"random"`` (any layer), a layer name (e.g. ``lstm_1``), or ``"dense"`
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from ..coverage import default_threshold, get_criterion
@@ -327,5 +329,4 @@ class StateGuided(CoverageGuided):
 
 
 def _key(params: dict) -> str:
-    import json
     return json.dumps(params, sort_keys=True, default=str)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -45,7 +46,6 @@ def check_address(address: str, timeout: float = 5.0) -> None:
     """Fail at once, with what to do, when nothing listens at a cluster's host:port (Ray itself
     retries for minutes, printing warnings). "auto" and addresses without a port are left to
     Ray."""
-    import socket
     host, _, port = address.split("://", 1)[-1].rpartition(":")
     if not host or not port.isdigit():
         return

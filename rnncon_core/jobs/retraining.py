@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -401,7 +402,6 @@ def _earlier_repeats(store, run_id: str, config: dict, arms: list[str]) -> dict:
     """The per-repeat results of the earlier retrain run ``run_id`` to continue from: its
     settings must equal ``config`` but for the number of repeats, and both arms keep as many
     repeats as the shorter one finished (paired), at most ``config["repeats"]``."""
-    from pathlib import Path
     earlier = store.get(run_id)
     if earlier.kind != "retrain":
         raise InputError(f"run {run_id} is a {earlier.kind} run, not a retrain run: "

@@ -20,6 +20,8 @@ so campaigns of two loop versions are never mixed.
 """
 from __future__ import annotations
 
+import platform
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Callable
 
@@ -392,7 +394,6 @@ def write_report(out: Path, settings: dict) -> dict:
         .reset_index()
     report = {"settings": settings, "table": table.to_dict("records"),
               "against_baselines": verdicts.to_dict("records")}
-    import platform
     settings["machine"] = f"{platform.machine()}, {__import__('os').cpu_count()} cores shared"
     files = write_files(out, {"summary.md": markdown(table, verdicts, settings),
                               "campaign.json": report, "curves.svg": curves_svg(mean)},
@@ -604,7 +605,6 @@ def check_bounds(info, model, min_coverage: dict, max_faults: int | None,
 def junit_xml(bounds: pd.DataFrame, info, seconds: float) -> str:
     """JUnit XML: one test case per bound (a failure element where it failed); the property
     ``exit_code`` is the command's (0 every bound passed, 1 one failed)."""
-    import xml.etree.ElementTree as ET
     s = info.summary or {}
     suites = ET.Element("testsuites")
     failures = int((~bounds["passed"].astype(bool)).sum())
@@ -632,7 +632,6 @@ def junit_error_xml(message: str, exit_code: int, seconds: float, model=None) ->
     """JUnit XML of a check that could not run: one test case with an error element (the
     one-line message) and the property ``exit_code`` (2 a usage or input error, 3 an internal
     error), so that a CI job tells a typo from a failing model."""
-    import xml.etree.ElementTree as ET
     suites = ET.Element("testsuites")
     suite = ET.SubElement(suites, "testsuite", name="rnncon check", tests="1", failures="0",
                           errors="1", time=f"{seconds:.3f}")

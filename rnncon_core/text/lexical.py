@@ -55,10 +55,12 @@ keeps it).
 """
 from __future__ import annotations
 
-import math
 import json
+import math
 import re
+from collections import Counter
 from functools import lru_cache
+from importlib.resources import files
 from typing import Sequence
 
 from .. import paths
@@ -118,7 +120,6 @@ def _tagger():
 def vader_lexicon() -> dict[str, float]:
     """VADER's word ratings (mean of ten people's ratings on -4..4), read from the package."""
     try:
-        from importlib.resources import files
         text = (files("vaderSentiment") / "vader_lexicon.txt").read_text(encoding="utf-8")
     except (ImportError, FileNotFoundError, ModuleNotFoundError) as e:
         raise DataMissingError("the sentiment lexicon needs vaderSentiment==3.3.2 "
@@ -270,7 +271,6 @@ _SENTENCE_END = re.compile(r"[.!?]\s*$")
 def names_from_texts(texts, min_count: int = 3, share: float = 0.5) -> frozenset[str]:
     """Lower-cased words written with a capital inside sentences (not after . ! ? or at the
     start) in at least ``share`` of their ``min_count`` or more such occurrences."""
-    from collections import Counter
     word = re.compile(r"[A-Za-z][A-Za-z']*")
     caps, seen = Counter(), Counter()
     for t in texts:
@@ -312,7 +312,6 @@ def name_pairs_from_texts(texts, min_count: int = 3, share: float = 0.5
     """Lower-cased word pairs written as two capitalised words inside sentences ("Family
     Guy", "Star Wars") in at least ``share`` of their ``min_count`` or more such occurrences:
     multi-word names whose words, alone, are common words."""
-    from collections import Counter
     pair = re.compile(r"(?=\b([A-Za-z]+) ([A-Za-z]+)\b)")
     caps, seen = Counter(), Counter()
     for t in texts:
@@ -332,7 +331,6 @@ def imdb_word_facts(vocab_words: Sequence[str]) -> dict:
     """From the IMDB training reviews (cached in .cache/): ``counts`` (word -> occurrences, for
     the vocabulary's words) and ``name_pairs`` (multi-word names, see
     :func:`name_pairs_from_texts`); empty when the reviews are not installed."""
-    from collections import Counter
 
     path = paths.CACHE_DIR / f"imdb-word-facts-{vocab_key(list(vocab_words))}.json"
     stop = stop_words()
