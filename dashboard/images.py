@@ -11,7 +11,6 @@ import io
 from typing import Sequence
 
 import numpy as np
-from rnncon_core.reports.charts import COLORS, with_all
 
 
 def pixel_images(images: np.ndarray, scale: int = 3) -> np.ndarray:
@@ -63,6 +62,7 @@ def coverage_bars(tables: dict, threshold: float | None = None, title: str | Non
     coverage_by_layer`` (one group per layer and "All", one horizontal bar per criterion, the
     rate written at its end), drawn by the browser with no chart script. Hovering a bar shows
     the criterion, the layer, the rate and covered / total (the SVG's own tooltips)."""
+    from rnncon_core.reports.charts import COLORS, with_all
     colors = {**COLORS, **(colors or {})}
     frames = {name: with_all(df) for name, df in tables.items()}
     layers = list(dict.fromkeys(x for df in frames.values() for x in df["layer"]))

@@ -24,8 +24,7 @@ from dashboard import state
 from dashboard.uploads import public
 from rnncon_core import runs, zoo
 from rnncon_core.errors import InputError, RNNConError
-from rnncon_core.reports import results
-from rnncon_core.runs import display_name, Run, RunStore
+from rnncon_core.runs import Run, RunStore, display_name
 
 POLL_SECONDS = 1.0
 ACTIVE = ("starting", "running")
@@ -487,6 +486,7 @@ def run_picker(label: str, runs: list, key: str, where=None, **kwargs):
     """A select box over runs (newest first) that starts on the newest complete run and never
     on a partial one; picking a partial run shows a warning. Returns the RunInfo, or None
     (no run, or only partial ones and none picked)."""
+    from rnncon_core.reports import results
     where = where or st
     by_id = {r.run_id: r for r in runs}
     if key not in st.session_state or (st.session_state[key] is not None

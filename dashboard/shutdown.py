@@ -26,6 +26,7 @@ import signal
 import sys
 import threading
 import time
+
 from dashboard import jobs
 
 LOG = logging.getLogger("rnncon.dashboard")

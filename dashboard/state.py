@@ -2,8 +2,11 @@
 
 Models and data sets are cached with ``st.cache_resource`` (one shared, read-only object per
 process: a Keras model cannot be pickled, and copying 200 MB of Fashion-MNIST on every rerun
-would be slow); small arrays and tables with ``st.cache_data``. Pages never import TensorFlow
-themselves: they go through here.
+would be slow); small arrays and tables with ``st.cache_data``. A coverage measurement's
+cached functions take one key, a frozen :class:`Profile`, and the view's threshold beside it.
+Pages never import TensorFlow themselves: they go through here. The engine's pandas-bearing
+modules (criteria, reports) are imported in the functions that compute, so the Models page's
+first view loads neither pandas nor plotly (docs/internals.md, "Imports").
 """
 from __future__ import annotations
 
@@ -19,22 +22,18 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from dashboard import images, tables
+from dashboard import images
 from dashboard.perf import timed
 from dashboard.runtime import keep_keras_session
 from dashboard.uploads import (data_label, find_upload, public, upload_dir,  # noqa: F401
                                upload_digest, upload_label, uploaded_models)
 from rnncon_core import data, zoo
-from rnncon_core.coverage import (CellStateCoverage, ContributionCoverage, CRITERIA, Criterion,
-                                  default_threshold as engine_default, HiddenStateCoverage,
-                                  needs_profile, NeuronCoverage, select_threshold, title)
+from rnncon_core.coverage import CRITERIA, needs_profile, title
 from rnncon_core.errors import ModelLoadError, RNNConError, UnsupportedModelError
 from rnncon_core.generate import predict_proba
 from rnncon_core.onnx_import import onnx_card as card
 from rnncon_core.paths import CACHE_DIR
 from rnncon_core.quality import tsne_embedding
-from rnncon_core.reports import charts
-from rnncon_core.reports.results import coverage_sweep, coverage_view
 from rnncon_core.runs import RunStore
 from rnncon_core.trace import Tracer
 
@@ -238,6 +237,8 @@ def accuracy_figure():
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _accuracy_figure(signature: tuple):
+    from dashboard import tables
+    from rnncon_core.reports import charts
     return charts.accuracy_beside_paper(tables.table1(_table1(signature)))
 
 
@@ -347,6 +348,7 @@ class Profile:
 def default_threshold(dataset_name: str | None) -> float:
     """The engine's default threshold for a data set (the paper's: 0.25 for the MNIST models,
     0.5 for the IMDB ones)."""
+    from rnncon_core.coverage import default_threshold as engine_default
     return engine_default(dataset_name)
 
 
@@ -377,7 +379,7 @@ def criterion_row(model_ref: str, dataset_name: str, n_inputs: int, name: str) -
     the data set when it has none (coverage.profile.ensure_profile)."""
     x = test_inputs(dataset_name, n_inputs)[0]
     cls = CRITERIA[name]
-    params = {"threshold": engine_default(dataset_name)} if cls.threshold_from_data else {}
+    params = {"threshold": default_threshold(dataset_name)} if cls.threshold_from_data else {}
     note = ""
     if needs_profile(name):
         x_tr, y_tr = dataset(dataset_name).split("train")
@@ -427,6 +429,8 @@ def coverage(profile: Profile) -> dict:
     "CS_C" (LSTM models only, else None)}. Each keeps its per-item maxima, so any threshold,
     layer table and growth curve (on THRESHOLD_GRID) is read without another forward pass.
     Shared read-only between sessions: pages only read them."""
+    from rnncon_core.coverage import (CellStateCoverage, ContributionCoverage,
+                                      HiddenStateCoverage, NeuronCoverage)
     tracer = Tracer(model(profile.model))
     crits = {"RConC": ContributionCoverage(tracer, granularity=profile.granularity,
                                            curve_thresholds=THRESHOLD_GRID, **profile.norm),
@@ -472,6 +476,7 @@ def kept_profile(crit, key: tuple, name: str, inputs):
     (``Criterion.save``/``load``; the file holds the model's weight fingerprint and ``load``
     refuses another model's, so a changed model is never read from a stale file). A file
     that cannot be read or written only costs the forward pass."""
+    from rnncon_core.coverage import Criterion
     digest = hashlib.sha256(repr((key, name, crit.get_config(), PROFILE_VERSION)).encode()
                             ).hexdigest()[:20]
     path = PROFILE_DIR / f"{name}-{digest}.npz"
@@ -498,6 +503,7 @@ def coverage_at(profile: Profile, by: str, threshold: float) -> dict:
     """What the Coverage page shows at one threshold, read once per server from the kept
     maxima: the four headline figures, RConC and NC per layer, the growth curves (at the
     nearest grid threshold) and CS_C's sections. Small tables only."""
+    from rnncon_core.reports.results import coverage_view
     return coverage_view(coverage(profile), threshold, by, THRESHOLD_GRID)
 
 
@@ -515,6 +521,7 @@ def coverage_bars(profile: Profile, by: str, threshold: float) -> str:
 def growth_figure(profile: Profile, by: str, threshold: float):
     """The growth curves (Figure 6) at the grid threshold nearest to ``threshold``, built once
     per server (read-only)."""
+    from rnncon_core.reports import charts
     view = coverage_at(profile, by, threshold)
     return charts.growth_curves(view["curves"], threshold=view["grid_threshold"])
 
@@ -523,6 +530,7 @@ def growth_figure(profile: Profile, by: str, threshold: float):
 @st.cache_data(show_spinner=False, max_entries=64)
 def sweep(profile: Profile, by: str = "layer") -> "pd.DataFrame":
     """RConC and NC per layer (and "All") at every threshold of the grid."""
+    from rnncon_core.reports.results import coverage_sweep
     return coverage_sweep(coverage(profile), THRESHOLD_GRID, by)
 
 
@@ -542,12 +550,14 @@ def gate_table(profile: Profile, layer: str, threshold: float,
 @timed()
 @st.cache_resource(show_spinner=False, max_entries=64)
 def sweep_figure(profile: Profile, by: str, chosen: float):
+    from rnncon_core.reports import charts
     return charts.threshold_sweep(sweep(profile, by), chosen=chosen)
 
 
 @st.cache_data(show_spinner="Trying the candidate thresholds on each label…", max_entries=16)
 def threshold_choice(profile: Profile, candidates: tuple) -> tuple[float, "pd.DataFrame"]:
     """§5.2's threshold selection on the profile's test inputs."""
+    from rnncon_core.coverage import select_threshold
     x, y = test_inputs(profile.dataset, profile.n_inputs)
     return select_threshold(model(profile.model), x, y, candidates=candidates,
                             granularity=profile.granularity, **profile.norm)

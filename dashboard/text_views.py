@@ -22,7 +22,7 @@ from rnncon_core.quality import tsne_embedding
 from rnncon_core.reports import charts
 from rnncon_core.text.display import side_by_side, to_html
 from rnncon_core.text.eda import Lexicon
-from rnncon_core.text.lexical import CHECKS, check_edits, PENN_TO_WN  # the checks, declared once
+from rnncon_core.text.lexical import CHECKS, PENN_TO_WN, check_edits  # the checks, declared once
 
 CLASS_NAMES = ("negative", "positive")        # IMDB: 0 = negative review, 1 = positive
 POS_NAMES = {"n": "noun", "v": "verb", "a": "adjective", "r": "adverb"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+
 from rnncon_core import runs
 
 

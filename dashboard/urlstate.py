@@ -15,7 +15,6 @@ import streamlit as st
 
 from dashboard import state
 from rnncon_core import zoo
-from rnncon_core.campaign import guide_names
 
 
 def _choice(options):
@@ -51,6 +50,7 @@ def _text(limit: int = 40):
 
 
 def _campaign_guide(v: str):
+    from rnncon_core.campaign import guide_names
     return v if v in guide_names() else None
 
 

@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import time
+
 from dashboard import state
 
 LOG = logging.getLogger("rnncon.dashboard")

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+
 from .data import PAD, START
 
 

@@ -12,8 +12,8 @@ from typing import Callable
 
 import numpy as np
 
-from .data import (dataset_kind, datasets_fitting, default_dataset, INPUT_SHAPES, load_dataset,
-                   VOCAB_FILE)
+from .data import (INPUT_SHAPES, VOCAB_FILE, dataset_kind, datasets_fitting, default_dataset,
+                   load_dataset)
 from .errors import InputError, ModelLoadError, UnsupportedModelError, did_you_mean
 from .io import atomic_save_keras, atomic_write_json, atomic_write_text, versions
 from .lazy import keras, tf

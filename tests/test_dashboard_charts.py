@@ -431,7 +431,7 @@ def test_the_coverage_caches_take_one_frozen_profile(monkeypatch):
     assert dataclasses.astuple(p) == ("mnist-lstm", "mnist", 50, "unit", "step", "abs")
     profiles, views = [], []
     monkeypatch.setattr(state, "coverage", lambda profile: profiles.append(profile) or {})
-    monkeypatch.setattr(state, "coverage_view",
+    monkeypatch.setattr(results, "coverage_view",    # what state.coverage_at reads
                         lambda crits, t, by, grid: views.append((by, t)) or {"threshold": t})
     cached = state.coverage_at.__wrapped__      # under perf.timed: the st.cache_data function
     cached.clear()

@@ -343,10 +343,12 @@ def test_injected_faults_fail_the_checks(tmp_path):
     root = _copy(tmp_path / "inside")       # imports that point down but hide in a function
     _inject(root, "rnncon_core/runs.py", "\n\ndef _inside():\n    from .data import load_dataset\n"
             "    import tensorflow as tf\n")
+    _inject(root, "dashboard/state.py", "\n\ndef _inside():\n    from rnncon_core import zoo\n")
     out = _measure(root)
     late = [u.split()[-1] for u in out.stdout.splitlines()
-            if u.strip().startswith("rnncon_core.runs:")]
-    assert out.returncode == 1 and late == [".data", "tensorflow"], out.stdout
+            if u.strip().startswith(("rnncon_core.runs:", "dashboard.state:"))]
+    assert out.returncode == 1 and late == ["rnncon_core.data", "tensorflow",
+                                            "rnncon_core.zoo"], out.stdout
 
     root = _copy(tmp_path / "long")
     _inject(root, "rnncon_core/paths.py",

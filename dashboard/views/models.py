@@ -4,7 +4,7 @@ import re
 
 import streamlit as st
 
-from dashboard import images, state, tables, warmup
+from dashboard import images, state, warmup
 from rnncon_core import data, zoo
 from rnncon_core.errors import RNNConError
 from rnncon_core.trace import check_model_inputs
@@ -272,6 +272,7 @@ def sample_and_table1(current, polling: bool) -> None:
         st.caption(":material/hourglass_top: Table 1 builds the eight architectures: it appears "
                    "as soon as TensorFlow has loaded.")
     else:
+        from dashboard import tables           # pandas: not before Table 1 is ready
         st.table(tables.table1_text(tables.table1(state.table1())))
         st.caption("cons per step: contributions per time step; cons (paper's count): "
                    "counted as the paper's Table 1 does (its steps × per step); cons (all "

@@ -1,6 +1,7 @@
 """Prioritize: which test inputs to inspect (or label) first, by each signal; the
 fault-detection curves, the top-ranked inputs, the ranking to download (docs/prioritize.md)."""
 import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import images, state, text_views
@@ -42,7 +43,6 @@ def ranking(model_ref: str, dataset_name: str, n: int, signals: tuple):
 
 def curves(res):
     """One line per signal: share of faults found vs share of inputs inspected (from 0)."""
-    import plotly.graph_objects as go
     fig = go.Figure()
     for s in res.signals:
         x, y = res.curve(s)

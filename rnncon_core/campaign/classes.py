@@ -13,6 +13,7 @@ pair that the model itself sees as alike, and the count does not grow with near-
 from __future__ import annotations
 
 import numpy as np
+
 from ..lazy import keras
 
 COMPONENTS = 5

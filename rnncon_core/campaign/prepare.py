@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import paths
-from ..coverage import CRITERIA, default_threshold, get_criterion, StateCoverage
+from ..coverage import CRITERIA, StateCoverage, default_threshold, get_criterion
 from ..coverage.profile import build_profile, default_path
 from ..data import load_dataset
 from ..errors import InputError
@@ -21,7 +21,7 @@ from ..validity import fit_validity, is_fitted, oracle_for
 from ..zoo import load_model, model_datasets, with_steps
 from .loop import Campaign
 from .mutations import input_kind  # noqa: F401  (re-exported for the run and Ray paths)
-from .signal_guides import make_signal_guide, SIGNAL_GUIDES
+from .signal_guides import SIGNAL_GUIDES, make_signal_guide
 
 GUIDE_NONE = "none"
 GUIDE_FAULTS = "faults"

@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import InputError
 from .classes import class_counts
 from .loop import CURVE_COLUMNS, Campaign
-from .statelog import decode, drop_log, encode, latest, load_state, MAGIC, records, StateLog
+from .statelog import MAGIC, StateLog, decode, drop_log, encode, latest, load_state, records
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ import struct
 from pathlib import Path
 
 import numpy as np
+
 from ..io import atomic_write_npz
 
 MAGIC = b"RNCS"

@@ -14,10 +14,10 @@ import typer
 from ..coverage import CRITERIA
 from ..errors import InputError, RNNConError
 from ..io import atomic_write_text, check_writable
-from .common import (app, checked, DECLARED, declared_values, emit, EXIT_FAILED, EXIT_INPUT,
-                     EXIT_INTERNAL, EXIT_PASSED, internal_log, JSON_OPT, log, names, PARAM_OPT,
-                     preflight, RAY_OPT, report_app, RUNS_DIR_OPT, seed_inputs, SEED_INPUTS_OPT,
-                     SEED_LABELS_OPT, store)
+from .common import (DECLARED, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL, EXIT_PASSED, JSON_OPT,
+                     PARAM_OPT, RAY_OPT, RUNS_DIR_OPT, SEED_INPUTS_OPT, SEED_LABELS_OPT, app,
+                     checked, declared_values, emit, internal_log, log, names, preflight,
+                     report_app, seed_inputs, store)
 
 MODEL_OPT = typer.Option(..., "--model", help="Shipped model name or .keras path.")
 DATASET_OPT = typer.Option(None, "--dataset", help="Seeds from this data set's test split: a "

@@ -13,8 +13,8 @@ from ..data import DATASETS, is_dataset_file, load_dataset
 from ..errors import InputError
 from ..generate import generator_class
 from ..zoo import load_model, with_steps
-from .common import (app, checked, DECLARED, declared_values, emit, JSON_OPT, log, names, numbers,
-                     OUT_OPT, PARAM_OPT, preflight, RAY_OPT, read_npy, renamed, report_app,
+from .common import (DECLARED, JSON_OPT, OUT_OPT, PARAM_OPT, RAY_OPT, app, checked, declared_values,
+                     emit, log, names, numbers, preflight, read_npy, renamed, report_app,
                      show_params)
 
 CRITERION_HELP = (f"One of {', '.join(CRITERIA.names())} (profile-based ones build the "

@@ -9,7 +9,7 @@ import typer
 from .. import text  # noqa: F401  (its strategies join GENERATORS)
 from ..data import Vocabulary
 from ..errors import InputError
-from ..generate import generator_class, GENERATORS, list_generators
+from ..generate import GENERATORS, generator_class, list_generators
 from ..generate.constraints import CONSTRAINTS
 from ..zoo import ARCHITECTURES, shipped_models
 from .common import (DECLARED, JSON_OPT, NAME_OPT, PARAM_OPT, RAY_OPT, ROOT_OPT, RUNS_DIR_OPT,

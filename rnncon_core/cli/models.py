@@ -6,7 +6,7 @@ from typing import Optional
 import typer
 
 from ..zoo import check_architecture, models_table, train_model
-from .common import app, checked, emit, JSON_OPT, log, preflight
+from .common import JSON_OPT, app, checked, emit, log, preflight
 
 
 @app.command("models")

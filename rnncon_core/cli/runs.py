@@ -6,7 +6,7 @@ from typing import Optional
 import typer
 
 from ..errors import InputError, did_you_mean
-from .common import app, checked, emit, JSON_OPT, log, renamed, ROOT_OPT, RUNS_DIR_OPT
+from .common import JSON_OPT, ROOT_OPT, RUNS_DIR_OPT, app, checked, emit, log, renamed
 
 
 @app.command("runs")

@@ -29,7 +29,7 @@ from ..params import Bool, IntRange, Interval, OneOf, Param, Params
 from ..textdiff import words_changed
 from ..trace import check_model_inputs, input_domain
 from ..zoo import class_labels, class_probabilities, output_head
-from .constraints import constraint_params, CONSTRAINTS, get_constraint, UNIT_BOX
+from .constraints import CONSTRAINTS, UNIT_BOX, constraint_params, get_constraint
 
 ProgressFn = Callable[[int, int], None]
 StopFn = Callable[[], bool]

@@ -26,7 +26,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ..coverage import CRITERIA, default_threshold, get_criterion, needs_profile, StateCoverage
+from ..coverage import CRITERIA, StateCoverage, default_threshold, get_criterion, needs_profile
 from ..errors import InputError
 from ..generate.base import model_head, predict_proba
 from ..io import atomic_write_bytes

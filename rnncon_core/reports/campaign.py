@@ -27,11 +27,13 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from .. import campaign
-from ..campaign import (BASELINE_TEXT, BASELINES, CAMPAIGN_PARAMS, GUIDE_NONE, load_campaign,
+from ..campaign import (BASELINES, BASELINE_TEXT, CAMPAIGN_PARAMS, GUIDE_NONE, load_campaign,
                         make_guide, parse_budget)
-from ..campaign.loop import loop_label, YIELD_BEFORE
+from ..campaign.loop import YIELD_BEFORE, loop_label
 from ..campaign.record import read_rows
 from ..coverage import CRITERIA
 from ..data import load_dataset, to_images
@@ -40,7 +42,7 @@ from ..params import split_list
 from ..runs import RunStore
 from .charts import image_grid
 from .faults import caption, curves_figure, groups, members
-from .html import flat_settings, render, Section
+from .html import Section, flat_settings, render
 from .writer import write_files
 
 MODELS = ("mnist-lstm", "stacked-mnist-lstm", "mnist-gru", "stacked-mnist-gru", "imdb-lstm")
@@ -428,8 +430,6 @@ def pair_table(faults: dict) -> pd.DataFrame:
 
 def curve_figure(curve: dict, title: str = "Coverage and distinct faults"):
     """Coverage and distinct faults against wall time (top) and model calls (bottom)."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
     fig = make_subplots(rows=2, cols=1, specs=[[{"secondary_y": True}], [{"secondary_y": True}]],
                         subplot_titles=("against wall time (s)", "against model calls"),
                         vertical_spacing=0.14)

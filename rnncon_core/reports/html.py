@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from .. import data, zoo
-from ..coverage import (CellStateCoverage, ContributionCoverage, default_threshold,
-                        HiddenStateCoverage, NeuronCoverage)
+from ..coverage import (CellStateCoverage, ContributionCoverage, HiddenStateCoverage,
+                        NeuronCoverage, default_threshold)
 from ..errors import UnsupportedModelError
 from ..io import versions as core_versions
 from ..trace import Tracer

@@ -5,6 +5,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
+
 from rnncon_core.runs import display_name
 from ..errors import RNNConError
 from ..retrain import generator_params

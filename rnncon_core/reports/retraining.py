@@ -20,7 +20,7 @@ from ..experiments.pollution import run_pollution
 from ..experiments.robustness import run_robustness
 from ..jobs.retraining import run_retraining, transfer_sets
 from ..quality import FEATURE_NOTE, select_retraining_set
-from ..retrain import (accuracy, adversarial_inputs, candidate_quality, DEFAULT_MIX, FINE_TUNE_RATE,
+from ..retrain import (DEFAULT_MIX, FINE_TUNE_RATE, accuracy, adversarial_inputs, candidate_quality,
                        paired, resolve_dataset, split_test)
 from ..runs import RunStore
 from ..trace import Tracer

@@ -27,7 +27,7 @@ from ..paths import REPO_ROOT
 from ..runs import RunStore
 from ..text.eda import Lexicon
 from ..text.generators import IMDB_THRESHOLD, load_vocabulary
-from ..text.lexical import check_edits, CHECKS
+from ..text.lexical import CHECKS, check_edits
 from ..zoo import load_model, shipped_models
 from .writer import write_files
 

@@ -32,8 +32,8 @@ import numpy as np
 
 from ..data import IMDB_MAXLEN, INDEX_FROM, OOV, PAD, START, Vocabulary, pad_sequences, tokenize
 from ..errors import InputError
-from .lexical import (is_number, MIN_SIMILARITY, NEGATIONS, PENN_TO_WN, polarity, pos_tags,
-                      stop_words, Substitutes)
+from .lexical import (MIN_SIMILARITY, NEGATIONS, PENN_TO_WN, Substitutes, is_number, polarity,
+                      pos_tags, stop_words)
 from .vectors import imdb_vectors
 from .wordnet import synonym_table, vocab_key
 

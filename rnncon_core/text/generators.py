@@ -22,17 +22,17 @@ import numpy as np
 
 from ..coverage import get_criterion
 from ..coverage.threshold import DEFAULT_THRESHOLDS
-from ..data import default_dataset, INDEX_FROM, load_dataset, VOCAB_FILE, Vocabulary
+from ..data import INDEX_FROM, VOCAB_FILE, Vocabulary, default_dataset, load_dataset
 from ..errors import DataMissingError, InputError, UnsupportedModelError
-from ..generate.base import BatchOutput, compiled_forward, Generator
+from ..generate.base import BatchOutput, Generator, compiled_forward
 from ..generate.baselines import loss_from_output
 from ..lazy import tf
 from ..params import Bool, FilePath, IntRange, Interval, OneOf, Param, Params, Text
 from ..textdiff import words_changed
 from ..trace import Tracer
 from .eda import CONSTRAINTS, EDA, Lexicon
-from .lexical import (check_edits, CHECKS, imdb_names, imdb_word_facts, MIN_COUNT, MIN_SIMILARITY,
-                      PENN_TO_WN)
+from .lexical import (CHECKS, MIN_COUNT, MIN_SIMILARITY, PENN_TO_WN, check_edits, imdb_names,
+                      imdb_word_facts)
 
 IMDB_THRESHOLD = DEFAULT_THRESHOLDS["text"]     # the paper's for the IMDB models
 # what steers the search towards uncovered contributions (synonym-gradient: only with the
