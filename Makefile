@@ -6,7 +6,7 @@ ADDRESS ?= localhost
 .PHONY: run test setup test-slow train bench reports clean-runs
 
 run: setup
-	.venv/bin/streamlit run dashboard/app.py --server.port $(PORT) --server.address $(ADDRESS)
+	.venv/bin/python -m dashboard --server.port $(PORT) --server.address $(ADDRESS)
 
 test:
 	scripts/test.sh

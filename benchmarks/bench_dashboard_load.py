@@ -1,6 +1,6 @@
 """Several viewers at once on one dashboard server, in headless Chromium on localhost.
 
-Starts `streamlit run dashboard/app.py` (empty run store), opens the Coverage page in one
+Starts `python -m dashboard` (`make run`) (empty run store), opens the Coverage page in one
 session and waits for its per-layer chart (the server is then warm: the default model and its
 coverage profile are computed). Then, one tab at a time, what a tab costs in Chromium CPU: a
 bare Streamlit app (a page with only a title, its own server) beside the Coverage page. Then for

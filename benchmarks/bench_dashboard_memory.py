@@ -1,6 +1,6 @@
 """The server's memory after a full walk of every page, on mnist-lstm and imdb-lstm.
 
-Starts `streamlit run dashboard/app.py` (a fresh run store), then in one headless Chromium
+Starts `python -m dashboard` (`make run`) (a fresh run store), then in one headless Chromium
 session: every page on mnist-lstm, the Coverage page again with the edge granularity (a link
 with ?granularity=edge), then imdb-lstm picked on the Models page and every page again, unit
 then edge. After each step it prints the server's resident memory (VmRSS, MB) and at the end

@@ -1,6 +1,6 @@
 """Cold start of the dashboard as a new user sees it, in headless Chromium on localhost.
 
-Starts `streamlit run dashboard/app.py` (fresh process, empty run store), opens the Models page
+Starts `python -m dashboard` (`make run`) (fresh process, empty run store), opens the Models page
 as soon as the health endpoint answers and prints, in seconds from the start of the process:
 the health endpoint, the Models heading, the first view (the data sample), the Models page
 complete (the predictions and Table 1, from the background warm-up), then the Coverage page's

@@ -1,1 +1,1 @@
-"""The Streamlit dashboard over rnncon_core (run it with `streamlit run dashboard/app.py`)."""
+"""The Streamlit dashboard over rnncon_core (serve it with `python -m dashboard`, as `make run` does)."""

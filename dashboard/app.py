@@ -1,4 +1,4 @@
-"""RNNCon-Test dashboard: the frame around the pages (run: `streamlit run dashboard/app.py`)."""
+"""RNNCon-Test dashboard: the frame around the pages (served by `dashboard/serve.py`: `make run`)."""
 import os
 import sys
 from pathlib import Path

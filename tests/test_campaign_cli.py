@@ -266,3 +266,26 @@ def test_summary_compares_with_both_baselines(tmp_path):
     assert "Against none: rconc on a; nc on a; faults on a beat it" in verdict
     assert "Against faults: rconc on a beats it" in verdict
     assert text.index("| a | nc |") < text.index("| a | none |") < text.index("| a | faults |")
+
+
+@pytest.mark.parametrize("command", ["campaign", "check"])
+def test_a_stopped_campaign_exits_130_and_check_records_it(command, tmp_path, capsys,
+                                                           monkeypatch):
+    """Ctrl-C (or `rnncon runs --cancel`) stops a campaign with JobCancelled: exit code 130,
+    "interrupted" as docs/errors.md says, not 2 (an input error); check's JUnit file says 130."""
+    from rnncon_core.cli import campaign as cli_campaign
+    from rnncon_core.errors import JobCancelled
+
+    def stopped(*args, **kwargs):
+        raise JobCancelled("campaign r1 was stopped after 3 batches; resume it with --resume r1")
+    import rnncon_core.campaign
+    monkeypatch.setattr(rnncon_core.campaign, "run_campaign", stopped)
+    monkeypatch.setattr(cli_campaign, "run_campaign", stopped, raising=False)
+    junit = tmp_path / "check.xml"
+    argv = [command, "--model", "mnist-lstm", "--budget", "100calls", "--runs-dir",
+            str(tmp_path)] + (["--max-faults", "0", "--junit", str(junit)]
+                              if command == "check" else [])
+    code, out = _run(argv, capsys)
+    assert code == 130 and out.err.startswith("error: campaign r1 was stopped"), out.err
+    if command == "check":
+        assert 'name="exit_code" value="130"' in junit.read_text()

@@ -445,3 +445,35 @@ def test_the_coverage_caches_take_one_frozen_profile(monkeypatch):
         assert profiles == [p, p, dataclasses.replace(p, granularity="edge")]
     finally:
         cached.clear()
+
+
+def _build_profiles_script():
+    import importlib.util
+    path = Path(__file__).resolve().parents[1] / "scripts" / "build_profiles.py"
+    spec = importlib.util.spec_from_file_location("build_profiles", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_setup_builds_the_profiles_the_first_open_reads(tmp_path, monkeypatch):
+    """scripts/build_profiles.py (run by the set-up) keeps a shipped model's default profiles
+    with the page's own function: a server's first call then reads them, no forward pass."""
+    from dashboard import state
+    from rnncon_core.coverage import Criterion
+    monkeypatch.setattr(state, "PROFILE_DIR", tmp_path)
+    monkeypatch.setattr(sys, "argv", ["build_profiles.py", "--models", "mnist-gru"])
+    assert _build_profiles_script().main() == 0
+    kept = sorted(p.name.split("-")[0] for p in tmp_path.glob("*.npz"))
+    assert kept == ["HS_C", "NC", "RConC"]                   # a GRU has no cell state
+    monkeypatch.setattr(Criterion, "update", lambda *a, **k: pytest.fail("recomputed"))
+    state.coverage.clear()
+    crits = state.coverage(state.Profile("mnist-gru", "mnist", state.DEFAULT_INPUTS))
+    state.coverage.clear()
+    assert crits["RConC"].n_inputs == state.DEFAULT_INPUTS and crits["CS_C"] is None
+
+
+def test_build_profiles_refuses_a_model_that_is_not_shipped(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["build_profiles.py", "--models", "mnist-lstn"])
+    assert _build_profiles_script().main() == 2
+    assert "not a shipped model: mnist-lstn" in capsys.readouterr().err

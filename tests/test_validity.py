@@ -233,3 +233,22 @@ def test_generation_summary_splits_valid_adversarial():
     s = r.summary("x")
     assert s["n_adversarial"] == 3 and s["n_valid_adversarial"] == 2
     assert s["valid_adv_rate"] == pytest.approx(0.5)
+
+
+def test_a_stop_request_ends_the_fit_at_the_next_batch_and_keeps_nothing(tmp_path):
+    """Ctrl-C while a campaign fits a data set's checks: the fit ends within a batch of the
+    request (JobCancelled, which says how to go on), and no half-fitted check is saved."""
+    from rnncon_core.data import load_dataset
+    from rnncon_core.errors import JobCancelled
+    ds = load_dataset("digits")
+    batches = []
+
+    def stop_after_three():
+        batches.append(1)
+        return len(batches) > 3
+    with pytest.raises(JobCancelled, match="validity train --dataset digits"):
+        fit_validity(ds, folder=tmp_path, should_stop=stop_after_three,
+                     epochs={"distribution": 60, "reference": 10})
+    assert len(batches) == 5        # asked after each of 4 batches (stopped at the 4th), then
+    #                                 once after the autoencoder's fit: the reference never ran
+    assert list(tmp_path.iterdir()) == []

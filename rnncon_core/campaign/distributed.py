@@ -144,7 +144,8 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, inputs, labels, gu
     prepare.ensure_profile(keras_model, x_train, kind, log)
     merged = prepare.make_guide(guide, keras_model, guide_params)
     spec = validity_checks if isinstance(validity_checks, prepare.ValiditySpec) or old is not None \
-        else prepare.validity_spec(validity_checks, ds_name, reference_model, kind, log)
+        else prepare.validity_spec(validity_checks, ds_name, reference_model, kind, log,
+                                   should_stop)
     config = {"model": model, "dataset": ds_name, "guide": guide,
               "guide_params": guide_params or {}, "budget": budget.text(),
               "seeds": int(seeds), "seed": int(seed), "params": dict(values), "kind": kind,

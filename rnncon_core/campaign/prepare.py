@@ -122,9 +122,10 @@ class ValiditySpec:
 
 
 def validity_spec(checks: str | None, dataset: str | None, reference_model=None, kind=None,
-                  log=None):
+                  log=None, should_stop=None):
     """The spec a new campaign runs with (checks None: "default"; "off": None), its fitted
-    checks fitted first when missing (once per data set; logged)."""
+    checks fitted first when missing (once per data set; logged; ``should_stop()`` true ends
+    the fit with JobCancelled)."""
     checks = checks or "default"
     if checks == "off":
         return None
@@ -136,7 +137,7 @@ def validity_spec(checks: str | None, dataset: str | None, reference_model=None,
             if log is not None:
                 log(f"fitting the validity checks of {spec.dataset} (once per data set; "
                     f"`rnncon validity train` does it ahead)")
-            fit_validity(spec.dataset, log=log)
+            fit_validity(spec.dataset, log=log, should_stop=should_stop)
     return spec
 
 

@@ -85,7 +85,7 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
     families(kind, values.get("mutations"))        # before the profile is built
     ensure_profile(keras_model, x_train, kind, log)
     spec = ValiditySpec.of(stored_validity, ds_name) if old is not None else \
-        validity_spec(validity_checks, ds_name, reference_model, kind, log)
+        validity_spec(validity_checks, ds_name, reference_model, kind, log, should_stop)
     camp = make_campaign(keras_model, x, y, guide, guide_params, values, seed, kind, spec)
     config = {"model": str(model) if isinstance(model, str) else "in-memory model",
               "dataset": ds_name, "guide": guide, "guide_params": guide_params or {},

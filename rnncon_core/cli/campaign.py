@@ -12,12 +12,12 @@ from typing import List, Optional
 import typer
 
 from ..coverage import CRITERIA
-from ..errors import InputError, RNNConError
+from ..errors import InputError, JobCancelled, RNNConError
 from ..io import atomic_write_text, check_writable
-from .common import (DECLARED, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL, EXIT_PASSED, JSON_OPT,
-                     PARAM_OPT, RAY_OPT, RUNS_DIR_OPT, SEED_INPUTS_OPT, SEED_LABELS_OPT, app,
-                     checked, declared_values, emit, internal_log, log, names, preflight,
-                     report_app, seed_inputs, store)
+from .common import (DECLARED, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED,
+                     EXIT_PASSED, JSON_OPT, PARAM_OPT, RAY_OPT, RUNS_DIR_OPT, SEED_INPUTS_OPT,
+                     SEED_LABELS_OPT, app, checked, declared_values, emit, internal_log, log,
+                     names, preflight, report_app, seed_inputs, store)
 
 MODEL_OPT = typer.Option(..., "--model", help="Shipped model name or .keras path.")
 DATASET_OPT = typer.Option(None, "--dataset", help="Seeds from this data set's test split: a "
@@ -245,10 +245,11 @@ def check_cmd(
 
 def _junit_error(junit: str, e: Exception, seconds: float, model) -> None:
     """The JUnit file of a check that could not run: its one line and exit code (2 input,
-    3 internal: the message names the log ``main`` writes the traceback to)."""
+    130 stopped, 3 internal: the message names the log ``main`` writes the traceback to)."""
     from ..reports.campaign import junit_error_xml
     if isinstance(e, RNNConError):
-        code, message = EXIT_INPUT, " ".join(str(e).split())
+        code = EXIT_INTERRUPTED if isinstance(e, JobCancelled) else EXIT_INPUT
+        message = " ".join(str(e).split())
     else:
         code, message = EXIT_INTERNAL, (f"internal error ({type(e).__name__}); the traceback "
                                         f"is in {internal_log()}")

@@ -73,7 +73,7 @@ def quiet_tensorflow() -> None:
 import typer
 
 from ..data import check_dataset, class_labels, read_npy as read
-from ..errors import InputError, RNNConError
+from ..errors import InputError, JobCancelled, RNNConError
 from ..io import check_writable, check_writable_folder, to_json
 from ..params import check_args, split_list
 from ..zoo import check_model_file
@@ -342,12 +342,14 @@ def show_params(title: str, entries: dict, json_out: bool) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """The `rnncon` entry point: a deliberate error (RNNConError) or a usage error prints one
-    line ``error: ...`` on stderr and exits with code 2; any other exception is a bug: one line
+    line ``error: ...`` on stderr and exits with code 2 (a stopped job: 130); any other exception is a bug: one line
     naming the log that holds its traceback, exit code 3. Never a traceback on the screen."""
     from typer.exceptions import Abort, TyperException
     quiet_tensorflow()
     try:
         code = app(args=argv, standalone_mode=False)
+    except JobCancelled as e:               # stopped by Ctrl-C or `rnncon runs --cancel`
+        _fail(str(e), EXIT_INTERRUPTED)
     except RNNConError as e:
         _fail(str(e), EXIT_INPUT)
     except TyperException as e:            # typer's (vendored click's) usage errors

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import paths
 from ..data import DATASETS, load_dataset
-from ..errors import InputError
+from ..errors import InputError, JobCancelled
 from ..io import file_sha256
 from ..registry import Registry
 from .base import REASON_DTYPE, Oracle, Validator, Verdict
@@ -52,9 +52,11 @@ def validators_dir(dataset) -> Path:
 
 
 def fit_validity(dataset, flag_rate: float = 0.01, seed: int = 0, log=None,
-                 folder: Path | None = None, epochs: dict | None = None) -> dict:
+                 folder: Path | None = None, epochs: dict | None = None,
+                 should_stop=None) -> dict:
     """Fit the data set's checks (``FITTED``) and save them; returns their cards, with the
-    share of the clean test split each flags, measured."""
+    share of the clean test split each flags, measured. ``should_stop()`` true (Ctrl-C) ends
+    the fit at the next training batch: JobCancelled, nothing saved."""
     ds = load_dataset(dataset) if not hasattr(dataset, "x_train") else dataset
     x_fit, y_fit = ds.x_train[:MAX_FIT], ds.y_train[:MAX_FIT]
     if ds.kind == "text":
@@ -64,12 +66,22 @@ def fit_validity(dataset, flag_rate: float = 0.01, seed: int = 0, log=None,
     epochs = epochs or {}
     log = log or (lambda s: None)
     log(f"validity: fitting the autoencoder of {ds.name} ({len(x_fit):,} training inputs)")
+    stopped = should_stop or (lambda: False)
+
+    def check_stopped():
+        if stopped():
+            raise JobCancelled(f"the validity checks of {ds.name} were not fitted: stopped "
+                               f"during the fit, nothing kept. Run the command again, or fit "
+                               f"them ahead: rnncon validity train --dataset {ds.name}")
     dist = Distribution.fit(x_fit, ds.kind, flag_rate, seed,
-                            epochs=epochs.get("distribution", 40), log=log)
+                            epochs=epochs.get("distribution", 40), log=log,
+                            should_stop=stopped)
+    check_stopped()
     log("validity: fitting the reference classifier")
     ref = Reference.fit(x_fit, y_fit, ds.kind, ds.num_classes, ds.x_test, ds.y_test,
                         seed, epochs=epochs.get("reference", 30),
-                        class_names=ds.class_names, log=log)
+                        class_names=ds.class_names, log=log, should_stop=stopped)
+    check_stopped()
     # clean test inputs checked as unchanged inputs of themselves (their own roots), and the
     # reference also without roots (its absolute bound)
     x, y = ds.x_test, ds.y_test

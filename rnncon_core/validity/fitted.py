@@ -125,7 +125,7 @@ class Distribution(_Fitted):
 
     @classmethod
     def fit(cls, x_train, kind: str, flag_rate: float = 0.01, seed: int = 0,
-            epochs: int = 40, log=None) -> "Distribution":
+            epochs: int = 40, log=None, should_stop=None) -> "Distribution":
         if not 0 < flag_rate < 0.5:
             raise InputError(f"flag_rate {flag_rate}: give a share of clean inputs to flag "
                              f"in (0, 0.5), e.g. 0.01")
@@ -145,7 +145,7 @@ class Distribution(_Fitted):
         model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
         t0 = time.perf_counter()
         model.fit(z[fit_idx], z[fit_idx], epochs=epochs, batch_size=128, verbose=0,
-                  callbacks=_log_epochs(log, "autoencoder", epochs))
+                  callbacks=_callbacks(log, "autoencoder", epochs, should_stop))
         check = cls(model, {"mean": mean.tolist(), "scale": scale.tolist(),
                             "input_shape": list(shape), "kind": kind, "threshold": 0.0,
                             "flag_rate": flag_rate, "held_out": int(len(held))})
@@ -212,7 +212,8 @@ class Reference(_Fitted):
 
     @classmethod
     def fit(cls, x_train, y_train, kind: str, num_classes: int, x_test=None, y_test=None,
-            seed: int = 0, epochs: int = 30, class_names=None, log=None) -> "Reference":
+            seed: int = 0, epochs: int = 30, class_names=None, log=None,
+            should_stop=None) -> "Reference":
         x_train = np.asarray(x_train, np.float32)
         y_train = np.asarray(y_train, np.int64)
         mean, scale = _standardizer(x_train, kind)
@@ -252,7 +253,8 @@ class Reference(_Fitted):
             loss="sparse_categorical_crossentropy", metrics=["accuracy"])
         t0 = time.perf_counter()
         trainer.fit(z, y_train, epochs=epochs, batch_size=128, verbose=0,
-                    callbacks=_log_epochs(log, "reference classifier", epochs))
+                    callbacks=_callbacks(log, "reference classifier", epochs,
+                                         should_stop))
         check = cls(clf, {"mean": mean.tolist(), "scale": scale.tolist(),
                           "input_shape": list(shape), "kind": kind, "architecture": arch,
                           "num_classes": int(num_classes), "class_names": class_names,
@@ -265,13 +267,20 @@ class Reference(_Fitted):
         return check
 
 
-def _log_epochs(log, what: str, epochs: int):
-    """A Keras callback that reports every fifth epoch and the last to ``log`` (a function
-    of one line); none when there is no log."""
+def _callbacks(log, what: str, epochs: int, should_stop=None):
+    """Keras callbacks of a fit: one that reports every fifth epoch and the last to ``log``
+    (a function of one line), and one that ends the fit at the next batch once
+    ``should_stop()`` is true (Ctrl-C: the caller then raises ``JobCancelled``)."""
 
     class LogEpochs(keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):
             if (epoch + 1) % 5 == 0 or epoch + 1 == epochs:
                 log(f"validity: {what} epoch {epoch + 1}/{epochs}, loss "
                     f"{(logs or {}).get('loss', float('nan')):.4f}")
-    return [LogEpochs()] if log is not None else []
+
+    class StopWhenAsked(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if should_stop():
+                self.model.stop_training = True
+    return ([LogEpochs()] if log is not None else []) + \
+        ([StopWhenAsked()] if should_stop is not None else [])

@@ -31,7 +31,7 @@ def free_port() -> int:
 
 
 class Server:
-    """``streamlit run dashboard/app.py`` on a free localhost port, as a user starts it."""
+    """``python -m dashboard`` on a free localhost port, as `make run` starts it."""
 
     def __init__(self, runs: Path, log_path: Path, env: dict | None = None,
                  root: Path = ROOT):
@@ -42,8 +42,12 @@ class Server:
         env = {**os.environ, "RNNCON_RUNS": str(runs), "TF_CPP_MIN_LOG_LEVEL": "2",
                **(env or {})}
         self.started = time.perf_counter()
+        # `python -m dashboard` as `make run`; `streamlit run dashboard/app.py` where there is
+        # no dashboard/__main__.py (a bare app, an older checkout)
+        serve = (Path(root) / "dashboard" / "__main__.py").exists()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "dashboard/app.py",
+            [sys.executable, "-m", *(["dashboard"] if serve else
+                                     ["streamlit", "run", "dashboard/app.py"]),
              "--server.port", str(self.port), "--server.address", "localhost"],
             cwd=root, env=env, stdout=self._log, stderr=subprocess.STDOUT,
             start_new_session=True)

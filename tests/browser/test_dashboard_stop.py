@@ -48,6 +48,7 @@ def test_ctrl_c_stops_the_server_within_2_s_and_cancels_the_running_job(tmp_path
             took = time.perf_counter() - t
         print(f"\nCtrl-C during a job: the server exited after {took:.2f} s")
         assert took <= 2.0, srv.log()[-2000:]
+        assert srv.proc.returncode == 0 and "Aborted!" not in srv.log(), srv.log()[-2000:]
         run = RunStore(runs).list(kind="generate")[0]
         assert run.status == "cancelled", (run.status, run.error)
         assert (run.summary or {}).get("n_seeds", 1) > 0 or run.load_npz("outputs") is not None
@@ -75,5 +76,21 @@ def test_ctrl_c_while_the_first_page_loads_tensorflow(tmp_path, after):
             took = time.perf_counter() - t
         print(f"\nCtrl-C {after} s into the first page: the server exited after {took:.2f} s")
         assert took <= 2.0, srv.log()[-2000:]
+        assert srv.proc.returncode == 0, srv.log()[-2000:]
+    finally:
+        srv.stop()
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_before_any_page_stops_cleanly(tmp_path):
+    """`make run`, then Ctrl-C with no browser ever connected: "Stopping...", exit code 0
+    (uvicorn re-raises the signal after its shutdown; `python -m dashboard` takes it)."""
+    srv = Server(tmp_path / "runs", tmp_path / "streamlit.log")
+    try:
+        srv.wait_healthy()
+        os.killpg(srv.proc.pid, signal.SIGINT)
+        srv.proc.wait(30)
+        assert srv.proc.returncode == 0, srv.log()[-2000:]
+        assert "Stopping..." in srv.log() and "Aborted!" not in srv.log(), srv.log()[-2000:]
     finally:
         srv.stop()
