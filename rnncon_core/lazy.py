@@ -1,12 +1,13 @@
 """The heavy libraries every layer may use but no command should pay for before it needs them:
 TensorFlow, Keras, Ray and NLTK. Each is a stand-in module object, imported at the top like any
-other import (``from .lazy import tf, keras``), that imports the real library on its
+other import (``from rnncon_core.lazy import tf, keras``), that imports the real library on its
 first attribute read (``tf.constant``, ``keras.Model``). Until then the library is not in
 ``sys.modules``: ``rnncon --help``, the CLI's checks of its arguments and the dashboard's first
-page start without TensorFlow (tests/test_cli_fast.py, tests/test_preflight.py hold that).
+page start without TensorFlow (tests/test_layers.py imports every module and fails on one that
+loads any of the four; tests/test_bad_inputs.py holds the CLI's checks to it).
 
 This is the one place the project imports these four lazily; every other import sits at the top
-of its module (docs/internals.md lists the few exceptions and why).
+of its module (docs/internals.md, "Imports", lists the exceptions and why).
 """
 from __future__ import annotations
 
