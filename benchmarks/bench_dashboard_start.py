@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import tempfile
 import time
@@ -69,6 +70,8 @@ def one_start(browser, tmp: Path, root: Path) -> dict:
         settle(page, "Coverage", timeout=180)
 
         t0 = time.perf_counter()
+        # the granularity sits in the profile's settings popover (its label starts "Settings:")
+        page.get_by_role("button", name=re.compile(r"^Settings:")).click()
         page.locator(".st-key-cov_gran").get_by_text("edge", exact=True).click()
         page.get_by_text("edge granularity").wait_for()
         wait_chart(page, "cov_by_layer")

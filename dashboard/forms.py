@@ -9,11 +9,12 @@ import math
 import streamlit as st
 
 from rnncon_core import text  # noqa: F401  (its strategies join GENERATORS)
+from rnncon_core.generate import generator_class
+from rnncon_core.generate.constraints import CONSTRAINTS
 from rnncon_core.params import Param, summary
 
 
 def description(method: str) -> str:
-    from rnncon_core.generate import generator_class
     return summary(generator_class(method))
 
 
@@ -84,7 +85,6 @@ def constraint_fields(cls, kind: str) -> dict[str, list[Param]]:
     are passed on)."""
     if not any(p.name == "constraint" and kind in p.kinds for p in cls.params):
         return {}
-    from rnncon_core.generate.constraints import CONSTRAINTS
     return {name: [p for p in c.params if kind in p.kinds]
             for name, c in CONSTRAINTS.classes().items() if len(c.params)}
 
@@ -128,7 +128,6 @@ def generation_params(cls, values: dict) -> dict:
     """run_generation's keyword arguments from the form's values, each checked by its
     declaration (an InputError naming the parameter, for the page to show). A value keyed
     ``"constraint.name"`` is that constraint's parameter, passed only when it is chosen."""
-    from rnncon_core.generate.constraints import CONSTRAINTS
     params = {}
     for key, v in values.items():
         owner, _, name = key.rpartition(".")

@@ -20,9 +20,11 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from rnncon_core import runs
+from dashboard import state
+from dashboard.uploads import public
+from rnncon_core import runs, zoo
 from rnncon_core.errors import InputError, RNNConError
-from rnncon_core.runs import RunStore
+from rnncon_core.runs import Run, RunStore, display_name
 
 POLL_SECONDS = 1.0
 ACTIVE = ("starting", "running")
@@ -135,7 +137,6 @@ def stop_all(grace: float = 0.6, reason: str = "the server was stopped") -> int:
     wait up to ``grace`` seconds for the jobs to end by themselves (a cancelled run keeps what
     it finished), then mark the runs still running cancelled, outputs kept. Returns how many
     runs were cancelled."""
-    from rnncon_core.runs import Run
     live = [j for j in list(_JOBS.values()) if j.alive and j.run_id]
     for job in live:
         cancel(job.run_id)
@@ -174,7 +175,6 @@ class Card:
 
     @property
     def count(self) -> str:
-        from rnncon_core.runs import Run
         return Run.count_text(self.done, self.total, self.unit)
 
     @property
@@ -320,8 +320,6 @@ def cards(kind: str, job_ids: list[str], now: float | None = None,
 
 
 def _run_title(info) -> str:
-    from dashboard.uploads import public
-    from rnncon_core.runs import display_name
     return f"{display_name(info)} on {public(info.model)}"   # an upload by name, not path
 
 
@@ -417,9 +415,7 @@ def render_card(card: Card, key: str, show_key: str | None = None,
 def _show(show_key: str, run_id: str, model: str | None = None) -> None:
     """Show a card's run: its model becomes the selection (when it is another shipped one)
     and the page's results selector picks the run."""
-    from dashboard import state
     if model and model != state.current().model and model in state.shipped():
-        from rnncon_core import zoo
         st.session_state["selection"] = state.Selection(model, model,
                                                         zoo.ARCHITECTURES[model].dataset)
     st.session_state[show_key] = run_id

@@ -27,6 +27,8 @@ import sys
 import threading
 import time
 
+from dashboard import jobs
+
 LOG = logging.getLogger("rnncon.dashboard")
 ENABLED = os.environ.get("RNNCON_FAST_EXIT", "1").lower() not in ("0", "false", "no")
 POLL = 0.05
@@ -80,7 +82,6 @@ def on_signal(signum, frame, prev) -> None:
     stops the runtime and the watcher cancels the jobs (their outputs kept)."""
     _say(f"signal {signum}")
     try:
-        from dashboard import jobs
         busy = jobs.running_runs()
     except Exception:  # noqa: BLE001 - unsure: take the careful way
         busy = 1
@@ -103,7 +104,6 @@ def _watch(runtime) -> None:
     began = time.monotonic()
     _say("stopping seen")
     try:
-        from dashboard import jobs
         stopped = jobs.stop_all(JOB_GRACE, reason="the dashboard server was stopped")
         if stopped:
             LOG.info("server stopping: %d running job(s) cancelled, their outputs kept", stopped)

@@ -2,26 +2,40 @@
 
 Models and data sets are cached with ``st.cache_resource`` (one shared, read-only object per
 process: a Keras model cannot be pickled, and copying 200 MB of Fashion-MNIST on every rerun
-would be slow); small arrays and tables with ``st.cache_data``. Pages never import TensorFlow
-themselves: they go through here.
+would be slow); small arrays and tables with ``st.cache_data``. A coverage measurement's
+cached functions take one key, a frozen :class:`Profile`, and the view's threshold beside it.
+Pages never import TensorFlow themselves: they go through here. The engine's pandas-bearing
+modules (criteria, reports) are imported in the functions that compute, so the Models page's
+first view loads neither pandas nor plotly (docs/internals.md, "Imports").
 """
 from __future__ import annotations
 
+import ctypes
+import gc
 import hashlib
 import re
-from dataclasses import dataclass
+import shutil
+import time
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 import numpy as np
 import streamlit as st
 
+from dashboard import images
 from dashboard.perf import timed
+from dashboard.runtime import keep_keras_session
 from dashboard.uploads import (data_label, find_upload, public, upload_dir,  # noqa: F401
                                upload_digest, upload_label, uploaded_models)
-from dashboard.runtime import keep_keras_session
 from rnncon_core import data, zoo
-from rnncon_core.errors import ModelLoadError, RNNConError
+from rnncon_core.coverage import CRITERIA, needs_profile, title
+from rnncon_core.errors import ModelLoadError, RNNConError, UnsupportedModelError
+from rnncon_core.generate import predict_proba
+from rnncon_core.onnx_import import onnx_card as card
 from rnncon_core.paths import CACHE_DIR
+from rnncon_core.quality import tsne_embedding
+from rnncon_core.runs import RunStore
+from rnncon_core.trace import Tracer
 
 keep_keras_session()
 
@@ -128,7 +142,6 @@ def check_upload(path: str):
     try:
         return model(path)
     except RNNConError:
-        import shutil
         if upload_digest(path):
             shutil.rmtree(Path(path).parent, ignore_errors=True)
         raise
@@ -159,7 +172,6 @@ def model(model_ref: str):
 
 def onnx_card(model) -> dict | None:
     """The import card of a model read from an ONNX file (None for a Keras file)."""
-    from rnncon_core.onnx_import import onnx_card as card
     return card(model)
 
 
@@ -177,7 +189,6 @@ def load_with_progress(model_ref: str, dataset_name: str, what: str, compute):
     session), then ``what``. Later calls (any session) return at once."""
     if ready("model", model_ref) and ready("dataset", dataset_name):
         return compute()
-    import time
     started = time.perf_counter()
     with st.status(f"Loading {what}…", expanded=True) as box:
         st.write(f"the model {model_ref if model_ref in zoo.ARCHITECTURES else 'uploaded'}…")
@@ -254,7 +265,6 @@ def predictions(model_ref: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _predictions(model_ref: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The engine's class probabilities (``predict_proba``: logits through a softmax, one
     sigmoid unit as two columns), never a second reading of the raw outputs."""
-    from rnncon_core.generate import predict_proba
     p = predict_proba(model(model_ref), x)
     return p.argmax(-1), p.max(-1)
 
@@ -274,7 +284,6 @@ def sample(model_ref: str, dataset_name: str, n: int) -> dict:
 def traced_layers(model_ref: str) -> list[dict]:
     """The traced layers of the model in order: name, kind, units, steps (the Tracer checks
     that the model is supported: UnsupportedModelError says why not)."""
-    from rnncon_core.trace import Tracer
     return [{"name": s.name, "kind": s.kind, "units": s.units, "steps": s.steps,
              "gates": list(s.gates)} for s in Tracer(model(model_ref)).specs]
 
@@ -316,6 +325,26 @@ DEFAULT_NORM = ("step", "abs")                # the engine's defaults: (normaliz
 EQ3_AS_WRITTEN = ("model", "signed")
 
 
+@dataclass(frozen=True)
+class Profile:
+    """The key of one coverage measurement, the one argument of the cached functions below:
+    the model, the data set, its first ``n_inputs`` test inputs, and how RConC counts and
+    scales contributions. Frozen, so the caches key on it. The threshold and the row grouping
+    are not part of it: they choose a view of a profile (``coverage_at(profile, by, t)``), so
+    a slider move reads the kept profile and never recomputes it."""
+    model: str
+    dataset: str
+    n_inputs: int
+    granularity: str = "unit"
+    normalize: str = DEFAULT_NORM[0]
+    values: str = DEFAULT_NORM[1]
+
+    @property
+    def norm(self) -> dict:
+        """ContributionCoverage's keyword arguments for the scaling."""
+        return _norm_kwargs(self.normalize, self.values)
+
+
 def default_threshold(dataset_name: str | None) -> float:
     """The engine's default threshold for a data set (the paper's: 0.25 for the MNIST models,
     0.5 for the IMDB ones)."""
@@ -332,7 +361,6 @@ PROFILE_INPUTS_N = 4000         # training inputs a criterion's profile is built
 
 def _no_paths(text: str) -> str:
     """A message without server paths (a path becomes its last part)."""
-    import re
     return re.sub(r"(?:[A-Za-z]:)?(?:/[^\s/:'\"`]+){2,}", lambda m: m.group(0).rsplit("/", 1)[-1],
                   text)
 
@@ -349,8 +377,6 @@ def criterion_row(model_ref: str, dataset_name: str, n_inputs: int, name: str) -
     differs; the profile it read), or the reason it does not apply. A profile-based one
     builds the model's training profile from the first PROFILE_INPUTS_N training inputs of
     the data set when it has none (coverage.profile.ensure_profile)."""
-    from rnncon_core.coverage import CRITERIA, default_threshold, needs_profile, title
-    from rnncon_core.errors import RNNConError
     x = test_inputs(dataset_name, n_inputs)[0]
     cls = CRITERIA[name]
     params = {"threshold": default_threshold(dataset_name)} if cls.threshold_from_data else {}
@@ -388,7 +414,6 @@ def every_criterion(model_ref: str, dataset_name: str, n_inputs: int,
     """Every registered criterion with its default parameters over the same first n test
     inputs (``criterion_row`` each); ``progress(i, n, name)`` before each one."""
     import pandas as pd
-    from rnncon_core.coverage import CRITERIA
     rows = []
     for i, name in enumerate(CRITERIA):
         if progress:
@@ -399,34 +424,29 @@ def every_criterion(model_ref: str, dataset_name: str, n_inputs: int,
 
 @st.cache_resource(show_spinner="Computing coverage (one forward pass over the inputs)…",
                    max_entries=6)
-def coverage(model_ref: str, dataset_name: str, n_inputs: int, granularity: str = "unit",
-             normalize: str = DEFAULT_NORM[0], values: str = DEFAULT_NORM[1]) -> dict:
-    """The criteria after ``update`` over the first n test inputs: {"RConC", "NC", "HS_C",
+def coverage(profile: Profile) -> dict:
+    """The criteria after ``update`` over the profile's test inputs: {"RConC", "NC", "HS_C",
     "CS_C" (LSTM models only, else None)}. Each keeps its per-item maxima, so any threshold,
     layer table and growth curve (on THRESHOLD_GRID) is read without another forward pass.
     Shared read-only between sessions: pages only read them."""
     from rnncon_core.coverage import (CellStateCoverage, ContributionCoverage,
                                       HiddenStateCoverage, NeuronCoverage)
-    from rnncon_core.errors import UnsupportedModelError
-    from rnncon_core.trace import Tracer
-    tracer = Tracer(model(model_ref))
-    crits = {"RConC": ContributionCoverage(tracer, granularity=granularity,
-                                           curve_thresholds=THRESHOLD_GRID,
-                                           **_norm_kwargs(normalize, values)),
+    tracer = Tracer(model(profile.model))
+    crits = {"RConC": ContributionCoverage(tracer, granularity=profile.granularity,
+                                           curve_thresholds=THRESHOLD_GRID, **profile.norm),
              "NC": NeuronCoverage(tracer, curve_thresholds=THRESHOLD_GRID),
              "HS_C": HiddenStateCoverage(tracer)}
     try:
         crits["CS_C"] = CellStateCoverage(tracer)
     except UnsupportedModelError:
         crits["CS_C"] = None                           # a GRU model has no cell state
-    key = (model_ref, dataset_name, n_inputs, granularity, normalize, values)
+    key = astuple(profile)     # the tuple the files on disk were always named by
     for name, c in crits.items():
         if c is not None:
-            crits[name] = kept_profile(c, key, name,
-                                       lambda: test_inputs(dataset_name, n_inputs)[0])
+            crits[name] = kept_profile(
+                c, key, name, lambda: test_inputs(profile.dataset, profile.n_inputs)[0])
             release_memory()   # each criterion's pass on a heap given back (the peak counts)
-    _computed.add(("coverage", (model_ref, dataset_name, n_inputs, granularity, normalize,
-                                values)))
+    _computed.add(("coverage", (profile,)))
     release_memory()           # the forward pass's buffers go back to the system
     return crits
 
@@ -435,8 +455,6 @@ def release_memory() -> None:
     """Hand freed heap memory back to the system (glibc's malloc_trim): a profile's forward
     pass over an IMDB model frees about a gigabyte that the allocator would otherwise keep
     for the life of the server. A no-op where there is no glibc."""
-    import ctypes
-    import gc
     gc.collect()
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
@@ -481,81 +499,68 @@ def kept_profile(crit, key: tuple, name: str, inputs):
 
 @timed()
 @st.cache_data(show_spinner=False, max_entries=256)
-def coverage_at(model_ref: str, dataset_name: str, n_inputs: int, granularity: str,
-                normalize: str, values: str, by: str, threshold: float) -> dict:
+def coverage_at(profile: Profile, by: str, threshold: float) -> dict:
     """What the Coverage page shows at one threshold, read once per server from the kept
     maxima: the four headline figures, RConC and NC per layer, the growth curves (at the
     nearest grid threshold) and CS_C's sections. Small tables only."""
     from rnncon_core.reports.results import coverage_view
-    crits = coverage(model_ref, dataset_name, n_inputs, granularity, normalize, values)
-    return coverage_view(crits, threshold, by, THRESHOLD_GRID)
+    return coverage_view(coverage(profile), threshold, by, THRESHOLD_GRID)
 
 
 @timed()
 @st.cache_data(show_spinner=False, max_entries=256)
-def coverage_bars(model_ref: str, dataset_name: str, n_inputs: int, granularity: str,
-                  normalize: str, values: str, by: str, threshold: float) -> str:
+def coverage_bars(profile: Profile, by: str, threshold: float) -> str:
     """The per-layer chart at one threshold as inline SVG (no chart script for the browser to
     load: the Coverage page's first view), built once per server."""
-    from dashboard import images
-    view = coverage_at(model_ref, dataset_name, n_inputs, granularity, normalize, values, by,
-                       threshold)
+    view = coverage_at(profile, by, threshold)
     return images.coverage_bars(view["by_layer"], threshold=threshold)
 
 
 @timed()
 @st.cache_resource(show_spinner=False, max_entries=64)
-def growth_figure(model_ref: str, dataset_name: str, n_inputs: int, granularity: str,
-                  normalize: str, values: str, by: str, threshold: float):
+def growth_figure(profile: Profile, by: str, threshold: float):
     """The growth curves (Figure 6) at the grid threshold nearest to ``threshold``, built once
     per server (read-only)."""
     from rnncon_core.reports import charts
-    view = coverage_at(model_ref, dataset_name, n_inputs, granularity, normalize, values, by,
-                       threshold)
+    view = coverage_at(profile, by, threshold)
     return charts.growth_curves(view["curves"], threshold=view["grid_threshold"])
 
 
 @timed()
 @st.cache_data(show_spinner=False, max_entries=64)
-def sweep(model_ref: str, dataset_name: str, n_inputs: int, granularity: str, normalize: str,
-          values: str = DEFAULT_NORM[1], by: str = "layer") -> "pd.DataFrame":
+def sweep(profile: Profile, by: str = "layer") -> "pd.DataFrame":
     """RConC and NC per layer (and "All") at every threshold of the grid."""
     from rnncon_core.reports.results import coverage_sweep
-    return coverage_sweep(coverage(model_ref, dataset_name, n_inputs, granularity, normalize,
-                                   values), THRESHOLD_GRID, by)
+    return coverage_sweep(coverage(profile), THRESHOLD_GRID, by)
 
 
 @timed()
 @st.cache_data(show_spinner=False, max_entries=256)
-def gate_table(model_ref: str, dataset_name: str, n_inputs: int, normalize: str, values: str,
-               layer: str, threshold: float, input_index: int | None = None) -> "pd.DataFrame":
-    """by_gate_step() of the unit profile: the whole set, or one input of it (Figure 12)."""
-    rconc = coverage(model_ref, dataset_name, n_inputs, "unit", normalize, values)["RConC"]
+def gate_table(profile: Profile, layer: str, threshold: float,
+               input_index: int | None = None) -> "pd.DataFrame":
+    """by_gate_step() of a unit profile: the whole set, or one input of it (Figure 12)."""
+    rconc = coverage(profile)["RConC"]
     if input_index is None:
         return rconc.by_gate_step(layer, threshold=threshold)
     # the input itself, not input_index: a profile read back from disk keeps no inputs
-    x, _ = test_inputs(dataset_name, n_inputs)
+    x, _ = test_inputs(profile.dataset, profile.n_inputs)
     return rconc.by_gate_step(layer, x=x[input_index:input_index + 1], threshold=threshold)
 
 
 @timed()
 @st.cache_resource(show_spinner=False, max_entries=64)
-def sweep_figure(model_ref: str, dataset_name: str, n_inputs: int, granularity: str,
-                 normalize: str, values: str, by: str, chosen: float):
+def sweep_figure(profile: Profile, by: str, chosen: float):
     from rnncon_core.reports import charts
-    return charts.threshold_sweep(sweep(model_ref, dataset_name, n_inputs, granularity,
-                                        normalize, values, by), chosen=chosen)
+    return charts.threshold_sweep(sweep(profile, by), chosen=chosen)
 
 
 @st.cache_data(show_spinner="Trying the candidate thresholds on each label…", max_entries=16)
-def threshold_choice(model_ref: str, dataset_name: str, n_inputs: int, granularity: str,
-                     normalize: str, values: str, candidates: tuple
-                     ) -> tuple[float, "pd.DataFrame"]:
-    """§5.2's threshold selection on the first n test inputs."""
+def threshold_choice(profile: Profile, candidates: tuple) -> tuple[float, "pd.DataFrame"]:
+    """§5.2's threshold selection on the profile's test inputs."""
     from rnncon_core.coverage import select_threshold
-    x, y = test_inputs(dataset_name, n_inputs)
-    return select_threshold(model(model_ref), x, y, candidates=candidates,
-                            granularity=granularity, **_norm_kwargs(normalize, values))
+    x, y = test_inputs(profile.dataset, profile.n_inputs)
+    return select_threshold(model(profile.model), x, y, candidates=candidates,
+                            granularity=profile.granularity, **profile.norm)
 
 
 @st.cache_data(show_spinner="Running t-SNE on the perturbations…", max_entries=16)
@@ -563,9 +568,7 @@ def tsne(run_id: str, mtime: float, rows: tuple, perplexity: float = 30.0,
          seed: int = 0) -> np.ndarray:
     """2-D t-SNE of the perturbations (x_gen − x_seed) of some rows of a run (the core's
     ``quality.tsne_embedding``, fewer iterations than the report's)."""
-    from rnncon_core.runs import RunStore
     store = RunStore             # the server's store (jobs.store(): the same root)
-    from rnncon_core.quality import tsne_embedding
     out = run_outputs(store().get(run_id))
     idx = np.asarray(rows, dtype=np.int64)
     p = out["x_gen"][idx].astype(np.float32) - out["x_seed"][idx].astype(np.float32)

@@ -7,8 +7,10 @@ import numpy as np
 import pandas as pd
 from streamlit import column_config as cc
 
+from dashboard.uploads import public
 from rnncon_core.reports.results import (TABLE2_KEYS, generator_settings,  # noqa: F401
                                          per_input, table2)
+from rnncon_core.runs import display_name
 
 def table1(rows: Iterable[dict]) -> pd.DataFrame:
     """zoo.models_table() rows: our measured figures beside the paper's."""
@@ -118,8 +120,6 @@ def runs_history(runs: Iterable) -> pd.DataFrame:
     """The run store's history: one row per run (its name, or what it did and when; a
     retraining's held-out sets under it, marked ↳), the headline of its summary (text) and
     its full id last."""
-    from dashboard.uploads import public     # an upload by name, not path
-    from rnncon_core.runs import display_name
     out = []
     for info, depth in under_parents(list(runs)):
         s = info.summary or {}

@@ -15,7 +15,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from rnncon_core.text.lexical import CHECKS      # the edit checks, declared once
+from dashboard import state
+from rnncon_core.data import PAD, START
+from rnncon_core.lazy import keras
+from rnncon_core.quality import tsne_embedding
+from rnncon_core.reports import charts
+from rnncon_core.text.display import side_by_side, to_html
+from rnncon_core.text.eda import Lexicon
+from rnncon_core.text.lexical import CHECKS, PENN_TO_WN, check_edits  # the checks, declared once
 
 CLASS_NAMES = ("negative", "positive")        # IMDB: 0 = negative review, 1 = positive
 POS_NAMES = {"n": "noun", "v": "verb", "a": "adjective", "r": "adverb"}
@@ -31,7 +38,6 @@ def class_name(c) -> str:
 def first_word_step(x) -> int:
     """The earliest time step holding a word in any of the id rows (N, T): the reviews are
     padded at the front, so everything before is padding and the start mark."""
-    from rnncon_core.data import PAD, START
     x = np.atleast_2d(np.asarray(x))
     real = (x != PAD) & (x != START)
     starts = np.where(real.any(axis=1), real.argmax(axis=1), x.shape[1])
@@ -82,14 +88,12 @@ def captions(outputs: dict, rows) -> list[tuple[str, str]]:
 
 @st.cache_resource(show_spinner=False)
 def lexicon(_vocab, key: str):
-    from rnncon_core.text.eda import Lexicon
     return Lexicon(_vocab, table={})
 
 
 def show_pairs(outputs: dict, rows, vocab, key: str = "gen_text",
                seed_label: str = "test review") -> None:
     """Several seed / generated pairs, changed words marked, failed checks outlined."""
-    from rnncon_core.text.display import side_by_side, to_html
     lex = lexicon(vocab, str(len(vocab.words)))
     with st.spinner("Checking the edits (WordNet, tagger and sentiment lexicon load once)…"):
         for i, (seed_cap, gen_cap) in zip(rows, captions(outputs, rows)):
@@ -159,7 +163,6 @@ def table2_columns() -> dict:
 def substitution_tables(outputs: dict, lex) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every edit of a run, counted per part of speech of the seed word (share passing every
     check, share in reviews that flipped) and per (old -> new) substitution."""
-    from rnncon_core.text.lexical import PENN_TO_WN, check_edits
     by_pos: dict[str, Counter] = {}
     pairs: Counter = Counter()
     failed: dict = {}
@@ -196,10 +199,7 @@ def hidden_change_tsne(model_ref: str, run_id: str, mtime: float, _outputs: dict
                        seed: int = 0) -> np.ndarray:
     """2-D t-SNE of h_T(generated) - h_T(seed): the change an edit makes to the output of the
     model's last recurrent layer (its final hidden state)."""
-    import keras
 
-    from dashboard import state
-    from rnncon_core.quality import tsne_embedding
     m = state.model(model_ref)
     rec = [l for l in m.layers if type(l).__name__ in ("LSTM", "GRU", "SimpleRNN")]
     if not rec:
@@ -214,8 +214,6 @@ def perturbations_view(sel, info, outputs: dict) -> None:
     """The Perturbations page for a text run: where its edits fall (part of speech, words),
     and the t-SNE map of the change in the final hidden state, coloured by class flip; a
     selected point shows its pair."""
-    from dashboard import state
-    from rnncon_core.reports import charts
     vocab = state.dataset(sel.dataset).vocab
     lex = lexicon(vocab, str(len(vocab.words)))
     s = info.summary or {}

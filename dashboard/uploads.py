@@ -6,11 +6,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from rnncon_core import runs
+
 
 def upload_dir() -> Path:
     """Where uploads are kept: ``uploads/<digest>/<file>`` in the server's run store (runs/
     or RNNCON_RUNS), so they survive a restart and the runs made with them find them again."""
-    from rnncon_core import runs
     return Path(runs.RUNS_DIR) / "uploads"
 
 

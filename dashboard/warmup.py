@@ -16,6 +16,8 @@ import os
 import threading
 import time
 
+from dashboard import state
+
 LOG = logging.getLogger("rnncon.dashboard")
 ENABLED = os.environ.get("RNNCON_DASHBOARD_WARMUP", "1").lower() not in ("0", "false", "no")
 
@@ -45,7 +47,6 @@ def busy() -> bool:
 
 
 def _run() -> None:
-    from dashboard import state
     sel = state.default_selection()
     if sel.model is None:
         return
@@ -53,18 +54,18 @@ def _run() -> None:
 
     def views(granularity: str):
         """The Coverage page's default views of one profile (all shared caches)."""
-        profile = (sel.model, ds, state.DEFAULT_INPUTS, granularity, *state.DEFAULT_NORM)
+        profile = state.Profile(sel.model, ds, state.DEFAULT_INPUTS, granularity)
         t = state.default_threshold(ds)
-        state.coverage_at(*profile, "layer", t)
-        state.coverage_bars(*profile, "layer", t)
-        state.growth_figure(*profile, "layer", t)          # the views a click opens
-        state.sweep_figure(*profile, "layer", t)
+        state.coverage_at(profile, "layer", t)
+        state.coverage_bars(profile, "layer", t)
+        state.growth_figure(profile, "layer", t)          # the views a click opens
+        state.sweep_figure(profile, "layer", t)
 
     def every_threshold():
         """The slider's other stops (a move then reads a built chart in every session)."""
-        profile = (sel.model, ds, state.DEFAULT_INPUTS, "unit", *state.DEFAULT_NORM)
+        profile = state.Profile(sel.model, ds, state.DEFAULT_INPUTS)
         for t in state.THRESHOLD_GRID:
-            state.coverage_bars(*profile, "layer", t)
+            state.coverage_bars(profile, "layer", t)
 
     plan = [
         ("model", lambda: state.model(sel.model)),

@@ -16,14 +16,18 @@ import json
 import numpy as np
 
 from . import text  # noqa: F401  (its strategies join GENERATORS)
+from .coverage import CRITERIA, get_criterion
+from .coverage.base import Criterion
 from .errors import InputError
+from .generate import generator_class, get_generator
+from .generate.base import Generator
+from .lazy import keras
 from .params import IntRange, Interval
 
 
 def tiny_image_model(seed: int = 0):
     """An untrained 8 x 8 LSTM classifier (10 classes) and 6 inputs in [0, 1] with the
     labels it gives them: enough to run a strategy or a criterion once."""
-    import keras
     keras.utils.set_random_seed(seed)
     model = keras.Sequential([keras.Input((8, 8)), keras.layers.LSTM(6, name="lstm_1"),
                               keras.layers.Dense(10, activation="softmax", name="output")])
@@ -73,8 +77,6 @@ def check_generator(cls, model=None, x=None, y=None, **params) -> None:
     first batch, ``get_config`` round-trip through JSON and ``get_generator``, and an
     InputError for an out-of-range value or an unknown keyword. Without ``model``, an image
     strategy runs on ``tiny_image_model()``; ``params``: extra keywords (e.g. ``others=``)."""
-    from .generate import generator_class, get_generator
-    from .generate.base import Generator
     cls = generator_class(cls) if isinstance(cls, str) else cls
     check_declaration(cls, Generator, extra=cls.accepted())
     assert cls.method, f"{cls.__name__} has no method name (register it)"
@@ -118,8 +120,6 @@ def check_criterion(cls, model=None, x=None) -> None:
     through JSON and ``get_criterion``, and an InputError for an out-of-range value or an
     unknown keyword. Without ``model``, it runs on ``tiny_image_model()`` (a profile-based
     criterion needs its profile built first)."""
-    from .coverage import CRITERIA, get_criterion
-    from .coverage.base import Criterion
     cls = CRITERIA.load(cls) if isinstance(cls, str) else cls
     check_declaration(cls, Criterion)
     assert cls.name, f"{cls.__name__} has no name (register it)"

@@ -14,6 +14,7 @@ Sources, in order of preference:
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import re
 from collections import Counter
@@ -23,8 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from .errors import DataMissingError, InputError, did_you_mean
+from .io import atomic_write_bytes, atomic_write_npz, read_npz
+from .lazy import keras
 from .paths import CACHE_DIR, MODELS_DIR, NPM_MODULES, ensure_dir
-from .io import atomic_write_bytes, atomic_write_npz
 
 
 
@@ -86,7 +88,6 @@ class Dataset:
 def read_npy(content: bytes, name: str, what: str = "the file") -> np.ndarray:
     """The array of a .npy file's bytes (``name``: the file's name, for messages), or an
     InputError saying what is wrong with it and how to write one (never a pickle)."""
-    import io
     stem = Path(name).stem
     if content[:6] != b"\x93NUMPY":
         kind = "an .npz archive" if content[:2] == b"PK" else "not a .npy file"
@@ -184,7 +185,6 @@ _READ: dict = {}
 
 
 def _read_dataset(path: Path, kind: str | None) -> Dataset:
-    from .io import read_npz
     fix = (f"save it with numpy.savez('{path.name}', x_train=..., y_train=..., x_test=..., "
            f"y_test=...)")
     a = read_npz(path, "data set", fix)
@@ -376,7 +376,6 @@ def _load_mnist() -> Dataset:
     keras_file = KERAS_DATASETS / "mnist.npz"
     if keras_file.exists():
         try:
-            import keras
             (xtr, ytr), (xte, yte) = keras.datasets.mnist.load_data()
             return Dataset("mnist", from_images(xtr / 255.0), ytr.astype(np.int64),
                            from_images(xte / 255.0), yte.astype(np.int64),
@@ -555,7 +554,6 @@ def _load_imdb() -> Dataset:
     keras_file = KERAS_DATASETS / "imdb.npz"
     if keras_file.exists():
         try:
-            import keras
             (xtr, ytr), (xte, yte) = keras.datasets.imdb.load_data(num_words=IMDB_NUM_WORDS)
             return Dataset("imdb", pad_sequences(xtr, IMDB_MAXLEN), ytr.astype(np.int64),
                            pad_sequences(xte, IMDB_MAXLEN), yte.astype(np.int64),

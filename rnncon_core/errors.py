@@ -1,5 +1,7 @@
 """Errors the tool raises on purpose: each says what is wrong and what to do."""
 
+import difflib
+
 
 class RNNConError(Exception):
     """Base class: every error the engine raises for bad input or missing pieces."""
@@ -33,6 +35,5 @@ class JobCancelled(RNNConError):
 def did_you_mean(name: str, choices) -> str:
     """The hint `` (did you mean NEAREST?)`` for a misspelt name (the nearest of ``choices``),
     or "" when none is near."""
-    import difflib
     close = difflib.get_close_matches(str(name), list(choices), n=1)
     return f" (did you mean {close[0]}?)" if close else ""

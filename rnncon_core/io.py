@@ -15,6 +15,9 @@ import json
 import os
 import platform
 import tempfile
+import zipfile
+import zlib
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
@@ -152,8 +155,6 @@ def read_npz(path: str | Path, kind: str = "archive",
     line) that says what the file is instead: missing, a folder, a single .npy array, not an
     archive at all, truncated or damaged, or holding Python objects. ``kind`` names what the
     file should be ("data set", "checkpoint"), ``fix`` what to do."""
-    import zipfile
-    import zlib
     path = Path(path).expanduser()
     if not path.is_file():
         raise InputError(f"no {kind} file {path}" if not path.exists() else
@@ -204,7 +205,6 @@ def to_json(obj: Any, indent: int | None = None) -> str:
 def versions(extra: tuple[str, ...] = ()) -> dict[str, str]:
     """Python's and the packages' versions, read from the installed metadata (nothing is
     imported): python, tensorflow, keras, numpy, rnncon, then the ``extra`` distributions."""
-    from importlib import metadata
     out = {"python": platform.python_version()}
     for key, dists in {**_DISTRIBUTIONS, **{d: (d,) for d in extra}}.items():
         for dist in dists:

@@ -18,6 +18,7 @@ weight mappings both ways (``torch_weights`` gives a layer's weights back in PyT
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,6 +27,7 @@ import numpy as np
 
 from .errors import ModelLoadError, UnsupportedModelError
 from .io import versions
+from .lazy import keras
 
 MAX_DIFFERENCE = 1e-5          # float32: the largest output difference accepted on import
 CHECK_BATCH, CHECK_STEPS = 8, 10   # the random batch when the file leaves them open
@@ -952,7 +954,6 @@ def _recurrent(node, op: str, ins: list, at: dict) -> list:
 
 def _build(chain: tuple, name: str):
     """The Keras Sequential model of a chain, weights set."""
-    import keras
     L = keras.layers
     first = chain[0]
     counts: dict = {}
@@ -998,7 +999,6 @@ def _build(chain: tuple, name: str):
 
 
 def _keras_name(path: Path) -> str:
-    import re
     name = re.sub(r"[^A-Za-z0-9_]", "_", path.stem) or "imported"
     return name if name[0].isalpha() else f"onnx_{name}"
 

@@ -17,6 +17,9 @@ from typing import Sequence
 import numpy as np
 
 from .errors import InputError
+from .lazy import keras
+from .textdiff import tokens, words_changed
+from .zoo import FEATURE_NET, load_model
 
 FEATURE_NOTE = ("FID and IS are computed with this project's MNIST feature CNN "
                 "(mnist-features: 128-d 'features' layer for FID, its softmax for IS), not with "
@@ -64,16 +67,13 @@ def l2(a, b, reduction: str | None = None):
 
 @lru_cache(maxsize=2)
 def _shipped_feature_net():
-    from .zoo import FEATURE_NET, load_model
     return load_model(FEATURE_NET)
 
 
 def _feature_model(feature_net):
     """A Keras model mapping inputs to (features, softmax) of the feature CNN."""
-    import keras
     net = _shipped_feature_net() if feature_net is None else feature_net
     if isinstance(net, str):
-        from .zoo import load_model
         net = load_model(net)
     try:
         feats = net.get_layer("features").output
@@ -217,7 +217,6 @@ def text_quality(seeds: Sequence[Sequence], generated: Sequence[Sequence]) -> di
     """Mean words changed (:func:`rnncon_core.textdiff.words_changed`: word positions that
     differ after alignment) and its mean share of the seed's words, over (seed, generated)
     pairs of word lists or id arrays."""
-    from .textdiff import tokens, words_changed
     if len(seeds) != len(generated) or len(seeds) == 0:
         raise InputError(f"give one generated text per seed (got {len(seeds)} seeds and "
                          f"{len(generated)} generated texts, at least one of each)")

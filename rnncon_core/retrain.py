@@ -32,8 +32,15 @@ from typing import Callable
 import numpy as np
 
 from . import text  # noqa: F401  (its strategies join GENERATORS)
-from .errors import InputError
+from .coverage import ContributionCoverage
+from .data import Dataset, load_dataset
+from .errors import InputError, ModelLoadError
+from .generate import generator_class
+from .generate.base import predict_proba
+from .lazy import keras
 from .params import Interval, IntRange, Param, Params
+from .quality import FEATURE_NOTE, select_retraining_set, set_quality
+from .zoo import ARCHITECTURES, class_probabilities, output_head, read_card, shifted_batches
 
 DEFAULT_EPOCHS = 10
 DEFAULT_REPEATS = 10
@@ -52,7 +59,6 @@ def classification_metrics(model, x, y, batch_size: int = 512) -> dict:
     present) of ``model`` on (x, y); a one-unit sigmoid output is treated as binary."""
     from sklearn.metrics import precision_recall_fscore_support, roc_auc_score
     y = np.asarray(y).astype(np.int64).ravel()
-    from .zoo import class_probabilities
     probs = np.asarray(model.predict(x, batch_size=batch_size, verbose=0), dtype=np.float64)
     probs = class_probabilities(probs.reshape(len(probs), -1))
     pred = probs.argmax(axis=1)
@@ -73,7 +79,6 @@ RCONC_GRID = (0.25, 0.5, 0.75)
 def rconc_rates(model, x, threshold: float) -> dict:
     """RConC (unit granularity) of the inputs ``x`` on ``model``: ``rconc`` at ``threshold``
     and ``rconc_<t>`` at each threshold of RCONC_GRID (free: no further forward pass)."""
-    from .coverage import ContributionCoverage
     cov = ContributionCoverage(model, threshold=threshold)
     for i in range(0, len(x), 250):
         cov.update(x[i:i + 250])
@@ -99,7 +104,6 @@ def paired(a: list[float], b: list[float]) -> dict:
 
 def accuracy(model, x, y) -> float | None:
     """Share of ``x`` that ``model`` labels ``y`` (None for no inputs)."""
-    from .generate.base import predict_proba
     if len(y) == 0:
         return None
     return float((predict_proba(model, x).argmax(1) == np.asarray(y).ravel()).mean())
@@ -109,8 +113,6 @@ def accuracy(model, x, y) -> float | None:
 
 def compile_for_training(model, learning_rate: float = 1e-4):
     """Compile with a fresh Adam and the loss of the model's output (as zoo.build_model)."""
-    import keras
-    from .zoo import output_head
     two = output_head(model).kind == "sigmoid"            # one sigmoid unit: two classes
     loss = "binary_crossentropy" if two else "sparse_categorical_crossentropy"
     model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=loss,
@@ -120,7 +122,6 @@ def compile_for_training(model, learning_rate: float = 1e-4):
 
 def copy_model(model, learning_rate: float = 1e-4):
     """An independent, compiled copy of ``model`` with its trained weights."""
-    import keras
     clone = keras.models.clone_model(model)
     clone.set_weights(model.get_weights())
     return compile_for_training(clone, learning_rate)
@@ -128,8 +129,6 @@ def copy_model(model, learning_rate: float = 1e-4):
 
 def resolve_dataset(model: str, dataset=None, run_config: dict | None = None):
     """The Dataset the model trains on: given, or its architecture's, or the run's."""
-    from .data import Dataset, load_dataset
-    from .zoo import ARCHITECTURES
     if isinstance(dataset, Dataset):
         return dataset
     name = dataset or (ARCHITECTURES[model].dataset if model in ARCHITECTURES else None) \
@@ -220,7 +219,6 @@ def cancel_callback(run, report: Callable[[int], None], every: int = 20,
     """A Keras callback that checks ``run``'s cancel flag every ``every`` batches and at each
     epoch's end, calls ``report(epochs done)`` there, and ``on_batch(epoch, batches done in
     it)`` at most every ``seconds`` (progress inside an epoch)."""
-    import keras
 
     class Watch(keras.callbacks.Callback):
         epoch, said = 0, 0.0
@@ -285,8 +283,6 @@ def retrain_once(base, x_fit, y_fit, x_extra, y_extra, epochs: int, seed: int,
     model's epoch over its 22,500 training reviews takes minutes on two cores).
     ``validation`` (x, y): the weights of the epoch with the best accuracy there are kept
     (the later epoch on a tie); without it, the last epoch's."""
-    import keras
-    from .zoo import shifted_batches
     keras.utils.set_random_seed(seed)
     model = copy_model(base, learning_rate)
     x_extra = np.asarray(x_extra, dtype=x_fit.dtype)
@@ -353,7 +349,6 @@ def training_defaults(model: str, ds) -> dict:
     """How to continue training the way the shipped model was trained: a fine-tuning rate
     (Adam 3e-4), the random shifts of zoo.train_model for 28 x 28 images, and the validation
     share its card records (that tail of the training split is left out, as there)."""
-    from .zoo import read_card
     card = read_card(model) if isinstance(model, str) else None
     return {"learning_rate": FINE_TUNE_RATE,
             "augment": ds.kind == "image" and ds.x_train.shape[1:] == (28, 28),
@@ -367,7 +362,6 @@ def generator_params(config: dict) -> dict:
     generator's declared parameters (and a constraint's own), read by the declaration. Runs
     stored before the declarations kept the constraint as a dict and rconc's criterion
     settings apart; both read the same."""
-    from .generate import generator_class
     gen = dict(config.get("generator") or {})
     cls = generator_class(config.get("method") or gen.get("method"))
     constraint = gen.pop("constraint", None)
@@ -388,7 +382,6 @@ def generator_params(config: dict) -> dict:
 
 def right_seeds(models: list, x, y, pool: np.ndarray, n: int) -> np.ndarray:
     """The first ``n`` indices of ``pool`` whose inputs (of x, y) every model predicts right."""
-    from .generate.base import predict_proba
     ok = np.ones(len(pool), dtype=bool)
     for m in models:
         ok &= predict_proba(m, x[pool]).argmax(1) == np.asarray(y)[pool]
@@ -450,8 +443,6 @@ def retraining_summary(config: dict, before: dict, results: dict, parts: dict,
 
 def quality_or_reason(adv: dict, ds) -> dict:
     """Table 5's quality of the inputs used, where the feature CNN applies (28 x 28 images)."""
-    from .errors import InputError, ModelLoadError
-    from .quality import FEATURE_NOTE, set_quality
     if ds.kind != "image" or ds.x_test.shape[1:] != (28, 28):
         return {"skipped": f"FID/IS need 28 x 28 images; {ds.name} inputs are "
                            f"{ds.x_test.shape[1:]}", "note": FEATURE_NOTE}
@@ -469,7 +460,6 @@ def quality_or_reason(adv: dict, ds) -> dict:
 def candidate_quality(run, ds=None) -> dict:
     """Table 5's figures of one generation run's adversarial inputs: mean L1 to their seeds,
     FID against the test split and IS (feature CNN), plus the run's target and constraint."""
-    from .quality import set_quality
     out = run.load_npz("outputs")
     if out is None or "adversarial" not in out or not out["adversarial"].any():
         raise InputError(f"run {run.run_id} has no adversarial inputs to judge")
@@ -488,7 +478,6 @@ def candidate_quality(run, ds=None) -> dict:
 def choose_run(model: str, store, **tolerances) -> dict:
     """Table 5's rule over every finished image generation run of ``model`` in the store that
     found adversarial inputs: smallest L1, then smallest FID, then largest IS."""
-    from .quality import select_retraining_set
     runs = [r for r in store.list(kind="generate", status="finished", model=model,
                                   children=False)     # never a retraining's held-out set
             if (r.summary or {}).get("n_adversarial", 0) > 0]

@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import socket
 import sqlite3
 import threading
@@ -40,6 +41,7 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import quote
 
 import numpy as np
 
@@ -332,7 +334,6 @@ class RunStore:
             raise RunStoreError(f"no run store at {self.root} (no index.sqlite, and the folder "
                                 f"cannot be written to start one): give the store's folder "
                                 f"with --runs-dir DIR")
-        from urllib.parse import quote
         for mode in ("mode=ro", "immutable=1"):
             self._uri = f"file:{quote(str(self.db.resolve()))}?{mode}"
             try:
@@ -457,7 +458,6 @@ class RunStore:
     def delete(self, run_id: str, force: bool = False) -> None:
         """Remove a run and its folder; a running run must be cancelled first (see
         :meth:`_refuse_live` for ``force``)."""
-        import shutil
         self._writable()
         info = self.get(run_id)
         if info.status == "running":

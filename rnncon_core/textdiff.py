@@ -17,11 +17,12 @@ from typing import Sequence
 
 import numpy as np
 
+from .data import PAD, START
+
 
 def tokens(seq) -> list:
     """Word lists stay as they are; id arrays lose padding (0) and the start mark (1)."""
     if isinstance(seq, np.ndarray):
-        from .data import PAD, START
         return [int(t) for t in seq.ravel() if t not in (PAD, START)]
     return list(seq)
 

@@ -22,11 +22,13 @@ contributions are computed but flagged by the layer's ``mask`` (False = masked).
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .errors import InputError, UnsupportedModelError
+from .lazy import keras, tf
 
 RECURRENT = {"LSTM": "lstm", "GRU": "gru", "SimpleRNN": "simple_rnn"}
 GATES = {"lstm": ("i", "f", "c", "o"), "gru": ("z", "r", "h"), "simple_rnn": ("h",), "dense": ()}
@@ -123,7 +125,6 @@ def _unsupported(layer, why: str) -> UnsupportedModelError:
 
 def _chain_layers(model) -> list:
     """The model's layers in order, refusing anything that is not a single chain."""
-    import keras
     if isinstance(model, keras.Sequential):
         return list(model.layers)
     if not isinstance(model, keras.Model) or not hasattr(model, "_operations") \
@@ -210,7 +211,6 @@ def other_dtypes(model) -> list[str]:
 
 def to_float32(model):
     """A float32 copy of a float64 (or float16) model: the same layers and weights, cast."""
-    import keras
 
     def cast(node, key=None):
         if isinstance(node, dict):
@@ -309,7 +309,6 @@ class Tracer:
     """Validates a model once; calling it traces a batch (see the module docstring)."""
 
     def __init__(self, model):
-        import tensorflow as tf
         if not getattr(model, "built", False) or not model.weights:
             raise UnsupportedModelError("the model is not built (it has no weights yet): call "
                                         "it once or give keras.Input a shape")
@@ -487,13 +486,11 @@ class Tracer:
         return self.embed_tf(self.check_inputs(ids, embedded=False))
 
     def embed_tf(self, ids):
-        import tensorflow as tf
         return tf.gather(self.embedding[1], ids)
 
     def check_inputs(self, x, embedded: bool = False):
         """A validated tf.Tensor (float32, or int32 ids), or an InputError saying what is wrong
         (shape, dtype, NaN/inf, ids outside the vocabulary, images outside [0, 1])."""
-        import tensorflow as tf
         if embedded and self.embedding is None:
             raise InputError("embedded=True needs a model with an Embedding layer")
         ids = self.embedding is not None and not embedded
@@ -547,7 +544,6 @@ class Tracer:
     def padding_mask(self, x):
         """(N, T) bool mask of embedded inputs for an Embedding(mask_zero=True): a step is
         padding where its vector is the embedding of id 0 (exact for embedded ids)."""
-        import tensorflow as tf
         return tf.reduce_any(tf.not_equal(x, self.embedding[1][0]), axis=-1)
 
     def forward_steps(self, x, record=_DEFAULT_RECORD, mask=None, step_fn=None):
@@ -565,7 +561,6 @@ class Tracer:
         None), returns a dict of tensors (keys ``step_fn.keys``), written per step like the
         record (T, ...): reductions of a step's contributions made while they are in cache.
         Returns (dict, model output)."""
-        import tensorflow as tf
         record = set(record)
         if mask is None and self.mask_zero:
             mask = self.padding_mask(x)
@@ -621,7 +616,6 @@ class Tracer:
     def _direction(self, spec: LayerSpec, x_tm, mask, record: set, step_fn=None):
         """One recurrent layer (direction) on time-major inputs: (raw dict, outputs (T, N, u)
         in its own step order, zeros at masked steps where Keras gives zeros)."""
-        import tensorflow as tf
         m_tm = tf.transpose(mask) if (spec.masked and mask is not None) else None
         if spec.go_backwards:
             x_tm = tf.reverse(x_tm, [0])
@@ -635,7 +629,6 @@ class Tracer:
         return r, y
 
     def _dense(self, spec: LayerSpec, x) -> dict:
-        import tensorflow as tf
         w = self._weights[spec.name]
         pre = tf.matmul(x, w["kernel"]) if len(x.shape) == 2 else \
             tf.einsum("tnk,kj->tnj", x, w["kernel"])
@@ -646,7 +639,6 @@ class Tracer:
         """x time-major (T, N, F); the loop writes h, only the fields in record and what
         step_fn returns. With a mask (T, N), masked steps keep the previous h and c (Keras'
         masked step)."""
-        import tensorflow as tf
         w = self._weights[spec.name]
         act, rec_act = self._activation[spec.name]
         u, kind, T = spec.units, spec.kind, spec.steps
@@ -707,7 +699,6 @@ class Tracer:
 # each returns (h_new, c_new, gate activations, hW, the source of the recurrent part).
 
 def _lstm_step(xz, h, c, rk, act, rec_act, u, spec, rec_bias, need_hw):
-    import tensorflow as tf
     hW = tf.matmul(h, rk)
     zi, zf, zc, zo = tf.split(xz + hW, 4, axis=1)
     i, f, o = rec_act(zi), rec_act(zf), rec_act(zo)
@@ -717,7 +708,6 @@ def _lstm_step(xz, h, c, rk, act, rec_act, u, spec, rec_bias, need_hw):
 
 
 def _gru_step(xz, h, c, rk, act, rec_act, u, spec, rec_bias, need_hw):
-    import tensorflow as tf
     x_z, x_r, x_h = tf.split(xz, 3, axis=1)
     if spec.reset_after:
         hW = tf.matmul(h, rk)
@@ -738,14 +728,12 @@ def _gru_step(xz, h, c, rk, act, rec_act, u, spec, rec_bias, need_hw):
 
 
 def _simple_rnn_step(xz, h, c, rk, act, rec_act, u, spec, rec_bias, need_hw):
-    import tensorflow as tf
     hW = tf.matmul(h, rk)
     h_new = act(xz + hW)
     return h_new, c, (h_new,), hW, h
 
 
 def merge_directions(mode: str, a, b):
-    import tensorflow as tf
     if mode == "concat":
         return tf.concat([a, b], axis=-1)
     if mode == "sum":
@@ -760,20 +748,17 @@ def _out_shape(layer, feat: tuple) -> tuple:
 
 
 def _cast_like(mask, v):
-    import tensorflow as tf
     return tf.cast(mask, v.dtype)
 
 
 def tf_batch_major(v):
     """(T, N, ...) <-> (N, T, ...)."""
-    import tensorflow as tf
     perm = [1, 0] + list(range(2, len(v.shape)))
     return tf.transpose(v, perm)
 
 
 def _by_gate(v, gates) -> dict:
     """(N, T, G*u) -> {gate: (N, T, u)}."""
-    import tensorflow as tf
     return dict(zip(gates, tf.split(v, len(gates), axis=2) if len(gates) > 1 else [v]))
 
 
@@ -799,7 +784,6 @@ def fingerprint(model) -> str:
     """sha256 (first 16 hex digits) of a model's weights (a Keras model or a ``Tracer``): every
     weight array's shape, dtype and bytes, in order. The same weights loaded from another path
     give the same fingerprint; retrained weights another."""
-    import hashlib
     model = model.model if isinstance(model, Tracer) else model
     h = hashlib.sha256()
     for w in model.weights:

@@ -12,10 +12,13 @@ from typing import Callable
 
 import numpy as np
 
-from .data import dataset_kind, default_dataset
+from .data import (INPUT_SHAPES, VOCAB_FILE, dataset_kind, datasets_fitting, default_dataset,
+                   load_dataset)
 from .errors import InputError, ModelLoadError, UnsupportedModelError, did_you_mean
-from .paths import MODELS_DIR, ensure_dir
 from .io import atomic_save_keras, atomic_write_json, atomic_write_text, versions
+from .lazy import keras, tf
+from .onnx_import import load_onnx
+from .paths import MODELS_DIR, ensure_dir
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,6 @@ def build_model(name: str, seed: int | None = None, steps: int | None = None):
 
     ``steps`` changes the IMDB input length (training on shorter reviews); the parameters
     do not depend on it."""
-    import keras
     if name == FEATURE_NET:
         return _build_feature_net(seed)
     if name not in ARCHITECTURES:
@@ -101,7 +103,6 @@ def build_model(name: str, seed: int | None = None, steps: int | None = None):
 
 
 def _build_feature_net(seed: int | None):
-    import keras
     if seed is not None:
         keras.utils.set_random_seed(seed)
     L = keras.layers
@@ -191,7 +192,6 @@ def model_datasets(name_or_path: str | os.PathLike | None = None, model=None,
     then the others whose inputs fit its input shape (``data.datasets_fitting``). The model
     (``model``, else ``load(name_or_path)``, default :func:`load_model`) is read only when its
     own data set is not known. Empty when nothing fits."""
-    from .data import INPUT_SHAPES, datasets_fitting
     name = None if name_or_path is None else Path(str(name_or_path)).name.removesuffix(".keras")
     own = ARCHITECTURES[name].dataset if name in ARCHITECTURES else \
         (read_card(name) or {}).get("dataset") if name else None
@@ -284,9 +284,7 @@ def load_model(name_or_path: str | os.PathLike, compile: bool = False):
     """
     path = check_model_file(name_or_path)
     if path.suffix.lower() == ".onnx":
-        from .onnx_import import load_onnx
         return load_onnx(path)
-    import keras
     try:
         model = keras.saving.load_model(path, compile=compile, safe_mode=True)
     except Exception as e:  # Keras raises many kinds here; all mean "this file won't load"
@@ -363,7 +361,6 @@ def with_steps(model, steps: int):
     """The model itself, or, when its input leaves the number of time steps open (keras.Input
     ((None, F)) as in keras.io's examples), a copy with ``steps`` fixed and the same weights
     (the trace and coverage need a fixed number of steps)."""
-    import keras
     shape = tuple(model.input_shape)
     if len(shape) < 2 or shape[1] is not None:
         return model
@@ -391,7 +388,6 @@ def class_probabilities(p):
         return p
     if isinstance(p, np.ndarray):
         return np.concatenate([1.0 - p, p], axis=-1)
-    import tensorflow as tf
     return tf.concat([1.0 - p, p], axis=-1)
 
 
@@ -446,7 +442,6 @@ class Head:
         """Class probabilities (N, C >= 2) from the model's output tensor: softmax of logits,
         a sigmoid unit as two classes (``class_probabilities``), else as is."""
         if self.kind == "logits":
-            import tensorflow as tf
             return tf.nn.softmax(out, axis=-1)
         return class_probabilities(out)
 
@@ -503,7 +498,6 @@ SHIFT_PIXELS = 2   # image models train on digits moved by up to 2 pixels (8,000
 
 def shifted_batches(x: np.ndarray, y: np.ndarray, batch_size: int, seed: int):
     """tf.data of (x, y) where each image moves by up to SHIFT_PIXELS in both directions."""
-    import tensorflow as tf
     p = SHIFT_PIXELS
     steps, feats = x.shape[1:]
 
@@ -523,8 +517,6 @@ def train_model(name: str, epochs: int | None = None, batch_size: int = 128, see
     """Train one architecture on our split, save ``<name>.keras`` and its model card.
 
     ``learning_rate`` is Adam's (1e-3 by default; lower it to go on from shipped weights)."""
-    import keras
-    from .data import VOCAB_FILE, load_dataset
 
     epochs = epochs or default_epochs(name)
     is_imdb = name in ARCHITECTURES and ARCHITECTURES[name].text
@@ -567,7 +559,6 @@ def _fit(model, ds, name, epochs, batch_size, seed, validation_split, patience, 
     """Fit with early stopping on validation accuracy (images: a fixed validation tail and
     random shifts of the rest; text: the last ids of each review, then the weights moved to
     the shipped 500-id model). Returns the fitted model and Keras' history."""
-    import keras
 
     class Report(keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):

@@ -44,7 +44,7 @@ def main() -> int:
     for name in names:
         started = time.perf_counter()
         dataset = zoo.ARCHITECTURES[name].dataset
-        state.coverage(name, dataset, state.DEFAULT_INPUTS, "unit", *state.DEFAULT_NORM)
+        state.coverage(state.Profile(name, dataset, state.DEFAULT_INPUTS))
         state.coverage.clear()          # kept on disk; one model's criteria in memory at a time
         print(f"profiles of {name}: {time.perf_counter() - started:.1f} s", file=sys.stderr,
               flush=True)

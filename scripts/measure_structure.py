@@ -4,8 +4,9 @@ outside the data layer, methods on the Criterion base, hand-rolled atomic writer
 file-hash copies. Exits with 1 when there is any circle (between modules or between
 packages), any import against the layer order (a late import inside a function and a
 registry's "module:Class" string included), any function over 80 lines, private import, data
-set name test, or more than 20 methods on the Criterion base; CI runs it (scripts/test.sh,
-before the tests).
+set name test, import of our own modules (or of TensorFlow, Keras, Ray, NLTK) inside a
+function that LATE_IMPORTS_ALLOWED does not allow, or more than 20 methods on the Criterion
+base; CI runs it (scripts/test.sh, before the tests).
 
     python scripts/measure_structure.py [ROOT]      # ROOT: a checkout (default: this one)
 
@@ -23,6 +24,51 @@ HERE = Path(__file__).resolve().parents[1]
 
 
 LONG = 80          # lines: a function longer than this fails
+
+# Where an import of our own modules (or of TensorFlow, Keras, Ray, NLTK: rnncon_core.lazy's)
+# may sit inside a function: importer prefix -> (the imported prefixes allowed, or None for
+# any; the reason). docs/internals.md, "Imports". Anywhere else such an import fails the check.
+LATE_IMPORTS_ALLOWED = {
+    "rnncon_core.cli": (None, "the commands import the engine when they run, so `rnncon --help` "
+                              "and the argument checks stay quick"),
+    "rnncon_core.coverage": (None, "being refactored in its own branch (issue 40, item 5); "
+                                   "remove this line when that lands"),
+    "dashboard": (("dashboard.tables", "rnncon_core.coverage", "rnncon_core.reports",
+                   "rnncon_core.campaign"),
+                  "the modules that bring pandas and plotly load when a page first needs them, "
+                  "so the Models page's first view loads neither"),
+}
+HEAVY = ("tensorflow", "keras", "ray", "nltk")
+
+
+def _allowed(importer: str, target: str) -> bool:
+    for prefix, (targets, _) in LATE_IMPORTS_ALLOWED.items():
+        if importer == prefix or importer.startswith(prefix + "."):
+            return targets is None or any(target == t or target.startswith(t + ".")
+                                          for t in targets)
+    return False
+
+
+def late_internal_imports(root: Path) -> list[str]:
+    """"module:line imported" of each import inside a function (or a page's block) of one of
+    our modules, or of TensorFlow/Keras/Ray/NLTK, that LATE_IMPORTS_ALLOWED does not allow."""
+    L = _layers_module(root)
+    known = L.modules(root)
+    out = []
+    for name, path in known.items():
+        tree = ast.parse(path.read_text())
+        top = {id(n) for n in tree.body}
+        for n in ast.walk(tree):
+            if not isinstance(n, (ast.Import, ast.ImportFrom)) or id(n) in top:
+                continue
+            heavy = [a.name for a in n.names if a.name.split(".")[0] in HEAVY] \
+                if isinstance(n, ast.Import) else \
+                ([n.module] if not n.level and n.module.split(".")[0] in HEAVY else [])
+            ours = L._targets(name, n, path.name == "__init__.py", known)
+            bad = [t for t in heavy + ours if not _allowed(name, t)]
+            if bad:
+                out.append(f"{name}:{n.lineno} {', '.join(bad)}")
+    return out
 
 
 def _layers_module(root: Path = HERE):
@@ -90,11 +136,16 @@ def main(root: Path) -> int:
     atomic, hashes = writers(root)
     private = L.private_imports(root)
     named = L.dataset_name_tests(root)
+    late = late_internal_imports(root)
     methods = L.criterion_methods(root)
     over = max(0, len(methods) - L.CRITERION_METHODS)
     print(f"root {root}")
     print(f"modules {len(graph)}, import edges {sum(map(len, graph.values()))}, "
           f"imports inside functions {lazy}")
+    print(f"imports of our modules or of {'/'.join(HEAVY)} inside functions that "
+          f"LATE_IMPORTS_ALLOWED does not allow: {len(late)}")
+    for u in late:
+        print("   ", u)
     print(f"import circles (groups of modules importing each other): {len(circles)}")
     for c in circles:
         print("   ", " <-> ".join(c))
@@ -115,10 +166,10 @@ def main(root: Path) -> int:
     print(f"hand-rolled atomic writers outside io.py: {len(atomic)}  {atomic}")
     print(f"file sha256 computations outside io.py: {len(hashes)}  {hashes}")
     failures = len(circles) + len(pcircles) + len(up) + len(longf) + len(private) + len(named) \
-        + over
+        + len(late) + over
     if failures:
         print(f"FAILED: {failures} circle(s), upward import(s), long function(s), private "
-              f"import(s), data set name test(s) or Criterion method(s) above")
+              f"import(s), data set name test(s), late import(s) or Criterion method(s) above")
     return failures
 
 

@@ -316,7 +316,7 @@ def test_threshold_selection_helper_sets_the_slider(runs_dir):
     at = run_app("coverage", cov_n=50, cov_more=["select"])
     at.button(key="cov_suggest").click().run()
     clean(at)
-    best, _ = state.threshold_choice("mnist-lstm", "mnist", 50, "unit", *state.DEFAULT_NORM,
+    best, _ = state.threshold_choice(state.Profile("mnist-lstm", "mnist", 50),
                                      (0.1, 0.25, 0.5, 0.75))
     use = at.button(key="cov_use")
     assert use.label == f"Use {best:g}"

@@ -415,6 +415,38 @@ def test_retraining_report_leads_with_the_held_out_result_and_shows_no_path(tmp_
             in page)
 
 
+def test_the_coverage_caches_take_one_frozen_profile(monkeypatch):
+    """The Coverage and Gates pages' cached functions take one key, a frozen ``Profile``: two
+    equal profiles are one cache entry, another setting is another, and the threshold (a
+    view's argument, not the profile's) reads the same profile again."""
+    import dataclasses
+
+    from dashboard import state
+    p = state.Profile("mnist-lstm", "mnist", 50)
+    assert p == state.Profile("mnist-lstm", "mnist", 50, "unit", *state.DEFAULT_NORM)
+    assert hash(p) == hash(state.Profile("mnist-lstm", "mnist", 50))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.n_inputs = 100
+    # the tuple the kept profiles on disk were named by before the key was an object
+    assert dataclasses.astuple(p) == ("mnist-lstm", "mnist", 50, "unit", "step", "abs")
+    profiles, views = [], []
+    monkeypatch.setattr(state, "coverage", lambda profile: profiles.append(profile) or {})
+    monkeypatch.setattr(results, "coverage_view",    # what state.coverage_at reads
+                        lambda crits, t, by, grid: views.append((by, t)) or {"threshold": t})
+    cached = state.coverage_at.__wrapped__      # under perf.timed: the st.cache_data function
+    cached.clear()
+    try:
+        assert state.coverage_at(p, "layer", 0.25) == {"threshold": 0.25}
+        state.coverage_at(state.Profile("mnist-lstm", "mnist", 50), "layer", 0.25)
+        assert views == [("layer", 0.25)]                        # equal profiles: one entry
+        state.coverage_at(p, "layer", 0.5)
+        state.coverage_at(dataclasses.replace(p, granularity="edge"), "layer", 0.25)
+        assert views == [("layer", 0.25), ("layer", 0.5), ("layer", 0.25)]
+        assert profiles == [p, p, dataclasses.replace(p, granularity="edge")]
+    finally:
+        cached.clear()
+
+
 def _build_profiles_script():
     import importlib.util
     path = Path(__file__).resolve().parents[1] / "scripts" / "build_profiles.py"
@@ -436,8 +468,7 @@ def test_the_setup_builds_the_profiles_the_first_open_reads(tmp_path, monkeypatc
     assert kept == ["HS_C", "NC", "RConC"]                   # a GRU has no cell state
     monkeypatch.setattr(Criterion, "update", lambda *a, **k: pytest.fail("recomputed"))
     state.coverage.clear()
-    crits = state.coverage("mnist-gru", "mnist", state.DEFAULT_INPUTS, "unit",
-                           *state.DEFAULT_NORM)
+    crits = state.coverage(state.Profile("mnist-gru", "mnist", state.DEFAULT_INPUTS))
     state.coverage.clear()
     assert crits["RConC"].n_inputs == state.DEFAULT_INPUTS and crits["CS_C"] is None
 

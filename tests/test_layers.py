@@ -27,7 +27,7 @@ PACKAGES = ("rnncon_core", "dashboard")
 # package's own __init__, the public names it loads on first use from data, zoo and coverage)
 LAYERS = [
     ("rnncon_core.errors", "rnncon_core.paths", "rnncon_core.io",
-     "rnncon_core.params", "rnncon_core.registry"),
+     "rnncon_core.params", "rnncon_core.registry", "rnncon_core.lazy"),
     ("rnncon_core.data", "rnncon_core.textdiff"),
     ("rnncon_core.zoo", "rnncon_core.onnx_import"),
     ("rnncon_core.trace",),
@@ -209,15 +209,21 @@ for name in sys.argv[2:]:
         importlib.import_module(name)
     except BaseException as e:
         failed[name] = f"{type(e).__name__}: {e}"
+        continue
+    heavy = [h for h in ("tensorflow", "keras", "ray", "nltk") if h in sys.modules]
+    if heavy:           # they load on first use only, through rnncon_core.lazy
+        failed[name] = f"imports {', '.join(heavy)} when it is imported"
+        break
 print(json.dumps(failed))
 """
 
 
 def import_each(root: Path = ROOT, names: list[str] | None = None) -> dict[str, str]:
     """module -> error, for each module (default: all but the page scripts) that fails to
-    import when it is the first of our modules to load: one Python process clears
-    ``rnncon_core`` and ``dashboard`` from ``sys.modules`` before each (TensorFlow and the other
-    libraries stay loaded; about 4 s for all, as TensorFlow loads only on use)."""
+    import when it is the first of our modules to load, or that imports TensorFlow, Keras, Ray
+    or NLTK (they load on first use, through ``rnncon_core.lazy``): one Python process clears
+    ``rnncon_core`` and ``dashboard`` from ``sys.modules`` before each (the other libraries
+    stay loaded; about 4 s for all)."""
     names = names or [m for m in modules(root)
                       if not any(m == s or m.startswith(s + ".") for s in SCRIPTS)]
     out = subprocess.run([sys.executable, "-c", _IMPORT_EACH, str(root), *names], cwd=root,
@@ -242,6 +248,18 @@ def test_imports_point_down():
 
 def test_every_module_imports_alone():
     assert import_each() == {}
+
+
+def test_the_lazy_stand_in_imports_on_first_use():
+    """rnncon_core.lazy's stand-in imports its library on the first attribute read, not
+    before (a small standard module stands in for TensorFlow here)."""
+    code = ("import sys\nfrom rnncon_core.lazy import LazyModule, available\n"
+            "m = LazyModule('colorsys')\nbefore = 'colorsys' in sys.modules\n"
+            "rgb = m.hsv_to_rgb(0, 0, 1)\n"
+            "print(before, 'colorsys' in sys.modules, rgb, available(LazyModule('no_such_lib')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert out.stdout.split() == ["False", "True", "(1,", "1,", "1)", "False"], out.stderr
 
 
 def test_core_and_cli_never_import_the_dashboard():
@@ -290,7 +308,8 @@ def _measure(root: Path) -> subprocess.CompletedProcess:
 
 def test_injected_faults_fail_the_checks(tmp_path):
     """Into a copy of the packages: a circle through a package's __init__, an upward import
-    inside a function, a registry string that points up, a long function. The script exits
+    inside a function, a registry string that points up, imports (down, and of TensorFlow)
+    inside a function, a long function. The script exits
     with 1 on each (and 0 on the copy as it is), and the tests' own checks see each."""
     out = _measure(_copy(tmp_path / "clean"))
     assert out.returncode == 0, out.stdout
@@ -320,6 +339,16 @@ def test_injected_faults_fail_the_checks(tmp_path):
     assert out.returncode == 1 and "rnncon_core.registry:" in out.stdout, out.stdout
     assert any(u.startswith("rnncon_core.registry:") and "rnncon_core.coverage.nc" in u
                for u in upward(import_graph(root)))
+
+    root = _copy(tmp_path / "inside")       # imports that point down but hide in a function
+    _inject(root, "rnncon_core/runs.py", "\n\ndef _inside():\n    from .data import load_dataset\n"
+            "    import tensorflow as tf\n")
+    _inject(root, "dashboard/state.py", "\n\ndef _inside():\n    from rnncon_core import zoo\n")
+    out = _measure(root)
+    late = [u.split()[-1] for u in out.stdout.splitlines()
+            if u.strip().startswith(("rnncon_core.runs:", "dashboard.state:"))]
+    assert out.returncode == 1 and late == ["rnncon_core.data", "tensorflow",
+                                            "rnncon_core.zoo"], out.stdout
 
     root = _copy(tmp_path / "long")
     _inject(root, "rnncon_core/paths.py",

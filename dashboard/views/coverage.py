@@ -5,9 +5,10 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import images, perf, state, urlstate
+from rnncon_core.coverage import needs_profile, title
+from rnncon_core.errors import RNNConError
 from rnncon_core.reports import charts
 from rnncon_core.reports import html as report
-from rnncon_core.errors import RNNConError
 
 st.title("Coverage")
 st.caption("RConC counts the contributions (a neuron's output times a weight) that some test "
@@ -48,12 +49,12 @@ with settings:
 if (normalize, values) == state.EQ3_AS_WRITTEN:
     st.caption(":material/menu_book: model + signed: **the paper's scaling formula as written "
                "(Eq. 3)**")
-profile = (sel.model, sel.dataset, n_inputs, granularity, normalize, values)
+profile = state.Profile(sel.model, sel.dataset, n_inputs, granularity, normalize, values)
 
 try:                  # the first time on this server, its stages are shown as they pass
     crits = state.load_with_progress(sel.model, sel.dataset,
                                      f"the coverage profile of {n_inputs} test inputs",
-                                     lambda: state.coverage(*profile))
+                                     lambda: state.coverage(profile))
 except RNNConError as e:
     state.show_error(e)
     st.stop()
@@ -78,7 +79,7 @@ def at_threshold():
     t = round(t, 2)             # the cache key of the warm-up's figures at each stop
     urlstate.sync()             # this fragment's rerun: the address bar follows the slider
     with perf.rerun("Coverage · threshold", perf.session_id()):
-        view = state.coverage_at(*profile, by, t)
+        view = state.coverage_at(profile, by, t)
         rate, covered, total = view["rconc"]
         figures = [("RConC", f"{rate:.2%}", f"{covered:,} of {total:,} contributions")]
         rate, covered, total = view["nc"]
@@ -99,7 +100,7 @@ def at_threshold():
         st.markdown(images.headline(figures), unsafe_allow_html=True)
         left, right = st.columns([3, 2], gap="large")
         with left.container(key="cov_by_layer"):
-            st.markdown(state.coverage_bars(*profile, by, t), unsafe_allow_html=True)
+            st.markdown(state.coverage_bars(profile, by, t), unsafe_allow_html=True)
         one_unit_note(right, granularity)
         right.caption(f"{view['n_inputs']} inputs of the {state.data_label(sel.dataset)} test split, model "
                       f"{sel.label}, {granularity} granularity, {normalize} normalization of "
@@ -124,11 +125,11 @@ def at_threshold():
                                     "tables, settings, versions) that opens offline in a "
                                     "browser.")
         if "growth" in more:
-            st.plotly_chart(state.growth_figure(*profile, by, t), width="stretch",
+            st.plotly_chart(state.growth_figure(profile, by, t), width="stretch",
                             key="cov_growth")
         if "sweep" in more:
             st.subheader("Coverage vs threshold (Figures 7 and 8)")
-            st.plotly_chart(state.sweep_figure(*profile, by, t), width="stretch",
+            st.plotly_chart(state.sweep_figure(profile, by, t), width="stretch",
                             key="cov_sweep")
         if {"select", "sections"} & set(more):
             left, right = st.columns(2)
@@ -166,7 +167,7 @@ def coverage_report(t: float, source: str) -> str:
              "data source": source}
     settings = {"threshold": t, "granularity": granularity, "normalize": normalize,
                 "values": values, "RConC rows": by, "inputs": n_inputs}
-    return report.coverage(state.coverage_at(*profile, by, t), state.sweep(*profile, by),
+    return report.coverage(state.coverage_at(profile, by, t), state.sweep(profile, by),
                            facts, settings)
 
 
@@ -180,7 +181,7 @@ def threshold_selection() -> None:
         st.session_state["cov_suggest_on"] = True
     if st.session_state.get("cov_suggest_on"):
         try:
-            best, table = state.threshold_choice(*profile, tuple(sorted(candidates)))
+            best, table = state.threshold_choice(profile, tuple(sorted(candidates)))
         except RNNConError as e:
             state.show_error(e)
             return
@@ -200,7 +201,7 @@ def cell_sections(t: float) -> None:
         st.info("CS_C reads the LSTM cell state; this model has no LSTM layer.")
         return
     # five rows: a static table; "≥", as ">=" would start a Markdown quote in the cell
-    sections = state.coverage_at(*profile, by, t)["sections"]
+    sections = state.coverage_at(profile, by, t)["sections"]
     st.table(sections.assign(section=sections["section"].str.replace(">=", "≥"),
                              covered=sections["covered"].map("{:,}".format),
                              cells=sections["cells"].map("{:,}".format),
@@ -220,7 +221,6 @@ def every_criterion() -> None:
         st.session_state["cov_every_on"] = True
     if not st.session_state.get("cov_every_on"):
         return
-    from rnncon_core.coverage import needs_profile, title
     bar = st.progress(0.0, text="Measuring every criterion…")
 
     def progress(i, n, name):

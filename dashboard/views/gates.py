@@ -3,9 +3,9 @@ import numpy as np
 import streamlit as st
 
 from dashboard import jobs, state, text_views
-from rnncon_core.reports import charts, results
 from rnncon_core import data
 from rnncon_core.errors import RNNConError
+from rnncon_core.reports import charts, results
 
 st.title("Gates")
 st.caption("Each row is one gate's input part (x·U) or recurrent part (h·W); each column a "
@@ -35,15 +35,15 @@ mode = c[3].radio("Show", modes, key="gates_mode",
 
 image = state.kind_of(sel.dataset) == "image"
 fold = not image and text_views.fold_toggle()
-profile = (sel.model, sel.dataset, n_inputs, *state.DEFAULT_NORM)
+profile = state.Profile(sel.model, sel.dataset, n_inputs)     # unit granularity, default scaling
 try:                                       # the cache shows a spinner only while it computes
-    rconc = state.coverage(sel.model, sel.dataset, n_inputs, "unit", *state.DEFAULT_NORM)["RConC"]
+    rconc = state.coverage(profile)["RConC"]
 except RNNConError as e:
     state.show_error(e)
     st.stop()
 
 if mode == "the whole set":
-    table = state.gate_table(*profile, layer, threshold)
+    table = state.gate_table(profile, layer, threshold)
     if fold:
         table = text_views.fold_padding(table, state.test_inputs(sel.dataset,
                                                                  rconc.n_inputs)[0])
@@ -53,7 +53,7 @@ if mode == "the whole set":
 elif mode == "one input":
     i = st.number_input("Input (row of the test split)", 0, rconc.n_inputs - 1, 0,
                         key="gates_input")
-    table = state.gate_table(*profile, layer, threshold, int(i))
+    table = state.gate_table(profile, layer, threshold, int(i))
     x, y = state.test_inputs(sel.dataset, rconc.n_inputs)
     pred, conf = state.predictions(sel.model, x[int(i):int(i) + 1])
     if fold:

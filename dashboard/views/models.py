@@ -1,9 +1,13 @@
 """Models: Table 1, the model under test (shipped or uploaded), its data set and provenance."""
+import hashlib
+import re
+
 import streamlit as st
 
 from dashboard import images, state, warmup
 from rnncon_core import data, zoo
 from rnncon_core.errors import RNNConError
+from rnncon_core.trace import check_model_inputs
 
 st.title("Models")
 st.caption("Pick the model under test and the data set it reads; every other page works on "
@@ -16,10 +20,6 @@ def own_dataset(model_path: str) -> str | None:
     (optional kind, class_names, vocabulary; as `--dataset DATA.npz`): saved beside the
     uploads, read by data.load_dataset (its name is its path, so runs and retraining find it
     again) and its test inputs checked against the model. None until one is given."""
-    import hashlib
-    import re
-
-    from rnncon_core.trace import check_model_inputs
     up = st.file_uploader("Or your own data set (.npz with x_train, y_train, x_test, y_test; "
                           "retraining needs one)", type=["npz"], key="models_own_npz",
                           max_upload_size=state.MAX_UPLOAD_MB)
@@ -42,9 +42,6 @@ def own_test_set(model_path: str) -> str | None:
     checked against the model (the CLI's checks and messages) and registered as a data set
     named "own: <file> <hash>"; None until both files are given. One-hot labels are read as
     their argmax (said under the uploads)."""
-    import hashlib
-
-    from rnncon_core.trace import check_model_inputs
     cols = st.columns(2)
     xs = cols[0].file_uploader("Your own test inputs (.npy)", type=["npy"],
                                key="models_own_x", max_upload_size=state.MAX_UPLOAD_MB)

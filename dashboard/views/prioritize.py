@@ -1,12 +1,14 @@
 """Prioritize: which test inputs to inspect (or label) first, by each signal; the
 fault-detection curves, the top-ranked inputs, the ranking to download (docs/prioritize.md)."""
 import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import state, text_views
+from dashboard import images, state, text_views
 from rnncon_core import data
 from rnncon_core.errors import RNNConError
-from rnncon_core.prioritize import signal_names
+from rnncon_core.prioritize import prioritize, signal_names
+from rnncon_core.text.generators import load_vocabulary
 
 st.title("Prioritize")
 st.caption("Rank the test inputs so that the misclassified ones come first: by the model's "
@@ -33,7 +35,6 @@ if not chosen:
 @st.cache_data(show_spinner=False, max_entries=8)
 def ranking(model_ref: str, dataset_name: str, n: int, signals: tuple):
     """The Prioritization of the first n test inputs (server-wide cache)."""
-    from rnncon_core.prioritize import prioritize
     ds = state.dataset(dataset_name)
     x, y = state.test_inputs(dataset_name, n)
     return prioritize(state.model(model_ref), x, y, list(signals), x_train=ds.x_train,
@@ -42,7 +43,6 @@ def ranking(model_ref: str, dataset_name: str, n: int, signals: tuple):
 
 def curves(res):
     """One line per signal: share of faults found vs share of inputs inspected (from 0)."""
-    import plotly.graph_objects as go
     fig = go.Figure()
     for s in res.signals:
         x, y = res.curve(s)
@@ -94,10 +94,8 @@ x, y = state.test_inputs(sel.dataset, int(n_inputs))
 if state.kind_of(sel.dataset) == "image":
     caps = [f"#{r + 1}: {int(y[i])}→{int(res.predictions[i])}"
             + (" ✗" if res.predictions[i] != y[i] else "") for r, i in enumerate(order)]
-    from dashboard import images
     st.markdown(images.image_strip(data.to_images(x[order]), caps), unsafe_allow_html=True)
 else:
-    from rnncon_core.text.generators import load_vocabulary
     vocab = load_vocabulary()
     lex = text_views.lexicon(vocab, str(len(vocab.words)))
     for r, i in enumerate(order):

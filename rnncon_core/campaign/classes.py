@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..lazy import keras
+
 COMPONENTS = 5
 MIN_CLUSTER = 5
 
@@ -21,7 +23,6 @@ MIN_CLUSTER = 5
 def feature_model(model):
     """A Keras model giving (model output, the input of the last layer with weights): the
     features a fault is clustered by (for the shipped models, the Dense(32) layer's output)."""
-    import keras
     last = next((layer for layer in reversed(model.layers) if layer.weights), None)
     if last is None:
         return keras.Model(model.inputs, [model.outputs[0], model.outputs[0]])

@@ -23,7 +23,14 @@ import time
 import numpy as np
 
 from ..errors import InputError, JobCancelled
+from ..lazy import tf
+from ..zoo import load_model, with_steps
+from . import prepare
 from .loop import Campaign
+from .prepare import make_campaign, make_guide
+from .queue import Rows
+from .record import (CampaignFiles, durable_now, finish, load_checkpoint, read_rows,
+                     report_progress, save_checkpoint, sync_rows, write_rows)
 
 # batches a worker runs between the driver's merges (a round); a killed campaign on Ray loses
 # at most its last round. 40, not 10: each round costs about two batches' time in the driver's
@@ -40,7 +47,6 @@ def _one_cpu() -> None:
     """TensorFlow in an actor uses the one CPU Ray gave it (``num_cpus=1``): one intra-op and
     one inter-op thread, so N workers on N cores do not fight over them (set before the
     actor's first TensorFlow op; an actor whose TensorFlow already runs keeps its threads)."""
-    import tensorflow as tf
     try:
         tf.config.threading.set_intra_op_parallelism_threads(1)
         tf.config.threading.set_inter_op_parallelism_threads(1)
@@ -55,8 +61,6 @@ class _Worker:
                  validity=None):
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         _one_cpu()
-        from ..zoo import load_model, with_steps
-        from .prepare import make_campaign, make_guide
         model = with_steps(load_model(model_ref), x.shape[1])
         self.camp = make_campaign(model, x, y, guide, guide_params, values, seed, kind,
                                   validity)
@@ -125,25 +129,23 @@ def run_on_ray(model, dataset, *, guide, budget, seeds, seed, inputs, labels, gu
                should_stop, old, workers, ray_address, values, log, ray_runtime=None,
                validity_checks=None, reference_model=None) -> dict:
     """run_campaign's Ray path (same arguments); returns the summary with ``run_id``."""
-    from .prepare import (ValiditySpec, ensure_profile, input_kind, load_seeds, make_guide,
-                          validity_spec)
-    from .record import CampaignFiles, finish, read_rows, report_progress
     if ray_runtime is None:
         raise InputError("a campaign on Ray needs the runtime of rnncon_core.jobs "
                          "(ray_runtime=rnncon_core.jobs.distributed.runtime; the CLI passes it)")
     if not isinstance(model, str):
         raise InputError("--workers needs a model every worker can load (a shipped name or a "
                          ".keras path)")
-    keras_model, x, y, x_train, ds_name = load_seeds(model, dataset, seeds, inputs, labels)
+    keras_model, x, y, x_train, ds_name = prepare.load_seeds(model, dataset, seeds, inputs, labels)
     seeds = len(x) if seeds is None else seeds
     if workers > len(x):
         raise InputError(f"{workers} workers for {len(x)} seeds: each worker needs a seed of "
                          f"its own; give --workers {len(x)} or fewer, or more --seeds")
-    kind = input_kind(keras_model)
-    ensure_profile(keras_model, x_train, kind, log)
-    merged = make_guide(guide, keras_model, guide_params)
-    spec = validity_checks if isinstance(validity_checks, ValiditySpec) or old is not None \
-        else validity_spec(validity_checks, ds_name, reference_model, kind, log, should_stop)
+    kind = prepare.input_kind(keras_model)
+    prepare.ensure_profile(keras_model, x_train, kind, log)
+    merged = prepare.make_guide(guide, keras_model, guide_params)
+    spec = validity_checks if isinstance(validity_checks, prepare.ValiditySpec) or old is not None \
+        else prepare.validity_spec(validity_checks, ds_name, reference_model, kind, log,
+                                   should_stop)
     config = {"model": model, "dataset": ds_name, "guide": guide,
               "guide_params": guide_params or {}, "budget": budget.text(),
               "seeds": int(seeds), "seed": int(seed), "params": dict(values), "kind": kind,
@@ -229,7 +231,6 @@ def _absorb(files, view: Campaign, deltas, actors, ray) -> None:
                           ray.get(actors[0].guide_state.remote()))
     _share_faults(view, f0, actors, ray)
     view._record()
-    from .record import write_rows
     write_rows(files, view.queue.rows.arrays(q0) if len(view.queue) > q0 else {},
                view.faults.rows.arrays(f0) if len(view.faults) > f0 else {}, durable=False)
 
@@ -248,7 +249,6 @@ def _share_faults(view: Campaign, f0: int, actors, ray) -> None:
 def _worker_faults(view: Campaign, workers: int) -> list:
     """Every worker's own fault rows, kept by the driver from the rounds (for the
     checkpoint: a worker resumes with every fault it found)."""
-    from .queue import Rows
     if getattr(view, "_own", None) is None:
         view._own = [Rows() for _ in range(workers)]
     return view._own
@@ -257,7 +257,6 @@ def _worker_faults(view: Campaign, workers: int) -> list:
 def _save(files, view: Campaign, actors, ray) -> None:
     """The driver's state and every worker's, in one atomic checkpoint (once a round;
     fsync'ed every ``record.DURABLE_EVERY`` seconds)."""
-    from .record import durable_now, save_checkpoint, sync_rows
     states = ray.get([a.state.remote() for a in actors])
     own = _worker_faults(view, len(actors))
     arrays = {**view.state(), **{f"w{w}/{k}": v for w, st in enumerate(states)
@@ -272,8 +271,6 @@ def _save(files, view: Campaign, actors, ray) -> None:
 
 def _resume(files, view: Campaign, old, actors, ray, read_rows) -> None:
     """The driver's view and every worker back to ``old``'s checkpoint."""
-    from .record import write_rows
-    from .record import load_checkpoint
     state = load_checkpoint(old)
     queue, faults = read_rows(old, "queue"), read_rows(old, "faults") or {}
     view.restore({k: v for k, v in state.items() if not k.startswith("w")}, queue, faults,

@@ -42,13 +42,19 @@ is part of the checkpoint, so a resumed campaign draws what the uninterrupted on
 """
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
 
+from ..coverage.base import forward_outputs
 from ..errors import InputError
+from ..generate.base import compiled_forward, shared
+from ..generate.guided import prediction_term
+from ..lazy import tf
 from ..params import Bool, Interval, IntRange, Param, Params
 from ..zoo import class_labels
+from .classes import feature_model
 from .mutations import MUTATION_PARAMS, Mutator
 from .queue import FaultSet, SeedQueue
 
@@ -105,10 +111,7 @@ def widen_curve(rows) -> np.ndarray:
 def _grad_fn(model):
     """d(prediction term)/dx for float inputs: the generators' objective (other classes'
     logits minus the label's), compiled once per model."""
-    import tensorflow as tf
 
-    from ..generate.base import compiled_forward, shared
-    from ..generate.guided import prediction_term
     fwd = compiled_forward(model)
 
     def make():
@@ -177,9 +180,7 @@ class Campaign:
 
     # -- the model
     def predict(self, x) -> np.ndarray:
-        import tensorflow as tf
 
-        from ..generate.base import compiled_forward
         t0 = time.perf_counter()
         fwd = compiled_forward(self.model)
         dtype = tf.int32 if self.kind == "text" else tf.float32
@@ -192,9 +193,7 @@ class Campaign:
     def predict_features(self, x) -> tuple[np.ndarray, np.ndarray]:
         """The model's own forward pass over x: (predicted labels, the penultimate layer's
         output, which fault classes are clustered in: ``classes``)."""
-        import tensorflow as tf
 
-        from .classes import feature_model
         dtype = tf.int32 if self.kind == "text" else tf.float32
         if self._with_features is None:      # one trace for every batch size
             fm = feature_model(self.model)
@@ -225,7 +224,6 @@ class Campaign:
         else:
             gain = np.zeros(len(x))
         if got is None:
-            from ..coverage.base import forward_outputs
             if self._outputs is None:
                 self._outputs = forward_outputs(self.model)
             got = self._outputs(x)
@@ -266,7 +264,6 @@ class Campaign:
         if self.abstraction is not None:
             self.abstraction.states_of_hidden(np.zeros((1, self.abstraction._spec.units)))
             if self.guide is None:
-                from ..coverage.base import forward_outputs
                 self._outputs = forward_outputs(self.model)
                 for part in (x[:1], x):
                     self._outputs(part)
@@ -399,7 +396,6 @@ class Campaign:
     def state(self, curve: bool = True) -> dict:
         """Everything mutable besides the queue's and faults' rows (which only grow); the
         curve too unless ``curve=False`` (the run appends its new rows to a log)."""
-        import json
         out = {"picks": self.queue.picks.copy(), "stale": self.stale.copy(),
                "counters": np.array(json.dumps({
                    "calls": self.calls, "batches": self.batches, "seconds": self.elapsed(),
@@ -417,7 +413,6 @@ class Campaign:
     def restore(self, state: dict, queue: dict, faults: dict, warm: bool = True) -> None:
         """Back to a saved state (rows beyond the state's counts, written after it, are
         dropped)."""
-        import json
         c = json.loads(str(state["counters"]))
         self.queue = SeedQueue(self.queue.p_init, self.queue.p_min, self.queue.gamma,
                                self.queue.capacity)

@@ -32,6 +32,9 @@ import numpy as np
 from ..errors import InputError
 from ..generate.constraints import CONSTRAINTS, get_constraint
 from ..params import IntRange, Interval, OneOf, Param, Params, Text, split_list
+from ..text.eda import synonym_replacement
+from ..textdiff import words_changed
+from ..trace import input_domain
 
 PIXEL = ("brightness", "contrast", "pixel", "noise", "blur")
 AFFINE = ("translation", "scale", "shear", "rotation")
@@ -69,7 +72,6 @@ MUTATION_PARAMS = Params(
 
 def input_kind(model) -> str:
     """"image", "text" (word ids) or "sequence" (other float inputs)."""
-    from ..trace import input_domain
     return {"ids": "text", "image": "image"}.get(input_domain(model), "sequence")
 
 
@@ -241,8 +243,6 @@ class Mutator:
 
     # -- text
     def _text(self, x, root, rng):
-        from ..textdiff import words_changed
-        from ..text.eda import synonym_replacement
         lex = self.lexicon
         out, keep = [], []
         for i in range(len(x)):

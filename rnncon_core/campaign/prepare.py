@@ -3,12 +3,25 @@ the training profile the profiled criteria and the abstraction read, the text le
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from .. import paths
+from ..coverage import CRITERIA, StateCoverage, default_threshold, get_criterion
+from ..coverage.profile import build_profile, default_path
+from ..data import load_dataset
 from ..errors import InputError
-from ..generate.base import select_seeds
+from ..generate.base import model_head, select_seeds
+from ..text.eda import Lexicon
+from ..text.generators import load_vocabulary
+from ..text.lexical import imdb_names
+from ..trace import check_model_inputs
+from ..validity import fit_validity, is_fitted, oracle_for
+from ..zoo import load_model, model_datasets, with_steps
+from .loop import Campaign
 from .mutations import input_kind  # noqa: F401  (re-exported for the run and Ray paths)
+from .signal_guides import SIGNAL_GUIDES, make_signal_guide
 
 GUIDE_NONE = "none"
 GUIDE_FAULTS = "faults"
@@ -27,8 +40,6 @@ DEFAULT_SEEDS = {"image": 1000, "sequence": 1000, "text": 100}
 
 
 def guide_names() -> list[str]:
-    from ..coverage import CRITERIA
-    from .signal_guides import SIGNAL_GUIDES
     return [*CRITERIA, *SIGNAL_GUIDES, *BASELINES]
 
 
@@ -41,12 +52,10 @@ def faults_only(name: str) -> bool:
 def make_guide(name: str, model, params: dict | None):
     """The guiding criterion (None for the baselines, ``BASELINES``; a signal guide of
     ``signal_guides.SIGNAL_GUIDES``), its profile built first where it needs one."""
-    from ..coverage import CRITERIA, default_threshold, get_criterion
     if name in BASELINES:
         if params:
             raise InputError(f"the unguided baseline (guide {name}) takes no guide parameters")
         return None
-    from .signal_guides import SIGNAL_GUIDES, make_signal_guide
     if name in SIGNAL_GUIDES:                  # beyond coverage (signal_guides.py)
         return make_signal_guide(name, model, params)
     if name not in CRITERIA:
@@ -63,7 +72,6 @@ def make_guide(name: str, model, params: dict | None):
 def ensure_profile(model, x_train, kind: str, log=None) -> None:
     """The model's training profile (the abstraction and the profiled guides read it): built
     once from the first training inputs when it is missing."""
-    from ..coverage.profile import build_profile, default_path
     if default_path(model).exists():
         return
     n = PROFILE_INPUTS[kind]
@@ -78,7 +86,6 @@ def make_campaign(model, x, y, guide: str, guide_params, values: dict, seed, kin
     """The loop one process and each Ray worker run: seeds ``x``, ``y`` of ``model``, guided
     by ``guide`` (a criterion's name or a baseline, ``BASELINES``); its faults checked by
     ``validity`` (a ``ValiditySpec``, or None: not checked)."""
-    from .loop import Campaign
     lexicon = _lexicon(kind)
     oracle = validity.oracle(kind, lexicon) if validity is not None else None
     return Campaign(model, x, y, make_guide(guide, model, guide_params), values, seed, kind,
@@ -96,7 +103,6 @@ class ValiditySpec:
     reference_model: str | None = None
 
     def oracle(self, kind: str, lexicon=None, log=None):
-        from ..validity import oracle_for
         return oracle_for(self.dataset, kind, log=log, lexicon=lexicon,
                           reference_model=self.reference_model,
                           checks=None if self.checks == "default" else
@@ -126,7 +132,6 @@ def validity_spec(checks: str | None, dataset: str | None, reference_model=None,
     spec = ValiditySpec(None if dataset in (None, "inputs") else str(dataset), checks,
                         None if reference_model is None else str(reference_model))
     if kind is not None and spec.dataset is not None and kind != "text":
-        from ..validity import fit_validity, is_fitted
         # once, before the clock starts and before any Ray worker builds its oracle
         if not is_fitted(spec.dataset):
             if log is not None:
@@ -140,7 +145,6 @@ def make_abstraction(model, values: dict):
     """DeepStellar's abstraction of the last recurrent layer (a
     ``coverage.deepstellar.StateCoverage``): a fault's abstract state is
     ``states_of_hidden`` of its last step's hidden state (from the batch's one traced pass)."""
-    from ..coverage import StateCoverage
     return StateCoverage(model, components=values["components"], cells=values["cells"],
                          profile_inputs="all")
 
@@ -148,9 +152,6 @@ def make_abstraction(model, values: dict):
 def _lexicon(kind: str):
     if kind != "text":
         return None
-    from ..text.eda import Lexicon
-    from ..text.generators import load_vocabulary
-    from ..text.lexical import imdb_names
     v = load_vocabulary()
     return Lexicon(v, names=imdb_names(v.words))
 
@@ -159,10 +160,6 @@ def load_seeds(model_ref, dataset=None, n_seeds=None, inputs=None, labels=None):
     """(keras model, x seeds, y seeds, x train, dataset name): the first n_seeds test inputs
     the model predicts right (generate.runner's seeds), or of the inputs given; n_seeds None:
     ``DEFAULT_SEEDS`` of the model's input kind."""
-    from ..data import load_dataset
-    from ..generate.base import model_head
-    from ..trace import check_model_inputs
-    from ..zoo import load_model, model_datasets, with_steps
     keras_model = _loaded(model_ref, load_model) if isinstance(model_ref, str) else model_ref
     head = model_head(keras_model).require_classifier("a campaign")
     if (inputs is None) != (labels is None):
@@ -196,10 +193,8 @@ _MODELS: dict = {}
 def _loaded(ref: str, load_model):
     """A shipped model or .keras file loaded once per process and file version (its compiled
     graphs are kept with it, so the next campaign on it traces nothing)."""
-    from pathlib import Path
 
-    from ..paths import MODELS_DIR
-    path = next((p for p in (MODELS_DIR / f"{ref}.keras", Path(ref)) if p.is_file()), None)
+    path = next((p for p in (paths.MODELS_DIR / f"{ref}.keras", Path(ref)) if p.is_file()), None)
     key = (ref, path.stat().st_mtime_ns if path else None)
     if key not in _MODELS:
         _MODELS.clear()               # one model at a time (memory)

@@ -2,14 +2,19 @@
 stored campaign is read back (``load_campaign``)."""
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import InputError
+from .classes import class_counts
 from .loop import CURVE_COLUMNS, Campaign
+from .statelog import MAGIC, StateLog, decode, drop_log, encode, latest, load_state, records
 
 
 @dataclass(frozen=True)
@@ -151,7 +156,6 @@ def read_curve_log(info) -> np.ndarray:
 def load_checkpoint(info) -> dict | None:
     """A campaign's last checkpoint (``statelog.load_state``: the snapshot and the changes
     logged after it) with its curve (from ``curve.log`` where it is kept there)."""
-    from .statelog import load_state
     state = load_state(info.path)
     if state is not None and "curve" not in state:
         state = dict(state)
@@ -163,7 +167,6 @@ def load_checkpoint(info) -> dict | None:
 
 def durable_now(files: CampaignFiles) -> bool:
     """True for the first batch and then every ``DURABLE_EVERY`` seconds."""
-    import time
     now = time.monotonic()
     if files.durable_at is None or now - files.durable_at >= DURABLE_EVERY:
         files.durable_at = now
@@ -174,7 +177,6 @@ def durable_now(files: CampaignFiles) -> bool:
 def write_rows(files: CampaignFiles, queue: dict, faults: dict, durable: bool = True) -> None:
     """One record (the batch's rows, raw arrays: ``statelog.encode``) appended to
     ``rows.log``."""
-    from .statelog import encode
     if not queue and not faults:
         return
     arrays = {**{f"queue/{k}": v for k, v in queue.items()},
@@ -185,7 +187,6 @@ def write_rows(files: CampaignFiles, queue: dict, faults: dict, durable: bool = 
 def _append(files: CampaignFiles, name: str, data: bytes, durable: bool) -> None:
     """``data`` appended to the run's file ``name`` (kept open in ``files.logs``) and
     flushed; fsync'ed too when ``durable``."""
-    import os
     f = files.logs.get(name)
     if f is None or f.closed:
         f = files.logs[name] = open(files.run.path / name, "ab")
@@ -199,9 +200,7 @@ def _append(files: CampaignFiles, name: str, data: bytes, durable: bool) -> None
 def _log_records(path):
     """The records of a rows log, in order (raw arrays, or .npz from older versions); a
     record cut short (killed while written) and what follows it are ignored."""
-    import io
 
-    from .statelog import MAGIC, decode, records
     for magic, body in records(path, (MAGIC, _MAGIC)):
         if magic == MAGIC:
             yield decode(body)
@@ -240,7 +239,6 @@ def save_checkpoint(files: CampaignFiles, arrays: dict, durable: bool = True) ->
     """The state into the run's ``statelog.StateLog`` (a durable save is a full snapshot,
     checkpoint.npz, uncompressed: compressing a guide's state took a third of a 15 s
     campaign's time on mnist-lstm); its curve goes to ``curve.log`` (``curve_to_log``)."""
-    from .statelog import StateLog
     if "curve" in arrays:
         arrays = curve_to_log(files, dict(arrays), durable)
     if files.state_log is None:
@@ -250,7 +248,6 @@ def save_checkpoint(files: CampaignFiles, arrays: dict, durable: bool = True) ->
 
 def sync_rows(files: CampaignFiles) -> None:
     """fsync the rows log (what ``write_rows(durable=False)`` appended)."""
-    import os
     f = files.logs.get("rows.log")
     if f is not None and not f.closed:
         os.fsync(f.fileno())
@@ -258,7 +255,6 @@ def sync_rows(files: CampaignFiles) -> None:
 
 def close_rows(files: CampaignFiles) -> None:
     """The logs closed; the checkpoint made one durable snapshot (its log removed)."""
-    from .statelog import drop_log
     for f in files.logs.values():
         if not f.closed:
             f.close()
@@ -273,7 +269,6 @@ def summary_of(camp: Campaign, config: dict, budget: Budget, stopped: bool) -> d
     classes within each (true, predicted) pair (``classes``), beside the root seeds behind them
     (``fault_roots``); ``distinct_faults`` (every distinct fault by abstract state, valid or
     not) is the secondary figure."""
-    from .classes import class_counts
     secs = camp.elapsed()
     first = camp.curve[0] if camp.curve else [0.0] * len(CURVE_COLUMNS)
     counts = class_counts(camp.faults.rows.arrays())
@@ -328,7 +323,6 @@ def live_state(info) -> dict:
     curve, counters = None, {}
     if (info.path / "curve.npz").exists():
         curve = info.load_npz("curve")
-    from .statelog import latest
     path = info.path / "checkpoint.npz"
     if path.exists():
         try:           # the counters of the last batch (the snapshot's or a later record's)
@@ -367,7 +361,6 @@ _CLASSES: dict = {}
 def _class_counts_of(info, faults: dict) -> dict:
     """``classes.class_counts`` of a run's fault rows, remembered per run and row count (a
     page polling a finished or paused campaign clusters its faults once)."""
-    from .classes import class_counts
     key = (str(info.path), len(faults["label"]))
     if key not in _CLASSES:
         if len(_CLASSES) > 32:

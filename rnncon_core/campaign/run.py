@@ -17,6 +17,7 @@ import zlib
 from typing import Callable
 
 from ..errors import InputError, JobCancelled, RNNConError
+from .distributed import run_on_ray
 from .loop import CAMPAIGN_PARAMS, YIELD_BEFORE, Campaign
 from .mutations import families, input_kind
 from .prepare import (ValiditySpec, ensure_profile, guide_names, load_seeds, make_campaign,
@@ -71,7 +72,6 @@ def run_campaign(model, dataset: str | None = None, *, guide: str = "rconc", bud
     if workers or ray_address:
         if old is not None:
             validity_checks = ValiditySpec.of(stored_validity, dataset)
-        from .distributed import run_on_ray
         return run_on_ray(model, dataset, guide=guide, budget=budget, seeds=seeds, seed=seed,
                           inputs=inputs, labels=labels, guide_params=guide_params,
                           store=store, progress=progress,

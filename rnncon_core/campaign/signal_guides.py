@@ -26,7 +26,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..coverage import StateCoverage
+from ..coverage.base import forward_outputs, tracer_for
+from ..data import load_dataset
 from ..errors import InputError
+from ..prioritize import signals
+from ..prioritize.signals import probabilities
+from ..trace import check_model_inputs
+from ..zoo import model_datasets, output_head
 
 SIGNAL_GUIDES = ("gini", "margin", "lsa", "dsa", "diversity")
 BUCKETS = 20
@@ -41,8 +48,6 @@ class SignalGuide:
     title = ""
 
     def __init__(self, model, **config):
-        from ..coverage.base import tracer_for
-        from ..zoo import output_head
         self.model = model
         self.config = dict(config)
         self.tracer = tracer_for(model)
@@ -112,7 +117,6 @@ class SignalGuide:
 
     # -- inputs
     def _probs(self, out) -> np.ndarray:
-        from ..prioritize.signals import probabilities
         out = np.asarray(out, np.float64)
         if self._logits:
             e = np.exp(out - out.max(axis=1, keepdims=True))
@@ -128,7 +132,6 @@ class SignalGuide:
         """Add x; returns (model outputs, last hidden state) of the one traced pass (as
         ``Criterion.update_with_outputs``); ``also``: guides of the same configuration that
         take the same inputs."""
-        from ..coverage.base import forward_outputs
         out, hidden = forward_outputs(self.model)(x)
         items = self._items(out, hidden)
         for g in (self, *also):
@@ -153,7 +156,6 @@ class UncertaintyGuide(SignalGuide):
         return BUCKETS
 
     def _regions(self, probs, hidden) -> np.ndarray:
-        from ..prioritize import signals
         return np.digitize(signals.UNCERTAINTY_FN[self.name](probs), self._cuts)
 
 
@@ -170,9 +172,6 @@ class MarginGuide(UncertaintyGuide):
 def _training_split(model):
     """The first N_REFERENCE + N_HELD_OUT inputs of the training split of the data set the
     model reads, or an InputError."""
-    from ..data import load_dataset
-    from ..trace import check_model_inputs
-    from ..zoo import model_datasets
     fits = model_datasets(None, model)
     if not fits:
         raise InputError("the lsa / dsa guides profile the model's training split: this model "
@@ -186,7 +185,6 @@ class SurpriseGuide(SignalGuide):
     one above it, per class."""
 
     def _setup(self) -> int:
-        from ..prioritize import signals
         x = _training_split(self.model)
         out, hid = signals.last_hidden(self.model, x)
         pred = self._probs(out).argmax(1)
@@ -223,7 +221,6 @@ class DiversityGuide(SignalGuide):
     title = "New abstract states of the last hidden state per class"
 
     def _setup(self) -> int:
-        from ..coverage import StateCoverage
         comp, cells = self.config.get("components", 3), self.config.get("cells", 10)
         self._abs = StateCoverage(self.model, components=comp, cells=cells,
                                   profile_inputs="all")

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..io import atomic_write_npz
+
 MAGIC = b"RNCS"
 LOG = "state.log"
 SNAPSHOT = "checkpoint.npz"
@@ -145,7 +147,6 @@ class StateLog:
 
     def snapshot(self, arrays: dict | None = None, durable: bool = True) -> None:
         """A full snapshot (of ``arrays``, else of the last saved state); the log emptied."""
-        from ..io import atomic_write_npz
         if arrays is not None:
             self.base = {k: np.array(v, order="C") for k, v in arrays.items()}
         if self.base is None:

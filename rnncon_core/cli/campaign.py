@@ -11,12 +11,13 @@ from typing import List, Optional
 
 import typer
 
+from ..coverage import CRITERIA
+from ..errors import InputError, JobCancelled, RNNConError
+from ..io import atomic_write_text, check_writable
 from .common import (DECLARED, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED,
                      EXIT_PASSED, JSON_OPT, PARAM_OPT, RAY_OPT, RUNS_DIR_OPT, SEED_INPUTS_OPT,
-                     SEED_LABELS_OPT, app, checked, declared_values, emit, log, names, preflight,
-                     report_app, seed_inputs, store)
-from ..errors import InputError
-from ..coverage import CRITERIA
+                     SEED_LABELS_OPT, app, checked, declared_values, emit, internal_log, log,
+                     names, preflight, report_app, seed_inputs, store)
 
 MODEL_OPT = typer.Option(..., "--model", help="Shipped model name or .keras path.")
 DATASET_OPT = typer.Option(None, "--dataset", help="Seeds from this data set's test split: a "
@@ -225,7 +226,6 @@ def check_cmd(
     """The CI gate: run a campaign, check coverage and fault bounds, write JUnit XML and the
     HTML report. Exit codes: 0 every bound passed, 1 a bound failed, 2 a usage or input error,
     3 an internal error; the JUnit file records which."""
-    from ..io import check_writable
     t0 = time.perf_counter()
     if junit is not None:
         check_writable(junit, "--junit")         # first: what follows can be recorded there
@@ -246,10 +246,7 @@ def check_cmd(
 def _junit_error(junit: str, e: Exception, seconds: float, model) -> None:
     """The JUnit file of a check that could not run: its one line and exit code (2 input,
     130 stopped, 3 internal: the message names the log ``main`` writes the traceback to)."""
-    from ..errors import JobCancelled, RNNConError
-    from ..io import atomic_write_text
     from ..reports.campaign import junit_error_xml
-    from .common import internal_log
     if isinstance(e, RNNConError):
         code = EXIT_INTERRUPTED if isinstance(e, JobCancelled) else EXIT_INPUT
         message = " ".join(str(e).split())
@@ -267,7 +264,6 @@ def _check(ctx, t0, *, model, dataset, min_coverage, max_faults, count, validity
            runs_dir, json_out) -> bool:
     """The gate's work, every argument checked first; True when every bound passed."""
     from ..campaign import parse_budget, run_campaign
-    from ..io import atomic_write_text
     from ..reports.campaign import campaign_html, check_bounds, junit_xml, parse_bounds
     bounds = parse_bounds(min_coverage)
     if not bounds and max_faults is None:

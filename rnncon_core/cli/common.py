@@ -9,6 +9,8 @@ import logging
 import os
 import sys
 import tempfile
+import time
+import traceback
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -70,7 +72,11 @@ def quiet_tensorflow() -> None:
 
 import typer
 
+from ..data import check_dataset, class_labels, read_npy as read
 from ..errors import InputError, JobCancelled, RNNConError
+from ..io import check_writable, check_writable_folder, to_json
+from ..params import check_args, split_list
+from ..zoo import check_model_file
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="RNNCon-Test: coverage and test generation for recurrent networks.")
@@ -108,8 +114,6 @@ def preflight(model: str | None = None, models=(), dataset: str | None = None,
     classes), the data set (a built-in name, or the user's .npz read and checked whole),
     ``outputs`` (option, file) and ``folders`` (option, folder) probed for writing. The first
     problem is an RNNConError (one line)."""
-    from ..io import check_writable, check_writable_folder
-    from ..zoo import check_model_file
     for option, path in outputs:
         if path is not None:
             check_writable(path, option)
@@ -120,13 +124,11 @@ def preflight(model: str | None = None, models=(), dataset: str | None = None,
         if name is not None:
             check_model_file(name)
     if dataset is not None:
-        from ..data import check_dataset
         check_dataset(dataset, kind)
 
 
 def internal_log() -> Path:
     """Where this process writes the traceback of an internal error (one file a process)."""
-    import time
     if not _LOG:
         _LOG.append(Path(tempfile.gettempdir()) / f"rnncon-error-"
                     f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
@@ -138,7 +140,6 @@ _LOG: list = []
 
 def _internal(e: BaseException) -> str:
     """The one line of an internal error; its traceback goes to :func:`internal_log`."""
-    import traceback
     path = internal_log()
     text = "".join(traceback.format_exception(type(e), e, e.__traceback__))
     try:
@@ -154,7 +155,6 @@ def _internal(e: BaseException) -> str:
 
 def emit(obj: dict) -> None:
     """Print one JSON object on stdout."""
-    from ..io import to_json
     print(to_json(obj))
 
 
@@ -165,10 +165,7 @@ def log(msg: str) -> None:
 def read_npy(path_text: str, option: str):
     """The array of a .npy file given as ``option`` (e.g. "--inputs"), or an InputError that
     says what is wrong with the file and how to write one."""
-    from pathlib import Path
 
-    from ..data import read_npy as read
-    from ..errors import InputError
     path = Path(path_text)
     if path.is_dir():
         raise InputError(f"{option} {path} is a folder, not a .npy file: give the file, e.g. "
@@ -188,7 +185,6 @@ def read_npy(path_text: str, option: str):
 def seed_inputs(inputs: str | None, labels: str | None, dataset: str | None):
     """The user's own seeds (--inputs / --labels, given together, not with --dataset):
     (x, y, their resolved paths), or (None, None, None)."""
-    from pathlib import Path
 
     if (inputs is None) != (labels is None):
         raise InputError("give --inputs X.npy and --labels Y.npy together (one label per input)")
@@ -204,7 +200,6 @@ def seed_inputs(inputs: str | None, labels: str | None, dataset: str | None):
 def read_labels(path_text: str, n_inputs: int | None = None):
     """Class labels from a .npy file (``--labels``): one int per input, or one-hot rows (read
     as their argmax, with a note on stderr)."""
-    from ..data import class_labels
     y, note = class_labels(read_npy(path_text, "--labels"), n_inputs, "--labels")
     if note:
         log(f"note: {note}")
@@ -214,7 +209,6 @@ def read_labels(path_text: str, n_inputs: int | None = None):
 def checked(**values) -> dict:
     """The command's own arguments checked against their one declaration
     (rnncon_core.params.ARGS): e.g. ``--seed`` >= 0, ``--n`` >= 1."""
-    from ..params import check_args
     return check_args(**values)
 
 
@@ -242,7 +236,6 @@ def store(runs_dir: str | None, root: str | None = None):
 def names(text: str | None, option: str) -> list[str] | None:
     """A comma-separated option ("a, b,,c") as a list (items stripped, empty ones dropped);
     None where it was not given or holds no item."""
-    from ..params import split_list
     return split_list(text, option) or None
 
 

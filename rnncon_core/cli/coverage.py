@@ -8,11 +8,14 @@ from typing import List, Optional
 
 import typer
 
-from .common import (DECLARED, JSON_OPT, OUT_OPT, PARAM_OPT, RAY_OPT, app, checked,
-                     declared_values, emit, log, names, numbers, preflight, renamed,
-                     report_app, show_params)
-from ..errors import InputError
 from ..coverage import CRITERIA
+from ..data import DATASETS, is_dataset_file, load_dataset
+from ..errors import InputError
+from ..generate import generator_class
+from ..zoo import load_model, with_steps
+from .common import (DECLARED, JSON_OPT, OUT_OPT, PARAM_OPT, RAY_OPT, app, checked, declared_values,
+                     emit, log, names, numbers, preflight, read_npy, renamed, report_app,
+                     show_params)
 
 CRITERION_HELP = (f"One of {', '.join(CRITERIA.names())} (profile-based ones build the "
                   f"model's training profile from --dataset's training split when they need "
@@ -28,10 +31,8 @@ def _load_inputs(dataset: str | None, split: str, n: int | None, inputs: str | N
                          "them)")
     checked(n=n, split=split)
     if inputs is not None:
-        from .common import read_npy
         x, y, what = read_npy(inputs, "--inputs"), None, str(Path(inputs))
     else:
-        from ..data import load_dataset
         ds = load_dataset(dataset)
         x, y = ds.split(split)
         what = f"{dataset} {split} split"
@@ -46,7 +47,6 @@ def _data_kind(dataset: str | None, kind: str | None) -> str | None:
     values need not lie in [0, 1]), else None (guessed from the model's input shape)."""
     checked(kind=kind)
     if kind is None and dataset is not None:
-        from ..data import is_dataset_file, load_dataset
         if is_dataset_file(dataset) and load_dataset(dataset).kind == "sequence":
             return "sequence"
     return kind
@@ -86,7 +86,6 @@ def _criterion(model, criterion: str, params: dict, dataset: str | None = None,
     one builds its training profile from the data set's training split (the first
     ``n_profile`` inputs; 0: all) when it is missing or was built from other data."""
     from ..coverage import CRITERIA, default_threshold, get_criterion, needs_profile
-    from ..data import DATASETS
     if CRITERIA[criterion].threshold_from_data and "threshold" not in params:
         params = {**params, "threshold": default_threshold(dataset if dataset in DATASETS
                                                            else model)}
@@ -150,7 +149,6 @@ CRITERION_EPILOG = ("The criterion's parameters follow as --NAME VALUE (or --par
 
 def _model_and_inputs(model: str, dataset, split, n, inputs, kind=None):
     from ..trace import check_model_inputs, set_kind
-    from ..zoo import load_model, with_steps
     x, _, what = _load_inputs(dataset, split, n, inputs)
     kind = _data_kind(dataset, kind)
     m = load_model(model)
@@ -310,7 +308,6 @@ def profile_cmd(model: str = MODEL_OPT,
     them on demand when given --dataset."""
     from ..coverage.profile import build_profile, default_path, fingerprint
     from ..trace import check_model_inputs
-    from ..zoo import load_model
     if profile_inputs not in ("all", "correct", "both"):
         raise InputError(f"--profile-inputs must be all, correct or both, got {profile_inputs!r}")
     path = renamed(profile_path, out, "--profile-path", "--out")
@@ -370,7 +367,6 @@ def report_criteria_cmd(
     suite_sizes = tuple(numbers(sizes, "--sizes", int) or ())
     if not suite_sizes or min(suite_sizes) < 1:
         raise InputError(f"--sizes must be suite sizes of at least 1, got {sizes!r}")
-    from ..generate import generator_class
     for method in names(methods, "--methods") or ():
         generator_class(method)                 # an unknown method: its one line, now
     preflight(models=names(models, "--models") or (), folders=[("--out-dir", folder)])

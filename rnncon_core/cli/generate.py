@@ -6,12 +6,15 @@ from typing import List, Optional
 
 import typer
 
+from .. import text  # noqa: F401  (its strategies join GENERATORS)
+from ..data import Vocabulary
+from ..errors import InputError
+from ..generate import GENERATORS, generator_class, list_generators
+from ..generate.constraints import CONSTRAINTS
+from ..zoo import ARCHITECTURES, shipped_models
 from .common import (DECLARED, JSON_OPT, NAME_OPT, PARAM_OPT, RAY_OPT, ROOT_OPT, RUNS_DIR_OPT,
                SEED_INPUTS_OPT, SEED_LABELS_OPT, TAGS_OPT, app, checked, declared_values, emit,
                log, names, preflight, report_app, seed_inputs, show_params, store)
-from ..errors import InputError
-from .. import text  # noqa: F401  (its strategies join GENERATORS)
-from ..generate import GENERATORS
 
 _JSON_KEYS = ("run_id", "method", "model", "n_seeds", "n_adversarial", "adv_rate", "avg_l2",
               "avg_l1", "avg_linf", "seconds", "outputs")
@@ -19,7 +22,6 @@ _JSON_KEYS = ("run_id", "method", "model", "n_seeds", "n_adversarial", "adv_rate
 
 def _declared_elsewhere() -> set[str]:
     """Every parameter name (and old name) some registered method declares."""
-    from ..generate import generator_class, list_generators
     return {n for m in list_generators() for p in generator_class(m).params
             for n in (p.name, *p.aliases)}
 
@@ -27,7 +29,6 @@ def _declared_elsewhere() -> set[str]:
 def method_params(cls, args: list[str], pairs: list[str] | None):
     """A method's declared parameters and, for one that takes an image constraint, the
     parameters the chosen constraint declares (``--constraint occlusion --size 5,5``)."""
-    from ..generate.constraints import CONSTRAINTS
     params = cls.params
     if "constraint" not in params:
         return params
@@ -55,7 +56,6 @@ def method_params(cls, args: list[str], pairs: list[str] | None):
 
 
 def _check_vocab(path: str) -> None:
-    from ..data import Vocabulary
     try:
         Vocabulary.load(path)
     except OSError as e:
@@ -105,7 +105,6 @@ def generate_cmd(
     tags: Optional[str] = TAGS_OPT,
 ):
     """Generate one test input per seed with one strategy; the run goes to the run store."""
-    from ..generate import generator_class
     from ..jobs import run_generation
     checked(seeds=seeds, seed=seed, kind=kind, workers=workers, batch_size=batch_size)
     params = declared_values(method_params(generator_class(method), ctx.args, param),
@@ -130,10 +129,8 @@ def generate_cmd(
 def _other_models(model: str, method: str, models: str | None) -> list[str]:
     """--models; for a method that compares models (differential) and none given, the other
     shipped models of the same data set."""
-    from ..generate import generator_class
     others = names(models, "--models") or []
     if generator_class(method).needs_others and not others:
-        from ..zoo import ARCHITECTURES, shipped_models
         ds = ARCHITECTURES[model].dataset if model in ARCHITECTURES else None
         others = [m for m in shipped_models() if m != model and m in ARCHITECTURES
                   and ARCHITECTURES[m].dataset == ds]
@@ -172,8 +169,6 @@ def methods_cmd(method: Optional[str] = typer.Argument(None, help="One method (d
     """Each generation method's parameters: type, default, range or choices, help.
 
     Give them to `rnncon generate` as --NAME VALUE (or --param NAME=VALUE)."""
-    from ..generate import generator_class, list_generators
-    from ..generate.constraints import CONSTRAINTS
     chosen = [method] if method else list(list_generators())
     show_params("method", {m: (generator_class(m).input_kind, generator_class(m).params)
                            for m in chosen}, json_out)

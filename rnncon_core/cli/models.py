@@ -5,13 +5,13 @@ from typing import Optional
 
 import typer
 
-from .common import JSON_OPT, app, emit, log
+from ..zoo import check_architecture, models_table, train_model
+from .common import JSON_OPT, app, checked, emit, log, preflight
 
 
 @app.command("models")
 def models_cmd(json_out: bool = JSON_OPT):
     """Table 1: the eight architectures, our counts and measured accuracies beside the paper's."""
-    from ..zoo import models_table
     rows = models_table()
     if json_out:
         emit({"models": rows})
@@ -50,8 +50,6 @@ def train_cmd(
     json_out: bool = JSON_OPT,
 ):
     """Train one architecture on our split and save it with its model card."""
-    from .common import checked, preflight
-    from ..zoo import check_architecture, train_model
     checked(epochs=epochs, batch_size=batch_size, seed=seed, validation_split=validation_split,
             patience=patience, learning_rate=learning_rate)
     check_architecture(name)

@@ -6,9 +6,11 @@ from typing import Optional
 
 import typer
 
+from ..data import load_dataset
+from ..errors import InputError
+from ..zoo import load_model, model_datasets, with_steps
 from .common import (JSON_OPT, NAME_OPT, RUNS_DIR_OPT, TAGS_OPT, app, checked, emit, log, names,
                preflight, read_labels, read_npy, report_app, store)
-from ..errors import InputError
 
 BY_HELP = ("Signals, comma separated: gini, margin, entropy, lsa, dsa, deepstate, "
            "<criterion>-total, <criterion>-additional (every criterion of `rnncon criteria`), "
@@ -17,9 +19,7 @@ BY_HELP = ("Signals, comma separated: gini, margin, entropy, lsa, dsa, deepstate
 
 def _inputs(model: str, dataset, split, n, inputs, labels):
     """(keras model, x, y or None, x_train, y_train, description)."""
-    from ..data import load_dataset
     from ..trace import check_model_inputs
-    from ..zoo import load_model, model_datasets, with_steps
     if (dataset is None) == (inputs is None):
         raise InputError("give either --dataset NAME or --inputs X.npy (one of them)")
     if labels is not None and inputs is None:

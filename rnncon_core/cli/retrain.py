@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from ..params import check_args
 from .common import (JSON_OPT, NAME_OPT, ROOT_OPT, RUNS_DIR_OPT, TAGS_OPT, app, emit, log, names,
                preflight, report_app, store)
 
@@ -128,7 +129,6 @@ def retrain_cmd(
 
 def _check_settings(settings: dict) -> None:
     """The numeric options, checked against retrain.PARAMS (one-line error if out of range)."""
-    from ..params import check_args
     from ..retrain import PARAMS
     check_args(PARAMS, **settings)
 
@@ -220,7 +220,6 @@ def report_retraining_cmd(
     Reuses the finished runs in the store that have the same settings; runs what is missing.
     """
     from ..reports.retraining import build_retraining
-    from ..params import check_args
     from ..retrain import PARAMS
     check_args(PARAMS, epochs=epochs, repeats=repeats, robustness_seeds=robustness_seeds,
                transfer_seeds=transfer_seeds)

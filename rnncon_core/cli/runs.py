@@ -5,8 +5,8 @@ from typing import Optional
 
 import typer
 
-from .common import JSON_OPT, ROOT_OPT, RUNS_DIR_OPT, app, emit, log, renamed
 from ..errors import InputError, did_you_mean
+from .common import JSON_OPT, ROOT_OPT, RUNS_DIR_OPT, app, checked, emit, log, renamed
 
 
 @app.command("runs")
@@ -38,7 +38,6 @@ def runs_cmd(
         raise InputError("give one of --cancel, --mark-failed, --delete, --repair at a time")
     if force and mark_failed is None and delete is None:
         raise InputError("--force goes with --mark-failed or --delete")
-    from .common import checked
     from ..runs import KINDS
     checked(limit=limit)
     if kind is not None and kind not in KINDS:

@@ -2,6 +2,7 @@
 still a valid input of its seed's class (docs/validity.md)."""
 from __future__ import annotations
 
+from collections import Counter
 from typing import Optional
 
 import typer
@@ -71,7 +72,6 @@ def check_cmd(
     json_out: bool = JSON_OPT,
 ):
     """Check inputs: how many are valid, and why the others are not."""
-    from collections import Counter
 
     from ..validity import oracle_for
     preflight(models=[reference_model] if reference_model else (), dataset=dataset)

@@ -13,7 +13,14 @@ import time
 
 import numpy as np
 
+from .. import jobs
+from ..data import default_dataset, load_dataset, to_images
 from ..errors import InputError
+from ..generate import generator_class
+from ..generate.base import predict_proba
+from ..retrain import fit_split
+from ..runs import RunStore
+from ..zoo import ARCHITECTURES, build_model, load_model
 
 
 # ---------------------------------------------------------------- SSIM
@@ -105,7 +112,6 @@ def detection_scores(queries, x_train, y_polluted, polluted_idx, target: int,
     """Flag the k training samples labelled ``target`` nearest (SSIM) to each query; how many
     flags are right (precision) and how many polluted samples were found (recall)."""
     pool = np.flatnonzero(y_polluted == target)
-    from ..data import to_images
     near = pool[nearest_by_ssim(to_images(queries), to_images(x_train[pool]), k=k)].ravel()
     is_polluted = np.isin(near, polluted_idx)
     found = np.unique(near[is_polluted])
@@ -121,13 +127,6 @@ def run_pollution(architecture: str = "mnist-gru", source: int = 9, target: int 
                   method: str = "differential", seed: int = 0, store=None,
                   progress=None, **generator_params) -> dict:
     """The whole experiment, stored as a run of kind ``pollution``; returns its summary."""
-    from ..data import default_dataset, load_dataset
-    from ..generate import generator_class
-    from ..generate.base import predict_proba
-    from ..jobs import run_generation
-    from ..retrain import fit_split
-    from ..runs import RunStore
-    from ..zoo import ARCHITECTURES, build_model
     if architecture not in ARCHITECTURES or ARCHITECTURES[architecture].text:
         raise InputError(f"the pollution experiment trains an MNIST architecture; "
                          f"{architecture!r} is not one")
@@ -153,7 +152,6 @@ def run_pollution(architecture: str = "mnist-gru", source: int = 9, target: int 
             model.save(paths[label])
         run.progress(2, 4, "differential generation")
         emit({"stage": "generate"})
-        from ..zoo import load_model
         clean, bad = load_model(paths["clean"]), load_model(paths["polluted"])
         cand = np.flatnonzero(ds.y_test == source)
         agree = (predict_proba(clean, ds.x_test[cand]).argmax(1) == source) & \
@@ -162,11 +160,11 @@ def run_pollution(architecture: str = "mnist-gru", source: int = 9, target: int 
         if len(seeds) == 0:
             raise InputError(f"no test {source} is predicted right by both models; train them "
                              f"longer (epochs=)")
-        gen = run_generation(paths["clean"], method, seed_indices=seeds, dataset=images,
-                             others=[paths["polluted"]]
-                             if generator_class(method).needs_others else (),
-                             seed=seed, store=store, should_stop=run.cancel_requested,
-                             **generator_params)
+        gen = jobs.run_generation(paths["clean"], method, seed_indices=seeds, dataset=images,
+                                  others=[paths["polluted"]]
+                                  if generator_class(method).needs_others else (),
+                                  seed=seed, store=store, should_stop=run.cancel_requested,
+                                  **generator_params)
         out = store.get(gen["run_id"]).load_npz("outputs")
         x_gen = out["x_gen"]
         hit = (predict_proba(clean, x_gen).argmax(1) == source) & \

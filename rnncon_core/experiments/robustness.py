@@ -13,7 +13,13 @@ import time
 
 import numpy as np
 
+from .. import jobs
 from ..errors import InputError
+from ..lazy import keras
+from ..retrain import (adversarial_inputs, classification_metrics, copy_model, describe_split,
+                       fit_split, resolve_dataset, retrain_once, split_test, training_defaults)
+from ..runs import RunStore
+from ..zoo import load_model
 
 
 def run_robustness(model: str = "mnist-gru", from_run: str | None = None, n_inputs: int = 500,
@@ -25,20 +31,14 @@ def run_robustness(model: str = "mnist-gru", from_run: str | None = None, n_inpu
     ``from_run``: a generation run against ``model`` (its first ``n_inputs`` adversarial inputs
     are used); None generates one with the paper's setting (RNNCon-Test, random target) on
     ``n_inputs`` seeds, whose adversarial inputs are then used."""
-    from ..retrain import (adversarial_inputs, classification_metrics, copy_model, describe_split,
-                          fit_split, resolve_dataset, retrain_once, split_test,
-                          training_defaults)
-    from ..runs import RunStore
-    from ..zoo import load_model
     if min(n_inputs, overfit_epochs, epochs, repeats) < 1:
         raise InputError("n_inputs, overfit_epochs, epochs and repeats must all be >= 1")
     store = store or RunStore()
     emit = progress or (lambda e: None)
     if from_run is None:
-        from ..jobs import run_generation
         emit({"stage": "generate", "n_seeds": n_inputs})
-        from_run = run_generation(model, "rconc", n_seeds=n_inputs, seed=seed,
-                                  store=store)["run_id"]
+        from_run = jobs.run_generation(model, "rconc", n_seeds=n_inputs, seed=seed,
+                                       store=store)["run_id"]
     source = store.get(from_run)
     adv = adversarial_inputs(source, n_inputs)
     ds = resolve_dataset(model, None, source.config)
@@ -54,7 +54,6 @@ def run_robustness(model: str = "mnist-gru", from_run: str | None = None, n_inpu
     started = time.time()
     with store.start("robustness", model=model, method=source.config.get("method"),
                      config=config) as run:
-        import keras
         total = 1 + 2 * repeats
         run.progress(0, total, f"training sigma(s): {overfit_epochs} more epochs")
         emit({"stage": "overfit"})

@@ -24,9 +24,12 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from ..errors import InputError
+from ..lazy import tf
 from ..params import Bool, IntRange, Interval, OneOf, Param, Params
+from ..textdiff import words_changed
+from ..trace import check_model_inputs, input_domain
 from ..zoo import class_labels, class_probabilities, output_head
-from .constraints import CONSTRAINTS, UNIT_BOX, get_constraint
+from .constraints import CONSTRAINTS, UNIT_BOX, constraint_params, get_constraint
 
 ProgressFn = Callable[[int, int], None]
 StopFn = Callable[[], bool]
@@ -78,7 +81,6 @@ class GenerationResult:
         """Per seed, textdiff's words changed (the generator's, else from the id rows)."""
         if "words_changed" in self.extras:
             return np.asarray(self.extras["words_changed"])
-        from ..textdiff import words_changed
         return np.array([words_changed(s, g) for s, g in zip(self.x_seed, self.x_gen)], np.int64)
 
     def summary(self, model: str = "") -> dict:
@@ -164,7 +166,6 @@ def data_box(x: np.ndarray) -> tuple:
 def seed_box(model, x: np.ndarray, method: str) -> tuple:
     """The box a float method keeps these seeds in: [0, 1] for a model that reads images
     (images outside it are refused: ``check_unit_range``), else ``data_box``."""
-    from ..trace import input_domain
     if input_domain(model) == "image":
         check_unit_range(x, method)
         return UNIT_BOX
@@ -191,7 +192,6 @@ def predict_proba(model, x: np.ndarray, batch_size: int = 512) -> np.ndarray:
     (N, 1) is two classes, logits go through a softmax); a model that is not a classifier is
     refused. The forward pass is the model's compiled one (:func:`compiled_forward`, traced
     once per model; an eager call per batch was 2.5 times slower on an IMDB LSTM)."""
-    import tensorflow as tf
     head = model_head(model).require_classifier("predicting classes")
     forward = compiled_forward(model)
     outs = []
@@ -218,7 +218,6 @@ def shared(model, key, factory):
 def compiled_forward(model):
     """The model's class probabilities for a float batch (logits through a softmax), compiled
     once per model and differentiable."""
-    import tensorflow as tf
     head = model_head(model).require_classifier("generation")
     ref = weakref.ref(model)    # a strong one would keep the model (the cache's key) forever
     return shared(model, ("forward",), lambda: tf.function(
@@ -233,7 +232,6 @@ def prediction_term(out, y, top_k: int = TOP_K_OTHERS):
     logit, from class probabilities (B, C) or a sigmoid (B, 1): log p_j - log p_y = z_j - z_y
     (the softmax's normalizer cancels). Positive once the input is predicted wrong (DLFuzz's
     objective on its "before_softmax" layer: the seed's class against its next four)."""
-    import tensorflow as tf
     out = class_probabilities(out)
     logp = tf.math.log(tf.clip_by_value(out, 1e-30, 1.0))
     own = tf.gather(logp, y, axis=1, batch_dims=1)
@@ -358,7 +356,6 @@ class Generator(metaclass=_Declared):
     def validate(self, x, y) -> tuple[np.ndarray, np.ndarray]:
         """Seeds checked against the model (trace.check_model_inputs: shape, dtype, NaN,
         ids within the vocabulary, images in [0, 1]) and labels against its classes."""
-        from ..trace import check_model_inputs, input_domain
         if len(np.shape(x)) == 0 or len(x) == 0:
             raise InputError("the seed set is empty: give at least one seed input")
         y = np.asarray(y).reshape(-1)
@@ -481,7 +478,6 @@ class GradientGenerator(Generator):
     @classmethod
     def accepted(cls) -> tuple:
         """... and every parameter a registered constraint declares (passed on to it)."""
-        from .constraints import constraint_params
         return (*super().accepted(), *constraint_params())
 
     def __init__(self, model, *, step: float, iterations: int, constraint: str, window: int,
@@ -544,7 +540,6 @@ class GradientGenerator(Generator):
         """d objective / d x and the model's predictions at x, in one compiled step when the
         objective is graph-safe (``graph_objective``), else with an eager tape around the
         compiled pieces."""
-        import tensorflow as tf
 
         def step(xt, yt, ctx_t):
             with tf.GradientTape() as tape:
@@ -625,7 +620,6 @@ class GradientGenerator(Generator):
     def _adversarial(self, x: np.ndarray, y: np.ndarray, final: bool = False) -> np.ndarray:
         """(B,) bool: x is predicted wrong for label y; the compiled forward while searching,
         with ``final`` the oracle's own call (``predict`` on the whole batch, as _judge)."""
-        import tensorflow as tf
         if final:
             return self.predict(x).argmax(1) != y
         out = self.forward(tf.convert_to_tensor(x, tf.float32)).numpy()
@@ -649,7 +643,6 @@ class GradientGenerator(Generator):
     def _keep_gradients(self, x: np.ndarray, y: np.ndarray, ctx: dict):
         """The values of ``_keep_values`` at x and their gradients, compiled like the
         ascent's step: (list of (B,), list of arrays of x's shape)."""
-        import tensorflow as tf
 
         def grads(xt, yt, ctx_t):
             with tf.GradientTape(persistent=True) as tape:
@@ -871,7 +864,6 @@ def _compiled(fn, args):
     """tf.function of fn(x, y, ctx) traced once for every batch: the batch size (and every
     size of the ctx arrays, e.g. a batch's union of targets) left open in its signature, where
     ``reduce_retracing`` would trace again for the first new size."""
-    import tensorflow as tf
 
     def spec(t, keep=0):
         return tf.TensorSpec([d if i >= 1 and i < keep else None

@@ -6,6 +6,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import InputError
+from ..lazy import tf
 from ..params import Bool, IntRange, Interval, Param, Params
 from ..zoo import class_probabilities
 from .base import BatchOutput, Generator, GradientGenerator
@@ -18,7 +19,6 @@ EPS = Param("eps", 0.3, Interval(0.0, 1.0, lo_open=True), "L-infinity radius of 
 def loss_from_output(out, y):
     """Per-seed cross-entropy of the label y given class probabilities (a sigmoid unit is two
     classes: zoo.class_probabilities); tf (B,)."""
-    import tensorflow as tf
     eps = 1e-7
     p = tf.gather(class_probabilities(out), y, axis=1, batch_dims=1)
     return -tf.math.log(tf.clip_by_value(p, eps, 1.0))

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..coverage import NeuronCoverage
 from ..errors import InputError
+from ..lazy import tf
 from ..params import Interval, Param
 from ..zoo import class_labels
 from .base import GradientGenerator, compiled_forward, predict_proba
@@ -64,7 +66,6 @@ class Differential(GradientGenerator):
         return counts.argmax(0)
 
     def _prepare(self, x, y):
-        from ..coverage import NeuronCoverage
         self._pools = []
         self._step_fn = None        # the objective's graph holds the pools: trace it again
         if self.lambda2 > 0:
@@ -99,7 +100,6 @@ class Differential(GradientGenerator):
         return ctx
 
     def _objective(self, x, y, ctx):
-        import tensorflow as tf
         j, neuron = ctx["j"], ctx["neuron"]
         obj = 0.0
         for m_i, fwd in enumerate(self._forwards):
@@ -123,7 +123,6 @@ class Differential(GradientGenerator):
 
     def _adversarial(self, x, y, final=False):
         """The models disagree on x (final: the oracle's own call, on the whole batch)."""
-        import tensorflow as tf
         if final:
             votes = self._votes(x)
         else:

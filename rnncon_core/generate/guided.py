@@ -21,11 +21,16 @@ Targets: ``"random"`` (any layer), a layer name (e.g. ``lstm_1``), or ``"dense"`
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
-from ..errors import InputError
+from ..coverage import default_threshold, get_criterion
 from ..coverage.rconc import ContributionCoverage
+from ..errors import InputError
+from ..lazy import tf
 from ..params import Bool, IntRange, Interval, OneOf, Param, Params, Text
+from ..trace import Tracer
 from .base import (TOP_K_OTHERS, BatchOutput, GradientGenerator, margin_term,  # noqa: F401
                    prediction_term, shared)
 
@@ -77,7 +82,6 @@ class CoverageGuided(GradientGenerator):
         self.k = int(k)
         self.target = str(target)
         if threshold is None:
-            from ..coverage import default_threshold
             threshold = default_threshold(model)
         self.threshold = float(threshold)
         self.stop_on_target = bool(stop_on_target)
@@ -96,7 +100,6 @@ class CoverageGuided(GradientGenerator):
     def _make_criterion(self, private: bool = False):
         """The criterion (shared by the generators of this model unless private: only the
         set pool updates its state)."""
-        from ..coverage import get_criterion
         params = self._criterion_params()
         make = lambda: get_criterion(self.criterion_name, self.model, **params)   # noqa: E731
         if private:
@@ -106,7 +109,6 @@ class CoverageGuided(GradientGenerator):
 
     def _items_of_layer(self) -> np.ndarray:
         """Every item of the target layer (what a fresh criterion leaves uncovered)."""
-        from ..coverage import get_criterion
         params = self._criterion_params()
         key = ("items", self.criterion_name, _key(params), self._layer)
         def items():
@@ -115,7 +117,6 @@ class CoverageGuided(GradientGenerator):
         return shared(self.model, key, lambda: np.asarray(items(), np.int64))
 
     def _layer_names(self) -> list[str]:
-        from ..trace import Tracer
         tracer = getattr(self.criterion, "tracer", None) or Tracer(self.model)
         return [s.name for s in tracer.specs]
 
@@ -210,7 +211,6 @@ class CoverageGuided(GradientGenerator):
 
     def _objective(self, x, y, ctx):
         """The joint objective (module docstring): prediction term plus coverage term."""
-        import tensorflow as tf
         obj = self.lambda_cov * tf.reduce_sum(self._target_values(x, ctx), axis=1)
         if self.lambda_pred > 0:
             obj = obj + self.lambda_pred * prediction_term(self.forward(x), y)
@@ -232,7 +232,6 @@ class CoverageGuided(GradientGenerator):
         """... the prediction margin and the least slack of the targets the adversarial input
         activated (their values minus the threshold; ``ctx["need"]`` marks them; the exact
         values the check reads, not the ascent's surrogate)."""
-        import tensorflow as tf
         v = self.criterion.targets.row_values(x, ctx["_union"], ctx["pos"])        # (B, k)
         slack = tf.where(ctx["need"] > 0, v - self.threshold, 1e3 * tf.ones_like(v))
         return [margin_term(self.forward(x), y), tf.reduce_min(slack, axis=1)]
@@ -330,5 +329,4 @@ class StateGuided(CoverageGuided):
 
 
 def _key(params: dict) -> str:
-    import json
     return json.dumps(params, sort_keys=True, default=str)

@@ -18,21 +18,25 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import tempfile
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from ..coverage import get_criterion
 from ..errors import InputError, RNNConError
+from ..generate import get_generator
+from ..generate.base import GenerationResult
+from ..lazy import available, ray, tf
+from ..zoo import load_model
 
 ProgressFn = Callable[[int, int], None]
 
 
 def _ray():
-    try:
-        import ray
-    except ImportError:
+    if not available(ray):
         raise RNNConError("Ray is not installed: `pip install ray` (it is in requirements.txt; "
                           "run `make setup`)") from None
     return ray
@@ -42,7 +46,6 @@ def check_address(address: str, timeout: float = 5.0) -> None:
     """Fail at once, with what to do, when nothing listens at a cluster's host:port (Ray itself
     retries for minutes, printing warnings). "auto" and addresses without a port are left to
     Ray."""
-    import socket
     host, _, port = address.split("://", 1)[-1].rpartition(":")
     if not host or not port.isdigit():
         return
@@ -106,27 +109,22 @@ class _Worker:
 
     def __init__(self, model_ref: str):
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        import ray
-        import tensorflow as tf
         # TensorFlow's thread pools sized to the CPUs Ray gave this actor (by default each
         # would use every core of the node, and N actors would oversubscribe it N times)
         cpus = int(ray.get_runtime_context().get_assigned_resources().get("CPU", 0))
         if cpus:
             tf.config.threading.set_intra_op_parallelism_threads(cpus)
             tf.config.threading.set_inter_op_parallelism_threads(cpus)
-        from ..zoo import load_model
         self.model = load_model(model_ref)
 
     def coverage(self, x, start: int, stop: int, embedded: bool, criterion: str,
                  params: dict) -> dict:
-        from ..coverage import get_criterion
         crit = get_criterion(criterion, self.model, **params)
         crit.KEEP_INPUTS = 0
         crit.update(np.asarray(x[start:stop]), embedded=embedded)
         return crit.state()
 
     def generate(self, x, y, start: int, stop: int, method: str, params: dict):
-        from ..generate import get_generator
         gen = get_generator(method, self.model, **params)
         return gen.generate(np.asarray(x), np.asarray(y), part=(start, stop))
 
@@ -138,7 +136,6 @@ _DRIVER_MODELS: dict = {}   # model reference -> the driver's own copy (merging 
 def _driver_model(model):
     """The Keras model the driver merges states on: loaded once per reference while the
     actors live (their compiled graphs and the model's fingerprint are kept with it)."""
-    from ..zoo import load_model
     if not isinstance(model, (str, os.PathLike)):
         return model
     if str(model) not in _DRIVER_MODELS:
@@ -165,7 +162,6 @@ def coverage(model, x, criterion: str = "rconc", *, workers: int = 2,
     """The criterion over ``x`` computed by Ray actors; equal to ``get_criterion(criterion,
     model, **params).update(x)`` in one process. ``model``: a shipped name, a .keras path, or a
     Keras model (saved to a temporary file for a local runtime)."""
-    from ..coverage import get_criterion
     x = np.asarray(x)
     if len(x) == 0:
         raise InputError("no inputs to measure")
@@ -200,8 +196,6 @@ def generate(model, x, y, method: str, *, workers: int = 2, address: str | None 
     """One generated input per seed, the seeds split over Ray actors in contiguous blocks of
     whole batches; returns the concatenated GenerationResult (``stopped`` when should_stop
     cancelled the shards not yet finished)."""
-    from ..generate import get_generator
-    from ..generate.base import GenerationResult
     x, y = np.asarray(x), np.asarray(y).reshape(-1)
     keras_model = _driver_model(model)
     probe = get_generator(method, keras_model, **params)          # checks params first

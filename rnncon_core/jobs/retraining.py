@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
+from .. import jobs
+from ..coverage import default_threshold
 from ..errors import InputError
+from ..generate.base import model_head
 from ..retrain import (DEFAULT_EPOCHS, DEFAULT_MIX, DEFAULT_REPEATS, PARAMS, SPLIT_SEED,
                        TRANSFER_SEEDS, ProgressFn, cancel_callback, quality_or_reason,
                        retraining_summary, accuracy, adversarial_inputs, classification_metrics,
@@ -19,6 +23,7 @@ from ..retrain import (DEFAULT_EPOCHS, DEFAULT_MIX, DEFAULT_REPEATS, PARAMS, SPL
                        rconc_rates, resolve_dataset, retrain_once, right_seeds, split_test,
                        training_defaults)
 from ..runs import RunStore, check_source_run
+from ..zoo import load_model
 
 
 def generation_on_seeds(model: str, keras_model, method: str, seeds: np.ndarray, ds, store,
@@ -26,14 +31,13 @@ def generation_on_seeds(model: str, keras_model, method: str, seeds: np.ndarray,
     """The id of a finished generation run of ``model`` (``keras_model``, the same file) with
     ``method`` and ``params`` on exactly the test inputs ``seeds``: found in the store, or run
     now."""
-    from . import find_generation, run_generation      # (the package's: tests replace them)
     seeds = np.asarray(seeds, np.int64)
-    found = find_generation(store, model, method, seed_indices=seeds, split="test",
-                            dataset=ds.name, seed=seed, keras_model=keras_model, **params)
+    found = jobs.find_generation(store, model, method, seed_indices=seeds, split="test",
+                                 dataset=ds.name, seed=seed, keras_model=keras_model, **params)
     if found is not None:
         return found.run_id
-    return run_generation(model, method, seed_indices=seeds, split="test", dataset=ds.name,
-                          seed=seed, store=store, should_stop=should_stop, **params)["run_id"]
+    return jobs.run_generation(model, method, seed_indices=seeds, split="test", dataset=ds.name,
+                               seed=seed, store=store, should_stop=should_stop, **params)["run_id"]
 
 
 def transfer_sets(model: str, base, ds, pool: np.ndarray, methods, n_seeds: int, store,
@@ -62,8 +66,6 @@ def fresh_adversarial_rate(models: dict[str, str], source, ds, n_seeds: int, sto
     ``n_seeds`` test inputs of ``pool`` (default: the inputs of its split it did not use) that every
     model predicts right. Returns ``{label: {"run_id", "adv_rate", "n_seeds",
     "n_adversarial"}}``."""
-    from ..zoo import load_model
-    from . import run_generation
     cfg = source.config
     split = "test" if pool is not None else cfg.get("split", "test")
     x_all, y_all = ds.split(split)
@@ -76,10 +78,10 @@ def fresh_adversarial_rate(models: dict[str, str], source, ds, n_seeds: int, sto
                          "be measured; lower robustness_seeds")
     out = {}
     for label, m in models.items():
-        s = run_generation(m, cfg.get("method", "rconc"), seed_indices=seeds, split=split,
-                           dataset=ds.name, seed=int(cfg.get("seed", 0)), store=store,
-                           others=cfg.get("others", ()), should_stop=should_stop,
-                           **generator_params(cfg))
+        s = jobs.run_generation(m, cfg.get("method", "rconc"), seed_indices=seeds, split=split,
+                                dataset=ds.name, seed=int(cfg.get("seed", 0)), store=store,
+                                others=cfg.get("others", ()), should_stop=should_stop,
+                                **generator_params(cfg))
         out[label] = {"run_id": s["run_id"], "adv_rate": s["adv_rate"],
                       "n_seeds": s["n_seeds"], "n_adversarial": s["n_adversarial"]}
     return out
@@ -128,7 +130,6 @@ def run_retraining(model: str, from_run: str, epochs: int = DEFAULT_EPOCHS,
     settings but fewer repeats: its repeats are kept and only the missing ones train. Repeat r
     trains with seed + r, so they are the repeats this run would have computed.
     """
-    from ..coverage import default_threshold
     PARAMS.check("retraining", {"epochs": epochs, "repeats": repeats,
                                 "max_inputs": max_inputs, "learning_rate": learning_rate,
                                 "mix": mix, "seed": seed, "transfer_seeds": transfer_seeds,
@@ -282,8 +283,6 @@ def _source_and_data(model: str, from_run: str, store, dataset, max_inputs, forc
                      progress) -> tuple:
     """The source generation run (another model's refused unless ``force``), its adversarial
     inputs, the data set and the original model, checked against each other."""
-    from ..generate.base import model_head
-    from ..zoo import load_model
     source = store.get(from_run)
     note = check_source_run(source, model, force)   # another model's run: refused unless force
     if note and progress is not None:
@@ -403,7 +402,6 @@ def _earlier_repeats(store, run_id: str, config: dict, arms: list[str]) -> dict:
     """The per-repeat results of the earlier retrain run ``run_id`` to continue from: its
     settings must equal ``config`` but for the number of repeats, and both arms keep as many
     repeats as the shorter one finished (paired), at most ``config["repeats"]``."""
-    from pathlib import Path
     earlier = store.get(run_id)
     if earlier.kind != "retrain":
         raise InputError(f"run {run_id} is a {earlier.kind} run, not a retrain run: "

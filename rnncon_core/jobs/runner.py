@@ -13,16 +13,22 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import InputError, JobCancelled
 from .. import text  # noqa: F401  (its strategies join GENERATORS)
+from ..data import class_labels, load_dataset
+from ..errors import InputError, JobCancelled
 from ..generate import generator_class, get_generator
-from ..generate.base import GenerationResult, select_seeds
+from ..generate.base import GenerationResult, model_head, seed_box, select_seeds
+from ..params import check_args
+from ..runs import RunStore
+from ..trace import check_model_inputs, input_domain, other_dtypes, set_kind, to_float32
+from ..validity import is_fitted, oracle_for
+from ..zoo import load_model, model_datasets, with_steps
+from .distributed import check_address, generate as on_ray
 
 
 def model_dataset(model, name_or_path: str | os.PathLike | None = None) -> str:
     """The data set a model was trained on: its architecture's or model card's, else the first
     that fits its input (:func:`rnncon_core.zoo.model_datasets`)."""
-    from ..zoo import model_datasets
     fits = model_datasets(name_or_path, model)
     if fits:
         return fits[0]
@@ -53,7 +59,6 @@ def find_generation(store, model: str, method: str, n_seeds: int | None = None, 
     (``RunStore.find_finished``: the same model file, the same stored configuration with the
     generator's whole ``get_config()``, the same seeds). A run at any other setting, even one
     left at another default, is never taken for this one."""
-    from ..zoo import load_model
     keras_model = keras_model if keras_model is not None else load_model(model)
     if batch_size is not None:
         params["batch_size"] = batch_size
@@ -93,10 +98,6 @@ def run_generation(model: str, method: str, n_seeds: int = 100, *, seed: int = 0
     (same weights, cast) for a method that does not read the trace (PGD, FGSM, noise); the
     config records it and ``note`` (e.g. the CLI's stderr) is told. Returns the summary plus
     ``run_id`` and ``outputs``."""
-    from ..generate.base import model_head
-    from ..params import check_args
-    from ..runs import RunStore
-    from ..zoo import load_model
     check_args(prefix="", seed=seed, n=int(n_seeds) if seed_indices is None else None)
     cls = generator_class(method)      # unknown method: fail before loading anything
     keras_model = load_model(model)
@@ -153,7 +154,6 @@ def _float32_for(cls, keras_model):
     """(a float32 copy, its dtypes) of a model that does not compute in float32 when method
     ``cls`` does not read the trace (which runs float32 only); else None (the trace's own
     check refuses it, naming trace.to_float32)."""
-    from ..trace import other_dtypes, to_float32
     dtypes = other_dtypes(keras_model)
     if cls.traces or not dtypes:
         return None
@@ -164,7 +164,6 @@ def _check_validity(result, dataset) -> None:
     """The generated inputs checked by the data set's validity oracle, where its checks are
     fitted (``validity``; text generators check their own edits): ``valid`` and
     ``invalid_reason`` per seed in the outputs, the valid-adversarial rate in the summary."""
-    from ..validity import is_fitted, oracle_for
     if not result.n or "valid" in result.extras or result.input_kind == "text" or \
             dataset in (None, "inputs") or not is_fitted(dataset):
         return
@@ -178,10 +177,6 @@ def _seed_data(model, keras_model, cls, head, inputs, labels, dataset, split, ki
     """The inputs and labels the seeds are picked from (the user's own arrays, or a split of a
     data set), checked against the model and the strategy; returns the model fixed to their
     number of steps, the inputs, the labels, the data's name and the split."""
-    from ..data import class_labels, load_dataset
-    from ..generate.base import seed_box
-    from ..trace import check_model_inputs, input_domain, set_kind
-    from ..zoo import with_steps
     method = cls.method
     if (inputs is None) != (labels is None):
         raise InputError("give inputs and labels together (CLI: --inputs X.npy --labels "
@@ -234,7 +229,6 @@ def _check_ray(gen, model, ray_address) -> None:
                          "name or a .keras path) and is not for a method that "
                          "compares models")
     if ray_address:
-        from .distributed import check_address
         check_address(ray_address)
 
 
@@ -258,7 +252,6 @@ def _generate(run, gen, x, y, idx, name, progress, should_stop, workers, ray_add
 
     stop = (lambda: run.cancel_requested() or bool(should_stop and should_stop()))
     if workers or ray_address:
-        from .distributed import generate as on_ray
         result = on_ray(model, x, y, method, workers=workers or 2,
                         address=ray_address, progress=report, should_stop=stop, seed=seed,
                         **params)

@@ -26,7 +26,12 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from ..coverage import CRITERIA, StateCoverage, default_threshold, get_criterion, needs_profile
 from ..errors import InputError
+from ..generate.base import model_head, predict_proba
+from ..io import atomic_write_bytes
+from ..params import split_list
+from ..trace import check_model_inputs
 from . import signals
 from .signals import SURPRISE, UNCERTAINTY, apfd, detection_curve, found_within
 
@@ -38,14 +43,12 @@ ORDER_ONLY = ("deepstate",)           # signals whose ranking is not a sort of t
 
 def signal_names() -> list[str]:
     """Every signal ``prioritize`` takes, in the order the CLI lists them."""
-    from ..coverage import CRITERIA
     cov = [f"{c}-{how}" for c in CRITERIA for how in ("total", "additional")]
     return [*UNCERTAINTY, *SURPRISE, "deepstate", *cov, "random"]
 
 
 def parse_signals(by) -> list[str]:
     """A list (or comma-separated text) of signal names, checked."""
-    from ..params import split_list
     chosen = split_list(by, "--by") if isinstance(by, str) else list(by or [])
     if not chosen:
         raise InputError("give at least one signal (--by gini,margin,...)")
@@ -148,7 +151,6 @@ class _Context:
 
     def probs(self) -> np.ndarray:
         if self._probs is None:
-            from ..generate.base import predict_proba
             self._probs = signals.probabilities(predict_proba(self.model, self.x))
         return self._probs
 
@@ -172,7 +174,6 @@ class _Context:
         return self.reuse["surprise"]
 
     def criterion(self, name: str):
-        from ..coverage import CRITERIA, default_threshold, get_criterion, needs_profile
         if name not in CRITERIA:
             raise InputError(f"unknown criterion {name!r}")
         params = dict(self.criterion_params.get(name, {}))
@@ -192,7 +193,6 @@ class _Context:
         return self._items[name]
 
     def abstraction(self):
-        from ..coverage import StateCoverage
         x_tr = self._train("DeepState's abstraction")
         return StateCoverage(self.model, x_train=x_tr, profile_inputs="all")
 
@@ -241,8 +241,6 @@ def prioritize(model, x, y=None, by=("gini", "margin", "entropy", "random"), *,
     ``prioritize``; ``model_ref`` and ``source`` describe the model and inputs there).
     ``reuse``: a dict kept between calls on the same model and training split, so the
     surprise model is profiled once."""
-    from ..generate.base import model_head
-    from ..trace import check_model_inputs
     chosen = parse_signals(by)
     head = model_head(model).require_classifier("prioritization")
     if int(repeats) < 1:
@@ -292,7 +290,6 @@ def summary_of(res: Prioritization) -> dict:
 def write_run(store, res: Prioritization, model_ref: str | None, config: dict):
     """A finished run of kind ``prioritize`` holding the ranking (CSV and NPZ) and, with
     labels, the metrics; returns the run."""
-    from ..io import atomic_write_bytes
     run = store.start("prioritize", model=model_ref, method=",".join(res.signals),
                       config=config)
     with run:

@@ -41,7 +41,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..coverage.base import CACHE_LOCK, forward_outputs, model_cache, tracer_for
 from ..errors import InputError
+from ..lazy import tf
+from ..trace import merge_directions
+from ..zoo import class_probabilities, output_head
 
 UNCERTAINTY = ("gini", "margin", "entropy")
 SURPRISE = ("lsa", "dsa")
@@ -54,7 +58,6 @@ JACCARD_SIMILAR = 0.5         # DeepState: a later input this similar goes to th
 
 def probabilities(p) -> np.ndarray:
     """Class probabilities (N, C >= 2) as float64 (a one-unit sigmoid as two classes)."""
-    from ..zoo import class_probabilities
     return class_probabilities(np.asarray(p, np.float64))
 
 
@@ -164,7 +167,6 @@ def _nearest(a: np.ndarray, b: np.ndarray, chunk: int = 2048) -> tuple[np.ndarra
 def last_hidden(model, x, batch: int = 512) -> tuple[np.ndarray, np.ndarray]:
     """(model outputs (N, classes), the last recurrent layer's hidden state after the last
     step (N, units)) from one traced pass (``coverage.base.forward_outputs``)."""
-    from ..coverage.base import forward_outputs
     fn = forward_outputs(model)
     outs, hids = [], []
     for s in range(0, len(x), batch):
@@ -182,11 +184,7 @@ def step_probabilities(model, x, batch: int = 256) -> np.ndarray | None:
     """(N, T, C) the class probabilities after each step: the layers after the last recurrent
     layer applied to its hidden state after that step (a Bidirectional one's two directions
     after the same number of steps, merged). None where those layers read a sequence."""
-    import tensorflow as tf
 
-    from ..coverage.base import CACHE_LOCK, model_cache, tracer_for
-    from ..trace import merge_directions
-    from ..zoo import output_head
     tr = tracer_for(model)
     cache = model_cache(tr)
     with CACHE_LOCK:
@@ -237,7 +235,6 @@ def _step_fn(tr, head, tf, merge):
 def step_labels(step_probs: np.ndarray) -> list[np.ndarray]:
     """Per input, DeepState's label sequence: each step's predicted class where its
     probability is at least STEP_CONFIDENCE, and the last step's in any case."""
-    from ..zoo import class_probabilities
     p = class_probabilities(np.asarray(step_probs))
     lab, conf = p.argmax(-1), p.max(-1)
     keep = conf >= STEP_CONFIDENCE

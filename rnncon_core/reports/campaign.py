@@ -20,12 +20,29 @@ so campaigns of two loop versions are never mixed.
 """
 from __future__ import annotations
 
+import platform
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
+from .. import campaign
+from ..campaign import (BASELINES, BASELINE_TEXT, CAMPAIGN_PARAMS, GUIDE_NONE, load_campaign,
+                        make_guide, parse_budget)
+from ..campaign.loop import YIELD_BEFORE, loop_label
+from ..campaign.record import read_rows
+from ..coverage import CRITERIA
+from ..data import load_dataset, to_images
+from ..errors import InputError
+from ..params import split_list
+from ..runs import RunStore
+from .charts import image_grid
+from .faults import caption, curves_figure, groups, members
+from .html import Section, flat_settings, render
 from .writer import write_files
 
 MODELS = ("mnist-lstm", "stacked-mnist-lstm", "mnist-gru", "stacked-mnist-gru", "imdb-lstm")
@@ -87,8 +104,6 @@ def _grid_values(curve: dict, grid: np.ndarray, axis: str = "seconds") -> np.nda
 def budgets_of(budget: str, models) -> dict:
     """Each model's budget from "8000calls" or "8000calls,imdb-lstm=1500calls" (one for all,
     then per-model exceptions; a model's data set decides how fast a model call is)."""
-    from ..campaign import parse_budget
-    from ..errors import InputError
     parts = [p.strip() for p in str(budget).split(",") if p.strip()]
     default = next((p for p in parts if "=" not in p), None)
     out = {}
@@ -111,7 +126,6 @@ def budgets_of(budget: str, models) -> dict:
 
 def _grid(budget: str) -> tuple[str, np.ndarray]:
     """The curve's axis (seconds, or calls for a budget in model calls) and its points."""
-    from ..campaign import parse_budget
     b = parse_budget(budget)
     axis, end = ("calls", b.calls) if b.calls is not None else ("seconds", b.seconds)
     return axis, np.linspace(0, end, GRID_POINTS + 1)
@@ -145,7 +159,6 @@ def summarize(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 def against(guide: str) -> tuple[str, ...]:
     """The baselines a guide is compared with: none for every other guide, faults for the
     criteria (faults against none is none's row)."""
-    from ..campaign import BASELINES, GUIDE_NONE
     if guide in BASELINES:
         return () if guide == GUIDE_NONE else (GUIDE_NONE,)
     return BASELINES
@@ -201,7 +214,6 @@ def curves_svg(curves: pd.DataFrame, width: int = 760, panel_h: int = 220) -> st
 
 
 def markdown(table: pd.DataFrame, verdicts: pd.DataFrame, settings: dict) -> str:
-    from ..campaign import parse_budget
     budgets = settings.get("budgets") or {}
     common = next((p.strip() for p in str(settings["budget"]).split(",") if "=" not in p),
                   settings["budget"])
@@ -276,7 +288,6 @@ def _verdict(verdicts: pd.DataFrame, baseline: str) -> str:
 
 def _against_markdown(v: pd.DataFrame, baseline: str) -> list[str]:
     """The section of one baseline: the differences, then where pairs and the rate differ."""
-    from ..campaign import BASELINE_TEXT
     what = BASELINE_TEXT.get(baseline, "")
     lines = ["", f"## Against the unguided baseline {baseline}" + (f" ({what})" if what
                                                                       else ""), "",
@@ -304,7 +315,6 @@ def _against_markdown(v: pd.DataFrame, baseline: str) -> list[str]:
 
 def _loop_of(value) -> str:
     """A row's loop label (rows written before the column: the loop without yield options)."""
-    from ..campaign.loop import YIELD_BEFORE, loop_label
     return value if isinstance(value, str) and value else loop_label(YIELD_BEFORE)
 
 
@@ -314,8 +324,6 @@ def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30
                    log: Callable[[str], None] = print, **params) -> dict:
     """Run the campaigns not yet in ``out_dir/runs.csv`` and write the report files (seeds
     from ``dataset``'s test split: a name or an .npz path; default: each model's own)."""
-    from ..campaign import load_campaign, run_campaign
-    from ..runs import RunStore
     models, guides = list(models or MODELS), list(guides or GUIDES)
     store = store if store is not None else RunStore()
     out = Path(out_dir)
@@ -326,8 +334,6 @@ def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30
     for x in rows + curve_rows:              # rows of a report written before the column
         x["loop"] = _loop_of(x.get("loop"))
     per_model = budgets_of(budget, models)
-    from ..campaign import CAMPAIGN_PARAMS
-    from ..campaign.loop import loop_label
     loop = loop_label(CAMPAIGN_PARAMS.check("the report's campaigns", params)) + VALIDITY_LABEL
     settings = {"budget": budget, "budgets": per_model, "seeds": seeds, "repeats": repeats,
                 "models": models, "guides": guides, "params": params, "loop": loop,
@@ -341,8 +347,8 @@ def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30
                        and x["budget"] == mb and x["seeds"] == seeds and x["loop"] == loop
                        for x in rows):
                     continue
-                s = run_campaign(model, dataset, guide=guide, budget=mb, seeds=seeds, seed=r,
-                                 store=store, **params)
+                s = campaign.run_campaign(model, dataset, guide=guide, budget=mb, seeds=seeds,
+                                          seed=r, store=store, **params)
                 rows.append({"model": model, "guide": guide, "repeat": r, "budget": mb,
                              "seeds": seeds, "loop": loop, **{k: s[k] for k in (
                                  "run_id", "valid_faults", "invalid_faults", "fault_classes",
@@ -351,7 +357,7 @@ def build_campaign(models=None, guides=None, repeats: int = 5, budget: str = "30
                                  "coverage_start", "coverage", "calls", "seconds", "overhead",
                                  "queue", "memory_mb")},
                              "load_avg_1min": round(__import__("os").getloadavg()[0], 2)})
-                curve = load_campaign(store.get(s["run_id"]))["curve"]
+                curve = campaign.load_campaign(store.get(s["run_id"]))["curve"]
                 curve_rows += [{"model": model, "guide": guide, "repeat": r, "budget": mb,
                                 "loop": loop, "axis": axis, "at": t, "faults": f}
                                for t, f in zip(grid, _grid_values(curve, grid, axis))]
@@ -390,7 +396,6 @@ def write_report(out: Path, settings: dict) -> dict:
         .reset_index()
     report = {"settings": settings, "table": table.to_dict("records"),
               "against_baselines": verdicts.to_dict("records")}
-    import platform
     settings["machine"] = f"{platform.machine()}, {__import__('os').cpu_count()} cores shared"
     files = write_files(out, {"summary.md": markdown(table, verdicts, settings),
                               "campaign.json": report, "curves.svg": curves_svg(mean)},
@@ -425,8 +430,6 @@ def pair_table(faults: dict) -> pd.DataFrame:
 
 def curve_figure(curve: dict, title: str = "Coverage and distinct faults"):
     """Coverage and distinct faults against wall time (top) and model calls (bottom)."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
     fig = make_subplots(rows=2, cols=1, specs=[[{"secondary_y": True}], [{"secondary_y": True}]],
                         subplot_titles=("against wall time (s)", "against model calls"),
                         vertical_spacing=0.14)
@@ -470,9 +473,6 @@ def fault_gallery(faults: dict, seeds: dict | None = None, per_group: int = 2,
                   limit: int = 12):
     """Image campaigns: one or two faults of each fault class (valid faults, the largest
     classes first; then invalid ones with their reason), each beside its root seed."""
-    from ..data import to_images
-    from .charts import image_grid
-    from .faults import caption, groups, members
     rows = []
     for which in ("valid", "invalid"):
         for g in groups(faults, which).group:
@@ -518,8 +518,6 @@ def fault_table(faults: dict, seeds: dict, vocab=None, per_pair: int = 2,
 def campaign_html(info, bounds: pd.DataFrame | None = None) -> str:
     """One campaign run as a self-contained HTML page (summary, curves, pairs, gallery;
     with ``bounds``, the CI gate's checks first)."""
-    from ..campaign import load_campaign
-    from .html import Section, flat_settings, render
     c = load_campaign(info)
     s = c["summary"]
     facts = {"run": info.run_id, "status": info.status, "model": s.get("model", info.model),
@@ -531,7 +529,6 @@ def campaign_html(info, bounds: pd.DataFrame | None = None) -> str:
              "distinct faults (valid or not)": s.get("distinct_faults"),
              "distinct (true, predicted) pairs": s.get("distinct_pairs"),
              "coverage": s.get("coverage"), "model calls": s.get("calls")}
-    from .faults import curves_figure, groups
     sections = [Section("Checks", tables=[("", bounds)])] if bounds is not None else []
     sections += [Section("Curves", figures=[curves_figure(c["faults"], c["curve"], "seconds"),
                                             curves_figure(c["faults"], c["curve"], "calls")]),
@@ -545,7 +542,6 @@ def campaign_html(info, bounds: pd.DataFrame | None = None) -> str:
     elif len(c["faults"].get("label", ())) and len(c["seeds"].get("x", ())):
         vocab = None
         if kind == "text":
-            from ..data import load_dataset
             vocab = load_dataset(c["config"]["dataset"]).vocab
         sections.append(Section("Faults beside their seeds",
                                 tables=[("", fault_table(c["faults"], c["seeds"], vocab))]))
@@ -556,9 +552,6 @@ def campaign_html(info, bounds: pd.DataFrame | None = None) -> str:
 
 def parse_bounds(items) -> dict[str, float]:
     """["rconc=0.8", "nc=0.5,kmnc=0.3"] -> {"rconc": 0.8, ...} (criteria checked by name)."""
-    from ..coverage import CRITERIA
-    from ..errors import InputError
-    from ..params import split_list
     out = {}
     for item in items or []:
         for pair in split_list(item, "--min-coverage"):
@@ -586,7 +579,6 @@ def check_bounds(info, model, min_coverage: dict, max_faults: int | None,
     """One row per bound: check, measured, bound, passed. Coverage of a criterion that did not
     guide the campaign is measured over the campaign's queue (its seeds and every kept
     input). ``count``: what ``max_faults`` bounds (``FAULT_COUNTS``)."""
-    from ..campaign import make_guide
     s = info.summary or {}
     rows = []
     queue = None
@@ -595,7 +587,6 @@ def check_bounds(info, model, min_coverage: dict, max_faults: int | None,
             rate = float(s["coverage"])
         else:
             if queue is None:
-                from ..campaign.record import read_rows
                 queue = read_rows(info, "queue")["x"]
             crit = make_guide(name, model, {})
             for i in range(0, len(queue), 256):
@@ -614,7 +605,6 @@ def check_bounds(info, model, min_coverage: dict, max_faults: int | None,
 def junit_xml(bounds: pd.DataFrame, info, seconds: float) -> str:
     """JUnit XML: one test case per bound (a failure element where it failed); the property
     ``exit_code`` is the command's (0 every bound passed, 1 one failed)."""
-    import xml.etree.ElementTree as ET
     s = info.summary or {}
     suites = ET.Element("testsuites")
     failures = int((~bounds["passed"].astype(bool)).sum())
@@ -642,7 +632,6 @@ def junit_error_xml(message: str, exit_code: int, seconds: float, model=None) ->
     """JUnit XML of a check that could not run: one test case with an error element (the
     one-line message) and the property ``exit_code`` (2 a usage or input error, 3 an internal
     error), so that a CI job tells a typo from a failing model."""
-    import xml.etree.ElementTree as ET
     suites = ET.Element("testsuites")
     suite = ET.SubElement(suites, "testsuite", name="rnncon check", tests="1", failures="0",
                           errors="1", time=f"{seconds:.3f}")

@@ -13,8 +13,11 @@ import numpy as np
 import pandas as pd
 
 from ..coverage import REPORT_THRESHOLDS, ContributionCoverage, NeuronCoverage
-from ..paths import ensure_dir
 from ..coverage.threshold import default_threshold, select_threshold
+from ..data import load_dataset
+from ..generate import get_generator
+from ..paths import ensure_dir
+from ..zoo import ARCHITECTURES, load_model, shipped_models
 from .writer import write_files
 
 EQ3 = {"normalize": "model", "values": "signed"}      # Eq. 3 taken literally
@@ -87,8 +90,6 @@ def _gate_table(name: str, rconc: ContributionCoverage) -> pd.DataFrame:
 
 def build_coverage(out: Path, names: list[str] | None = None, n_mnist: int = 0, n_imdb: int = 1000,
                    progress: Callable[[str], None] = lambda m: None) -> dict:
-    from ..data import load_dataset
-    from ..zoo import ARCHITECTURES, load_model, shipped_models
 
     out = ensure_dir(Path(out))
     shipped = [n for n in shipped_models() if n in ARCHITECTURES]
@@ -161,7 +162,6 @@ def _discrimination(name, model, tracer, ds, t, progress) -> pd.DataFrame:
     """Does RConC tell test sets apart? Base: the first DISCRIMINATION_BASE test inputs. Added:
     DISCRIMINATION_ADDED clean test inputs from outside the base, or the adversarial inputs PGD
     (a generator that does not look at coverage) makes from those same seeds."""
-    from ..generate import get_generator
     base = ds.x_test[:DISCRIMINATION_BASE]
     pool_x = ds.x_test[DISCRIMINATION_BASE:]
     pool_y = ds.y_test[DISCRIMINATION_BASE:]

@@ -31,7 +31,14 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from ..coverage import CRITERIA, default_threshold, needs_profile
+from ..coverage.profile import ensure_profile
+from ..data import default_dataset, load_dataset
+from ..errors import InputError, UnsupportedModelError
+from ..generate import get_generator
+from ..generate.base import predict_proba
 from ..paths import ensure_dir
+from ..zoo import class_labels, load_model
 from .writer import write_files
 
 MNIST_MODELS = ("mnist-lstm", "stacked-mnist-lstm", "mnist-gru", "stacked-mnist-gru")
@@ -77,9 +84,6 @@ def partial_tau(x, y, z) -> float:
 def _pool(name, model, ds, n_clean, n_seeds, methods, progress):
     """(x, y_true, y_pred, source) of the pool: test[:n_clean] clean, and one generated input
     per seed test[n_clean:n_clean + n_seeds] per method."""
-    from ..generate import get_generator
-    from ..generate.base import predict_proba
-    from ..zoo import class_labels
     x_test, y_test = ds.split("test")
     xs, ys, src, secs = [x_test[:n_clean]], [y_test[:n_clean]], ["clean"] * n_clean, {}
     seeds, y_seeds = x_test[n_clean:n_clean + n_seeds], y_test[n_clean:n_clean + n_seeds]
@@ -126,8 +130,6 @@ def _criteria(model, x_train=None, y_train=None):
     edge RConC (a per-input item set of millions of edges) and those the model does not have
     (csc on a GRU: its column stays empty, "n/a"). The profile-based ones build their
     profiles from (x_train, y_train) when these are given and the cached ones differ."""
-    from ..errors import UnsupportedModelError
-    from ..coverage import CRITERIA, default_threshold, needs_profile
     out = []
     for name, cls in CRITERIA.items():
         params = {"threshold": default_threshold("image")} if name in ("rconc", "nc") else {}
@@ -147,9 +149,6 @@ def measure_model(name: str, n_clean=500, n_seeds=100, sizes=(25, 50, 100, 200),
                   n_suites=200, n_profile=4000, methods=METHODS, seed=0,
                   progress: Callable[[str], None] = print):
     """(suites table, pool table, timings) for one MNIST model."""
-    from ..data import default_dataset, load_dataset
-    from ..zoo import load_model
-    from ..coverage.profile import ensure_profile
     started = time.time()
     model = load_model(name)
     ds = load_dataset(default_dataset("image"))        # MNIST
@@ -259,7 +258,6 @@ def build_criteria(out: Path, names=MNIST_MODELS, progress: Callable[[str], None
         done = pd.read_csv(out / "suites.csv")
         old = json.loads((out / "config.json").read_text())
         if any(old.get(k) != (list(v) if isinstance(v, tuple) else v) for k, v in sizes.items()):
-            from ..errors import InputError
             raise InputError(f"{out} was measured with other settings; run without resume")
         tables.append(done)
         pools.append(pd.read_csv(out / "pool.csv"))

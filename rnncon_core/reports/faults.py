@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from ..campaign.classes import valid_counts
 
@@ -176,8 +178,6 @@ AXIS_TITLES = {"seconds": "wall time (s)", "calls": "model calls"}
 def curves_figure(faults: dict, curve: dict, axis: str = "seconds"):
     """Two charts side by side, each with its own axes from zero: faults over time (fault
     classes, valid and all distinct faults) and the guide's coverage over time."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1,
                         subplot_titles=("Faults found", "Coverage of the guide's criterion"))
     for name, (x, y) in over_time(faults, curve, axis).items():

@@ -11,8 +11,14 @@ from typing import Callable
 
 import numpy as np
 
+from .. import jobs
 from ..errors import InputError
 from ..generate import generator_class
+from ..generate.base import MINIMIZE
+from ..quality import tsne_embedding
+from ..runs import RunStore
+from ..trace import Tracer
+from ..zoo import ARCHITECTURES, load_model, read_card, shipped_models
 from .writer import write_files
 
 MNIST_MODELS = ("stacked-mnist-lstm", "mnist-lstm", "stacked-mnist-gru", "mnist-gru")
@@ -68,9 +74,6 @@ def build_generation(n_seeds: int = 500, models=None, out_dir="reports/generatio
     ``other_seeds`` (default: as many; the first ones of the same seed list).
     With ``reuse``, a finished run of the store with the same request (model, method, seeds,
     parameters) is read instead of being run again (so an interrupted report resumes)."""
-    from ..runs import RunStore
-    from ..zoo import shipped_models
-    from ..jobs import run_generation
 
     store = store if store is not None else RunStore()
     shipped = set(shipped_models())
@@ -81,7 +84,7 @@ def build_generation(n_seeds: int = 500, models=None, out_dir="reports/generatio
     out.mkdir(parents=True, exist_ok=True)
     build = _Build(n_seeds=n_seeds, other_seeds=other_seeds, models=models, shipped=shipped,
                    iterations=iterations, extra=extra, store=store, reuse=reuse, log=log,
-                   out=out, run_generation=run_generation,
+                   out=out, run_generation=jobs.run_generation,
                    tm=tsne_model if tsne_model in models else models[0])
     for model in models:
         report = build.model(model)
@@ -90,7 +93,6 @@ def build_generation(n_seeds: int = 500, models=None, out_dir="reports/generatio
 
 def _check_models(models, shipped: set) -> list[str]:
     """The models asked (default: every shipped MNIST model), each a trained MNIST model."""
-    from ..zoo import ARCHITECTURES
     models = list(models) if models else [m for m in MNIST_MODELS if m in shipped]
     if not models:
         raise InputError("no MNIST model is shipped: train them first (`rnncon train "
@@ -136,7 +138,6 @@ class _Build:
     def _params(self, model, method, params) -> dict:
         """A row's generator params, with the report's iterations and a differential run's
         other models."""
-        from ..zoo import ARCHITECTURES
         p = dict(params)
         if "iterations" in generator_class(method).params and "iterations" not in p:
             p.update(self.extra)
@@ -148,8 +149,6 @@ class _Build:
 
     def model(self, model) -> dict:
         """Every row of one model, then the report of the models done so far."""
-        from ..zoo import load_model
-        from ..trace import Tracer
         keras_model = load_model(model)
         layers = [s.name for s in Tracer(keras_model).specs if s.kind != "dense"]
         rows = _rows_for(model, layers)
@@ -174,7 +173,6 @@ class _Build:
         self.table2.append(_row(model, "noise (same L2)", "noise", s))
 
     def _table4_row(self, model) -> dict:
-        from ..zoo import read_card
         runs = self.runs
         card = read_card(model) or {}
         return {"model": model,
@@ -229,10 +227,9 @@ class _Build:
 def _reusable(store, model: str, method: str, n_seeds: int, params: dict) -> dict | None:
     """The summary of the finished run that answered this very request (jobs.find_generation:
     the same model file, seeds and whole generator configuration), or None."""
-    from ..jobs import find_generation
     if "l2" in params:          # matched noise depends on another run: always run it (cheap)
         return None
-    info = find_generation(store, model, method, n_seeds, **params)
+    info = jobs.find_generation(store, model, method, n_seeds, **params)
     if info is None or not (info.path / "outputs.npz").exists() or not info.summary:
         return None
     return {**info.summary, "run_id": info.run_id, "outputs": str(info.path / "outputs.npz")}
@@ -281,7 +278,6 @@ def _targets(models, runs) -> list[dict]:
 
 
 def _tsne(tsne_runs: dict) -> list[dict]:
-    from ..quality import tsne_embedding
     zs = {k: np.load(s["outputs"]) for k, s in tsne_runs.items()}
     n = min(len(z["seed_index"]) for z in zs.values())     # k = 1 may have more seeds
     zs = {k: {f: z[f][:n] for f in ("seed_index", "x_gen", "x_seed", "adversarial")}
@@ -339,7 +335,6 @@ def _md_intro(r: dict) -> list[str]:
 
 def _md_table2(r: dict) -> list[str]:
     """Table 2's section: one line per (model, row)."""
-    from ..generate.base import MINIMIZE
     steps, polish = (p.default for p in MINIMIZE[1:3])
     L = ["## Table 2: adversarial inputs per model and strategy", "",
          "Every gradient method ran with the minimal-perturbation stage (`minimize=True`, "

@@ -20,7 +20,12 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from .. import data, zoo
+from ..coverage import (CellStateCoverage, ContributionCoverage, HiddenStateCoverage,
+                        NeuronCoverage, default_threshold)
+from ..errors import UnsupportedModelError
 from ..io import versions as core_versions
+from ..trace import Tracer
 from . import charts, results
 
 PACKAGES = ("pandas", "plotly", "streamlit", "scikit-learn")   # beside the core's versions
@@ -160,7 +165,6 @@ def generation(info, outputs: dict | None, pairs: int = 12) -> str:
         rows = results.gallery_order(outputs, only_adversarial=False)[:pairs]
         x_seed = np.asarray(outputs["x_seed"])
         if np.issubdtype(x_seed.dtype, np.floating) and x_seed.ndim == 3 and len(rows):
-            from .. import data
             sections.append(Section(
                 "Seeds and generated inputs (Figure 9)",
                 f"The first {len(rows)} pairs, adversarial ones first.",
@@ -268,11 +272,6 @@ def coverage_of_model(model: str, dataset: str | None = None, n_inputs: int = 20
                       normalize: str = "step", values: str = "abs") -> str:
     """The Coverage page's report for a model over the first ``n_inputs`` test inputs of a data
     set (default: the model's own), without a server (``rnncon report html --model``)."""
-    from .. import data, zoo
-    from ..coverage import (CellStateCoverage, ContributionCoverage, HiddenStateCoverage,
-                            NeuronCoverage, default_threshold)
-    from ..errors import UnsupportedModelError
-    from ..trace import Tracer
     dataset = dataset or (zoo.ARCHITECTURES[model].dataset if model in zoo.ARCHITECTURES
                           else data.default_dataset("image"))
     ds = data.load_dataset(dataset)

@@ -22,7 +22,12 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from ..data import dataset_kind, load_dataset
+from ..generate import get_generator
 from ..paths import ensure_dir
+from ..prioritize import prioritize
+from ..zoo import load_model, model_datasets
+from .results import generation_runs
 from .writer import write_files
 
 MODELS = ("mnist-lstm", "stacked-mnist-lstm", "mnist-gru", "stacked-mnist-gru",
@@ -34,7 +39,6 @@ GENERATOR = {"image": "rconc", "text": "eda"}        # by the data set's kind
 
 
 def signals_for(dataset: str) -> list[str]:
-    from ..data import dataset_kind
     crits = CRITERIA_IMDB if dataset_kind(dataset) == "text" else CRITERIA_MNIST
     return [*UNCERTAIN, *(f"{c}-{how}" for c in crits for how in ("total", "additional")),
             "random"]
@@ -43,7 +47,6 @@ def signals_for(dataset: str) -> list[str]:
 def _generated(store, name, model, ds, n_test, n_gen, progress):
     """(x, y, where they come from): the model's stored generation runs' inputs, else n_gen
     generated here from test[n_test:n_test + n_gen]."""
-    from .results import generation_runs
     xs, ys, runs = [], [], []
     for info in generation_runs(store, name) if store is not None else []:
         out = info.load_npz("outputs")
@@ -59,7 +62,6 @@ def _generated(store, name, model, ds, n_test, n_gen, progress):
         return x, y, f"{len(x)} inputs of stored generation runs {', '.join(runs)}"
     if not n_gen:
         return None, None, "none"
-    from ..generate import get_generator
     method = GENERATOR.get(ds.kind, "rconc")
     x_test, y_test = ds.split("test")
     seeds, y_seeds = x_test[n_test:n_test + n_gen], y_test[n_test:n_test + n_gen]
@@ -76,9 +78,6 @@ def _generated(store, name, model, ds, n_test, n_gen, progress):
 def measure_model(name: str, n_test: int, n_gen: int, repeats: int, n_profile: int,
                   store=None, progress: Callable[[str], None] = print):
     """(metrics rows of both pools, pool facts) for one model."""
-    from ..data import load_dataset
-    from ..prioritize import prioritize
-    from ..zoo import load_model, model_datasets
     model = load_model(name)
     ds_name = model_datasets(name, model)[0]
     ds = load_dataset(ds_name)

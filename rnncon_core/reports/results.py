@@ -6,6 +6,11 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from rnncon_core.runs import display_name
+from ..errors import RNNConError
+from ..retrain import generator_params
+from .charts import with_all
+
 METRIC_NAMES = {"accuracy": "Accuracy", "precision": "Precision", "recall": "Recall",
                 "f1": "F1", "auc": "AUC", "rconc": "RConC"}
 
@@ -37,7 +42,6 @@ def partial_note(info) -> str:
 def run_label(info) -> str:
     """A run as a person reads it: its name (or what it did and when, the id's short tail
     beside), its state, and its headline."""
-    from rnncon_core.runs import display_name
     s = info.summary or {}
     bits = [display_name(info), "finished" if complete(info) else f"{info.status} (partial)"]
     if "n_adversarial" in s:
@@ -218,7 +222,6 @@ def coverage_view(crits: dict, threshold: float, by: str, grid: tuple) -> dict:
 
 def coverage_sweep(crits: dict, grid: tuple, by: str = "layer") -> pd.DataFrame:
     """RConC and NC per layer (and "All") at every threshold of the grid."""
-    from .charts import with_all
     rows = []
     for t in grid:
         for name in ("RConC", "NC"):
@@ -267,8 +270,6 @@ def table2(runs: Iterable) -> pd.DataFrame:
 def generator_settings(config: dict) -> dict:
     """Target layer and constraint of a generation run: its stored settings read through its
     method's declaration (retrain.generator_params; older runs' layout too)."""
-    from ..errors import RNNConError
-    from ..retrain import generator_params
     try:
         params = generator_params(config)
     except RNNConError:                     # a method this checkout does not register

@@ -19,10 +19,16 @@ import time
 
 import numpy as np
 
+from .. import jobs
+from ..coverage import get_criterion
 from ..data import default_dataset
 from ..errors import InputError
 from ..paths import REPO_ROOT
-from ..text.generators import IMDB_THRESHOLD
+from ..runs import RunStore
+from ..text.eda import Lexicon
+from ..text.generators import IMDB_THRESHOLD, load_vocabulary
+from ..text.lexical import CHECKS, check_edits
+from ..zoo import load_model, shipped_models
 from .writer import write_files
 
 # (method, constraints, further generator parameters); the last trades readable substitutes
@@ -45,7 +51,6 @@ SAFE = ("antonym", "polarity", "number")     # the checks of the 97 % target
 
 
 def _coverage_before_after(model, x_seed, x_gen, criterion: str) -> tuple[float, float]:
-    from ..coverage import get_criterion
     cov = get_criterion(criterion, model, threshold=IMDB_THRESHOLD)
     cov.update(x_seed)
     before = cov.rate()
@@ -59,7 +64,6 @@ def _mean(v) -> float | None:
 
 def method_row(model_name: str, keras_model, out: dict, lexicon=None) -> dict:
     """The report's figures for one stored run (``out``: what run_generation returned)."""
-    from ..text.lexical import CHECKS, check_edits
     with np.load(out["outputs"]) as f:
         a = {k: f[k] for k in f.files}
     adv = a["adversarial"].astype(bool)
@@ -110,8 +114,6 @@ def method_row(model_name: str, keras_model, out: dict, lexicon=None) -> dict:
 
 
 def _lexicon():
-    from ..text.eda import Lexicon
-    from ..text.generators import load_vocabulary
     return Lexicon(load_vocabulary(), table={})
 
 
@@ -123,9 +125,6 @@ def build_text(models=None, n_seeds: int = 100, max_fraction: float = 0.1,
     ``reuse``: take a finished stored run of the same model, method and settings (seeds,
     constraints, word budget) instead of generating again (the figures are recomputed from
     its outputs)."""
-    from ..jobs import run_generation
-    from ..runs import RunStore
-    from ..zoo import load_model, shipped_models
     shipped = set(shipped_models())
     models = list(models) if models else [m for m in IMDB_MODELS if m in shipped]
     if not models:
@@ -144,11 +143,11 @@ def build_text(models=None, n_seeds: int = 100, max_fraction: float = 0.1,
                 log(f"[{name}] {method} ({constraints}): stored run {out['run_id']}")
             else:
                 log(f"[{name}] {method} ({constraints}): {n_seeds} seeds")
-                out = run_generation(name, method, n_seeds, store=store,
-                                     dataset=default_dataset("text"),
-                                     max_fraction=max_fraction, max_changes=max_changes,
-                                     constraints=constraints, **dict(params),
-                                     progress=lambda d, t, m=method: log(f"  {m} {d}/{t}"))
+                out = jobs.run_generation(name, method, n_seeds, store=store,
+                                          dataset=default_dataset("text"),
+                                          max_fraction=max_fraction, max_changes=max_changes,
+                                          constraints=constraints, **dict(params),
+                                          progress=lambda d, t, m=method: log(f"  {m} {d}/{t}"))
             out["constraints"], out["variant_params"] = constraints, params
             row = method_row(name, keras_model, out, lex)
             rows.append(row)
@@ -169,10 +168,9 @@ def _stored_run(store, model, method, constraints, n_seeds, max_fraction, max_ch
                 params: dict):
     """The finished run this request makes (jobs.find_generation), as run_generation's answer,
     or None."""
-    from ..jobs import find_generation
-    info = find_generation(store, model, method, n_seeds, dataset=default_dataset("text"),
-                           max_fraction=max_fraction, max_changes=max_changes,
-                           constraints=constraints, **params)
+    info = jobs.find_generation(store, model, method, n_seeds, dataset=default_dataset("text"),
+                                max_fraction=max_fraction, max_changes=max_changes,
+                                constraints=constraints, **params)
     if info is None or not (info.path / "outputs.npz").exists():
         return None
     return {**(info.summary or {}), "run_id": info.run_id, "method": method,
@@ -200,7 +198,6 @@ def _targets(rows: list[dict]) -> list[dict]:
 
 def _examples(outputs: str, lex, k: int = N_EXAMPLES, context: int = 5) -> list[dict]:
     """``k`` random generated reviews of a run (a fixed draw), each edit in its context."""
-    from ..text.lexical import check_edits
     with np.load(outputs) as f:
         a = {key: f[key] for key in ("x_seed", "x_gen", "adversarial", "seed_index")}
     rng = np.random.default_rng(0)

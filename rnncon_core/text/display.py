@@ -14,6 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from ..textdiff import align
+from .lexical import check_edits
 
 STATUS_STYLE = {
     "replaced": "background:#fde68a;border-radius:3px;padding:0 2px",
@@ -42,7 +43,6 @@ def side_by_side(seed_words: Sequence[str], gen_words: Sequence[str],
     out = {"seed": seed, "generated": gen, "words_changed": changed, "n_words": n,
            "share_changed": changed / n if n else 0.0}
     if checked:
-        from .lexical import check_edits
         res = check_edits(seed_words, gen_words)
         for e in res["edits"]:
             if not e["failed"]:

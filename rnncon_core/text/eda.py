@@ -32,7 +32,10 @@ import numpy as np
 
 from ..data import IMDB_MAXLEN, INDEX_FROM, OOV, PAD, START, Vocabulary, pad_sequences, tokenize
 from ..errors import InputError
-from .lexical import stop_words
+from .lexical import (MIN_SIMILARITY, NEGATIONS, PENN_TO_WN, Substitutes, is_number, polarity,
+                      pos_tags, stop_words)
+from .vectors import imdb_vectors
+from .wordnet import synonym_table, vocab_key
 
 OPERATIONS = ("sr", "ri", "rs", "rd")
 UNK = "<unk>"
@@ -57,7 +60,6 @@ class Lexicon:
     def __init__(self, vocab: Vocabulary, table: dict[str, list[str]] | None = None,
                  names=frozenset(), common=None, name_pairs=frozenset()):
         if table is None:
-            from .wordnet import synonym_table
             table = synonym_table(vocab.words)
         self.vocab = vocab
         self.table = table
@@ -83,9 +85,6 @@ class Lexicon:
         """Shared by every lexicon of the same vocabulary, names and similarity threshold (its
         cache survives generators)."""
         if self._substitutes is None:
-            from .lexical import Substitutes
-            from .wordnet import vocab_key
-            from .lexical import MIN_SIMILARITY
             sim = MIN_SIMILARITY if self.min_similarity is None else float(self.min_similarity)
             key = (vocab_key(self.vocab.words), vocab_key(sorted(self.names)), sim,
                    self.min_cosine, None if self.common is None else
@@ -94,7 +93,6 @@ class Lexicon:
             if key not in _SUBSTITUTES:
                 vectors = None
                 if self.min_cosine is not None:
-                    from .vectors import imdb_vectors
                     vectors = imdb_vectors(self.vocab)
                 _SUBSTITUTES[key] = Substitutes(set(self.vocab.words), self.stop, self.names,
                                                 min_similarity=sim, vectors=vectors,
@@ -107,7 +105,6 @@ class Lexicon:
         """Penn tags of a review (the last review asked is remembered)."""
         key = tuple(words)
         if key != self._tags[0]:
-            from .lexical import pos_tags
             self._tags = (key, pos_tags(key))
         return self._tags[1]
 
@@ -195,7 +192,6 @@ def random_swap(words: list[str], n: int, rng: np.random.Generator, lex: Lexicon
     if len(out) < 2:
         return out
     if reader:         # two words of the same tag and polarity, neither protected
-        from .lexical import PENN_TO_WN, polarity
         tags = lex.tags(out)
         groups: dict[tuple, list[int]] = {}
         for i, (w, t) in enumerate(zip(out, tags)):
@@ -216,7 +212,6 @@ def random_swap(words: list[str], n: int, rng: np.random.Generator, lex: Lexicon
 def deletable(words: Sequence[str], tags: Sequence[str], lex: Lexicon) -> list[bool]:
     """Where reader-mode RD may delete: a neutral adverb (not a negation, number or name), or a
     neutral adjective right before a noun or an adjective."""
-    from .lexical import NEGATIONS, is_number, polarity
     out = []
     for i, (w, t) in enumerate(zip(words, tags)):
         nxt = tags[i + 1] if i + 1 < len(tags) else ""

@@ -20,14 +20,19 @@ from pathlib import Path
 
 import numpy as np
 
+from ..coverage import get_criterion
 from ..coverage.threshold import DEFAULT_THRESHOLDS
-from ..data import INDEX_FROM, VOCAB_FILE, Vocabulary
+from ..data import INDEX_FROM, VOCAB_FILE, Vocabulary, default_dataset, load_dataset
 from ..errors import DataMissingError, InputError, UnsupportedModelError
-from ..generate.base import BatchOutput, Generator
+from ..generate.base import BatchOutput, Generator, compiled_forward
+from ..generate.baselines import loss_from_output
+from ..lazy import tf
 from ..params import Bool, FilePath, IntRange, Interval, OneOf, Param, Params, Text
 from ..textdiff import words_changed
+from ..trace import Tracer
 from .eda import CONSTRAINTS, EDA, Lexicon
-from .lexical import CHECKS, check_edits
+from .lexical import (CHECKS, MIN_COUNT, MIN_SIMILARITY, PENN_TO_WN, check_edits, imdb_names,
+                      imdb_word_facts)
 
 IMDB_THRESHOLD = DEFAULT_THRESHOLDS["text"]     # the paper's for the IMDB models
 # what steers the search towards uncovered contributions (synonym-gradient: only with the
@@ -44,7 +49,6 @@ def load_vocabulary(vocab=None) -> Vocabulary:
     if path.exists():
         return Vocabulary.load(path)
     if vocab is None:
-        from ..data import default_dataset, load_dataset
         ds_vocab = load_dataset(default_dataset("text")).vocab
         if ds_vocab is not None:
             return ds_vocab
@@ -97,8 +101,6 @@ class TextGenerator(Generator):
                  criterion: str, threshold: float, layer: str | None, n_targets: int,
                  constraints: str, min_similarity: float | None, min_cosine: float | None,
                  lexicon: Lexicon | None = None, batch_size: int = 64, seed: int = 0):
-        from ..coverage import get_criterion
-        from ..trace import Tracer
         super().__init__(model, batch_size=batch_size, seed=seed)
         self.tracer = Tracer(model)
         if self.tracer.embedding is None:
@@ -106,7 +108,6 @@ class TextGenerator(Generator):
                                         f"with an Embedding of word ids; this one reads vectors")
         self.constraints = constraints
         if lexicon is None:
-            from .lexical import MIN_COUNT, imdb_names, imdb_word_facts
             v = load_vocabulary(vocab)
             facts = imdb_word_facts(v.words)
             common = {w for w, n in facts["counts"].items() if n >= MIN_COUNT} or None
@@ -114,7 +115,6 @@ class TextGenerator(Generator):
                               name_pairs=facts["name_pairs"])
         self.lexicon = lexicon
         self.lexicon.set_similarity(min_similarity, min_cosine)
-        from .lexical import MIN_SIMILARITY
         self.min_similarity = MIN_SIMILARITY if min_similarity is None else float(min_similarity)
         n_ids = int(self.tracer.embedding[1].shape[0])
         if self.lexicon.vocab.num_words > n_ids:
@@ -173,9 +173,7 @@ class TextGenerator(Generator):
     def predict(self, x: np.ndarray) -> np.ndarray:
         """Class probabilities (N, C) through the compiled forward pass (an eager 500-step
         recurrence is several times slower)."""
-        import tensorflow as tf
 
-        from ..generate.base import compiled_forward
         fwd = compiled_forward(self.model)
         outs = [np.asarray(fwd(tf.constant(x[i:i + 256], tf.int32)))
                 for i in range(0, len(x), 256)]
@@ -370,10 +368,8 @@ class SynonymGradient(TextGenerator):
 
     def _gradient(self, ids, y, targets) -> np.ndarray:
         """(B, T, E): the gradient of the objective w.r.t. the embedding vectors."""
-        import tensorflow as tf
         if self.objective == "loss":
             if self._grad_fn is None:
-                from ..generate.baselines import loss_from_output
                 tr = self.tracer
                 # Keras' own layers after the Embedding: the loss needs no trace, and their
                 # gradient is about 5 times faster than through the traced recurrence
@@ -435,7 +431,6 @@ class SynonymGradient(TextGenerator):
     def _reads_alike(self, row: np.ndarray, p: int, s: int) -> bool:
         """The tagger reads substitute ``s`` at position ``p`` as the same part of speech as
         the word it replaces (the review re-tagged with it)."""
-        from .lexical import PENN_TO_WN
         lex = self.lexicon
         words, _ = lex.words_of(row)
         k = p - (len(row) - len(words))

@@ -55,14 +55,20 @@ keeps it).
 """
 from __future__ import annotations
 
-import math
 import json
+import math
 import re
+from collections import Counter
 from functools import lru_cache
+from importlib.resources import files
 from typing import Sequence
 
+from .. import paths
+from ..data import imdb_texts, tokenize
 from ..errors import DataMissingError
 from ..io import atomic_write_text
+from ..textdiff import align
+from .wordnet import load_wordnet, vocab_key
 
 PENN_TO_WN = {"NN": "n", "NNS": "n", "VB": "v", "VBD": "v", "VBG": "v", "VBN": "v",
               "VBP": "v", "VBZ": "v", "JJ": "a", "JJR": "a", "JJS": "a",
@@ -114,7 +120,6 @@ def _tagger():
 def vader_lexicon() -> dict[str, float]:
     """VADER's word ratings (mean of ten people's ratings on -4..4), read from the package."""
     try:
-        from importlib.resources import files
         text = (files("vaderSentiment") / "vader_lexicon.txt").read_text(encoding="utf-8")
     except (ImportError, FileNotFoundError, ModuleNotFoundError) as e:
         raise DataMissingError("the sentiment lexicon needs vaderSentiment==3.3.2 "
@@ -131,7 +136,6 @@ def vader_lexicon() -> dict[str, float]:
 
 
 def _wn():
-    from .wordnet import load_wordnet
     return load_wordnet()
 
 
@@ -267,7 +271,6 @@ _SENTENCE_END = re.compile(r"[.!?]\s*$")
 def names_from_texts(texts, min_count: int = 3, share: float = 0.5) -> frozenset[str]:
     """Lower-cased words written with a capital inside sentences (not after . ! ? or at the
     start) in at least ``share`` of their ``min_count`` or more such occurrences."""
-    from collections import Counter
     word = re.compile(r"[A-Za-z][A-Za-z']*")
     caps, seen = Counter(), Counter()
     for t in texts:
@@ -287,19 +290,16 @@ def names_from_texts(texts, min_count: int = 3, share: float = 0.5) -> frozenset
 def imdb_names(vocab_words: Sequence[str]) -> frozenset[str]:
     """Names among the vocabulary's words, from the IMDB training reviews (cached in .cache/);
     empty when the reviews are not installed."""
-    from ..paths import CACHE_DIR, ensure_dir
-    from .wordnet import vocab_key
-    path = CACHE_DIR / f"imdb-names-{vocab_key(list(vocab_words))}.json"
+    path = paths.CACHE_DIR / f"imdb-names-{vocab_key(list(vocab_words))}.json"
     if path.exists():
         return frozenset(json.loads(path.read_text()))
     try:
-        from ..data import imdb_texts
         texts, _ = imdb_texts("train")
     except Exception:                    # the data package is missing: no names known
         return frozenset()
     known = set(vocab_words)
     names = sorted(names_from_texts(texts) & known)
-    ensure_dir(CACHE_DIR)
+    paths.ensure_dir(paths.CACHE_DIR)
     atomic_write_text(path, json.dumps(names))
     return frozenset(names)
 
@@ -312,7 +312,6 @@ def name_pairs_from_texts(texts, min_count: int = 3, share: float = 0.5
     """Lower-cased word pairs written as two capitalised words inside sentences ("Family
     Guy", "Star Wars") in at least ``share`` of their ``min_count`` or more such occurrences:
     multi-word names whose words, alone, are common words."""
-    from collections import Counter
     pair = re.compile(r"(?=\b([A-Za-z]+) ([A-Za-z]+)\b)")
     caps, seen = Counter(), Counter()
     for t in texts:
@@ -332,12 +331,8 @@ def imdb_word_facts(vocab_words: Sequence[str]) -> dict:
     """From the IMDB training reviews (cached in .cache/): ``counts`` (word -> occurrences, for
     the vocabulary's words) and ``name_pairs`` (multi-word names, see
     :func:`name_pairs_from_texts`); empty when the reviews are not installed."""
-    from collections import Counter
 
-    from ..data import tokenize
-    from ..paths import CACHE_DIR, ensure_dir
-    from .wordnet import vocab_key
-    path = CACHE_DIR / f"imdb-word-facts-{vocab_key(list(vocab_words))}.json"
+    path = paths.CACHE_DIR / f"imdb-word-facts-{vocab_key(list(vocab_words))}.json"
     stop = stop_words()
 
     def names(pairs) -> frozenset:        # "A Bronx Tale": the article is no part of it
@@ -346,7 +341,6 @@ def imdb_word_facts(vocab_words: Sequence[str]) -> dict:
         raw = json.loads(path.read_text())
         return {"counts": raw["counts"], "name_pairs": names(raw["name_pairs"])}
     try:
-        from ..data import imdb_texts
         texts, _ = imdb_texts("train")
     except Exception:                    # the data package is missing: nothing known
         return {"counts": {}, "name_pairs": frozenset()}
@@ -355,7 +349,7 @@ def imdb_word_facts(vocab_words: Sequence[str]) -> dict:
     for t in texts:
         counts.update(tokenize(t))
     pairs = sorted(p for p in name_pairs_from_texts(texts) if p[0] in known and p[1] in known)
-    ensure_dir(CACHE_DIR)
+    paths.ensure_dir(paths.CACHE_DIR)
     atomic_write_text(path, json.dumps({"counts": {w: n for w, n in counts.items() if w in known},
                                         "name_pairs": pairs}))
     return {"counts": {w: n for w, n in counts.items() if w in known},
@@ -498,7 +492,6 @@ def check_edits(seed_words: Sequence[str], gen_words: Sequence[str],
     insertion in the generated review; a substitution also has ``gen_position``). Replaced blocks of equal length are
     substitutions word by word; the rest of a replaced block counts as insertions/deletions.
     """
-    from ..textdiff import align
     seed_words, gen_words = list(seed_words), list(gen_words)
     seed_tags = list(seed_tags) if seed_tags is not None else pos_tags(seed_words)
     gen_tags = None

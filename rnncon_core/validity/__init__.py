@@ -18,9 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import paths
+from ..data import DATASETS, load_dataset
 from ..errors import InputError, JobCancelled
+from ..io import file_sha256
 from ..registry import Registry
 from .base import REASON_DTYPE, Oracle, Validator, Verdict
+from .fitted import Distribution, Reference
 
 _V = "rnncon_core.validity."
 VALIDATORS = Registry("validity check", "rnncon.validators", base=_V + "base:Validator",
@@ -37,17 +41,14 @@ MAX_FIT = 20_000          # training inputs the fitted checks see at most (fashi
 def validators_dir(dataset) -> Path:
     """Where a data set's fitted checks live: shipped in assets/validators/NAME for the
     built-in data sets, in the cache by the file's digest for a user's .npz."""
-    from ..data import DATASETS
-    from ..io import file_sha256
-    from ..paths import ASSETS_DIR, CACHE_DIR
     name = str(getattr(dataset, "name", dataset))
     if name in DATASETS:
-        return ASSETS_DIR / "validators" / name
+        return paths.ASSETS_DIR / "validators" / name
     path = Path(name)
     if not path.is_file():
         raise InputError(f"no data set {name!r} to fit validity checks on: give a built-in "
                          f"name or the path of your .npz")
-    return CACHE_DIR / "validators" / file_sha256(path)[:16]
+    return paths.CACHE_DIR / "validators" / file_sha256(path)[:16]
 
 
 def fit_validity(dataset, flag_rate: float = 0.01, seed: int = 0, log=None,
@@ -56,8 +57,6 @@ def fit_validity(dataset, flag_rate: float = 0.01, seed: int = 0, log=None,
     """Fit the data set's checks (``FITTED``) and save them; returns their cards, with the
     share of the clean test split each flags, measured. ``should_stop()`` true (Ctrl-C) ends
     the fit at the next training batch: JobCancelled, nothing saved."""
-    from ..data import load_dataset
-    from .fitted import Distribution, Reference
     ds = load_dataset(dataset) if not hasattr(dataset, "x_train") else dataset
     x_fit, y_fit = ds.x_train[:MAX_FIT], ds.y_train[:MAX_FIT]
     if ds.kind == "text":
@@ -133,7 +132,6 @@ def oracle_for(dataset, kind: str | None = None, *, train: bool = True, log=None
         return Oracle([], unchecked="switched off (--validity-checks off)")
     ds = None if dataset is None or str(dataset) == "inputs" else str(dataset)
     if kind is None and ds is not None:       # the data set read only to learn its kind
-        from ..data import load_dataset
         kind = load_dataset(ds).kind
     if kind is None:
         raise InputError("validity: give the input kind (image, sequence or text)")

@@ -22,6 +22,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..io import atomic_save_keras, atomic_write_json
+from ..lazy import keras, tf
+from ..zoo import load_model
 from .base import Validator, Verdict
 
 HELD_OUT = 0.1            # share of the training split kept out of fitting, for thresholds
@@ -64,7 +66,6 @@ class _Fitted(Validator):
         return (x - self.mean) / self.scale
 
     def _run(self, x) -> np.ndarray:
-        import tensorflow as tf
         if self._fn is None:            # one trace for every batch size
             spec = tf.TensorSpec([None, *self.card["input_shape"]], tf.float32)
             self._fn = tf.function(lambda t: self.model(t, training=False),
@@ -80,7 +81,6 @@ class _Fitted(Validator):
 
     @classmethod
     def load(cls, folder: Path) -> "_Fitted":
-        from ..zoo import load_model
         folder = Path(folder)
         card_path, model_path = folder / f"{cls.FILE}.json", folder / f"{cls.FILE}.keras"
         if not card_path.exists() or not model_path.exists():
@@ -126,7 +126,6 @@ class Distribution(_Fitted):
     @classmethod
     def fit(cls, x_train, kind: str, flag_rate: float = 0.01, seed: int = 0,
             epochs: int = 40, log=None, should_stop=None) -> "Distribution":
-        import keras
         if not 0 < flag_rate < 0.5:
             raise InputError(f"flag_rate {flag_rate}: give a share of clean inputs to flag "
                              f"in (0, 0.5), e.g. 0.01")
@@ -215,7 +214,6 @@ class Reference(_Fitted):
     def fit(cls, x_train, y_train, kind: str, num_classes: int, x_test=None, y_test=None,
             seed: int = 0, epochs: int = 30, class_names=None, log=None,
             should_stop=None) -> "Reference":
-        import keras
         x_train = np.asarray(x_train, np.float32)
         y_train = np.asarray(y_train, np.int64)
         mean, scale = _standardizer(x_train, kind)
@@ -273,7 +271,6 @@ def _callbacks(log, what: str, epochs: int, should_stop=None):
     """Keras callbacks of a fit: one that reports every fifth epoch and the last to ``log``
     (a function of one line), and one that ends the fit at the next batch once
     ``should_stop()`` is true (Ctrl-C: the caller then raises ``JobCancelled``)."""
-    import keras
 
     class LogEpochs(keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..text.eda import Lexicon
+from ..text.generators import load_vocabulary
+from ..text.lexical import check_edits
 from .base import Validator, Verdict
 
 
@@ -19,13 +22,10 @@ class ReaderEdits(Validator):
 
     def _lex(self):
         if self.lexicon is None:
-            from ..text.eda import Lexicon
-            from ..text.generators import load_vocabulary
             self.lexicon = Lexicon(load_vocabulary())
         return self.lexicon
 
     def check(self, x, labels, roots=None) -> Verdict:
-        from ..text.lexical import check_edits
         n = len(x)
         if roots is None or not n:
             return Verdict.all_valid(n)

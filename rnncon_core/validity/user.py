@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
+from ..zoo import class_labels, load_model
 from .base import Validator, Verdict
 
 
@@ -13,14 +14,12 @@ class UserReference(Validator):
     title = "the user's reference classifier reads the seed's label"
 
     def __init__(self, path):
-        from ..zoo import load_model
         if path is None:
             raise InputError("user-reference: give the path of your reference model (.keras)")
         self.path = str(path)
         self.model = load_model(self.path)
 
     def check(self, x, labels, roots=None) -> Verdict:
-        from ..zoo import class_labels
         if tuple(self.model.input_shape[1:]) != tuple(np.shape(x)[1:]):
             raise InputError(f"the reference model {self.path} reads inputs of shape "
                              f"{tuple(self.model.input_shape[1:])}, not {np.shape(x)[1:]}")

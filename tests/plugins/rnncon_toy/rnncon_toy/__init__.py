@@ -4,6 +4,7 @@ import numpy as np
 from rnncon_core.coverage import Criterion, Segment
 from rnncon_core.generate import BatchOutput, Generator
 from rnncon_core.generate.constraints import Constraint
+from rnncon_core.lazy import tf      # TensorFlow, imported on first use
 from rnncon_core.params import IntRange, Interval, Param, Params
 
 
@@ -40,7 +41,6 @@ class ActiveCoverage(Criterion):
         return segments
 
     def _scores_graph(self, trace):
-        import tensorflow as tf
         n = tf.shape(trace.inputs)[0]
         outs = [trace.layers[layer].output if layer in trace.layers else trace.outputs[layer]
                 for layer, _, _ in self.tracer.neuron_layers]
