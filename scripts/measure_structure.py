@@ -31,8 +31,6 @@ LONG = 80          # lines: a function longer than this fails
 LATE_IMPORTS_ALLOWED = {
     "rnncon_core.cli": (None, "the commands import the engine when they run, so `rnncon --help` "
                               "and the argument checks stay quick"),
-    "rnncon_core.coverage": (None, "being refactored in its own branch (issue 40, item 5); "
-                                   "remove this line when that lands"),
     "dashboard": (("dashboard.tables", "rnncon_core.coverage", "rnncon_core.reports",
                    "rnncon_core.campaign"),
                   "the modules that bring pandas and plotly load when a page first needs them, "

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..lazy import tf
 from ..trace import fingerprint
 from .engine import Engine, tracer_for, with_max
 # (where the campaign and prioritize layers import them from)
@@ -202,7 +203,6 @@ class Criterion:
 
 def minmax_normalize(v, axis=1):
     """Eq. 3 per input: (v - min) / (max - min); all zeros where max == min."""
-    import tensorflow as tf
     lo = tf.reduce_min(v, axis=axis, keepdims=True)
     r = tf.reduce_max(v, axis=axis, keepdims=True) - lo
     inv = tf.where(r > 0, 1.0 / tf.where(r > 0, r, tf.ones_like(r)), tf.zeros_like(r))

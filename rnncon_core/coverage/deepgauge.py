@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..lazy import tf
 from .base import Segment
 from .params import PROFILE_PATH, IntRange, OneOf, Param, Params, profile_inputs
 from .profile import ProfiledCriterion, ProfiledEngine
@@ -60,7 +61,6 @@ def neuron_segments(tracer) -> list[Segment]:
 
 def neuron_values(tracer, trace):
     """(N, neurons) raw outputs in neuron_segments order."""
-    import tensorflow as tf
     n = tf.shape(trace.inputs)[0]
     return tf.concat([tf.reshape(trace.layers[nm].output if nm in trace.layers
                                  else trace.outputs[nm], (n, -1))
@@ -98,7 +98,6 @@ class _RangeCriterion(ProfiledCriterion):
         return segs
 
     def _values(self, tr):
-        import tensorflow as tf
         if self.on == "neurons":
             return neuron_values(self.tracer, tr)
         parts = self._cc._unit_parts(tr)
@@ -106,7 +105,6 @@ class _RangeCriterion(ProfiledCriterion):
         return tf.concat([tf.reshape(tf.transpose(p, [1, 0, 2]), (n, -1)) for p in parts], 1)
 
     def _scores_graph(self, tr):
-        import tensorflow as tf
         v = self._values(tr)
         return tf.reshape(self._score(v, tf.constant(self._lo), tf.constant(self._hi)),
                           (tf.shape(v)[0], -1))
@@ -146,7 +144,6 @@ class KMultisection(_RangeCriterion):
         return self.k
 
     def _score(self, v, lo, hi):
-        import tensorflow as tf
         varies = hi > lo
         if self.rule == "nlc":               # NLC: ceil((v - lo) / div * k), 0 = no section
             div = tf.where(varies, hi - lo, tf.fill(tf.shape(hi), 1e-6))
@@ -168,7 +165,6 @@ class NeuronBoundary(_RangeCriterion):
     params = Params(profile_inputs("all"), PROFILE_PATH)
 
     def _score(self, v, lo, hi):
-        import tensorflow as tf
         return tf.cast(tf.stack([v < lo, v > hi], axis=-1), tf.float32)
 
 
@@ -179,7 +175,6 @@ class StrongActivation(_RangeCriterion):
     params = Params(profile_inputs("all"), PROFILE_PATH)
 
     def _score(self, v, lo, hi):
-        import tensorflow as tf
         return tf.cast(v > hi, tf.float32)
 
 
@@ -220,7 +215,6 @@ def top_groups(tracer, by: str) -> list[tuple]:
 
 def _layer_views(tracer, v, by: str) -> list:
     """Per layer its values as (N, groups, group size)."""
-    import tensorflow as tf
     out = []
     for s in neuron_segments(tracer):
         lv = v[:, s.offset:s.offset + s.size]
@@ -243,7 +237,6 @@ class TopKNeuron(ProfiledCriterion):
         return neuron_segments(self.tracer)
 
     def _scores_graph(self, tr):
-        import tensorflow as tf
         v = neuron_values(self.tracer, tr)
         parts = []
         for lv in _layer_views(self.tracer, v, self.groups):
@@ -368,7 +361,6 @@ class TopKPatterns(ProfiledCriterion):
         self.total = self._total_patterns
 
     def _build(self) -> None:
-        import tensorflow as tf
 
         def tops(tr):
             v = neuron_values(self.tracer, tr)

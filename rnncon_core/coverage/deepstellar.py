@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..lazy import tf
 from .base import Segment
 from .params import PROFILE_PATH, Bool, IntRange, Param, Params, Text, profile_inputs
 from .profile import MAX_COMPONENTS, ProfiledCriterion, ProfiledEngine
@@ -169,7 +170,6 @@ class _AbstractModel(ProfiledCriterion):
 
     def _keys_of(self, h):
         """(N, T) keys of hidden states h (N, T, units) of the abstracted layer."""
-        import tensorflow as tf
         p = tf.einsum("ntu,ku->ntk", h - self._mean, tf.constant(self._axes))
         diff = tf.cast(p - tf.constant(self._lo), tf.float64)
         c = tf.floor(diff * tf.constant(self._scale, tf.float64))
@@ -180,7 +180,6 @@ class _AbstractModel(ProfiledCriterion):
 
     def _visited(self, keys, items):
         """(N, len(items)) 1.0 where an input's keys (N, M) include the item key."""
-        import tensorflow as tf
         table = tf.constant(items)
         n_items = len(items)
         pos = tf.reshape(tf.searchsorted(table[None], tf.reshape(keys, (1, -1)), side="left"),
@@ -200,7 +199,6 @@ class _AbstractModel(ProfiledCriterion):
         elif not self.first_state:
             keys = keys[:, 1:]
         if len(self._items) == 0:
-            import tensorflow as tf
             return tf.zeros((tf.shape(keys)[0], 0), tf.float32)
         return self._visited(keys, self._items)
 
@@ -236,7 +234,6 @@ class _AbstractModel(ProfiledCriterion):
         """(N,) int64: the abstract state of each hidden state h (N, units) of the abstracted
         layer (e.g. the last step's, from ``Criterion.update_with_outputs``): the keys
         ``abstract_states`` gives for the same states; the state is not touched."""
-        import tensorflow as tf
         if getattr(self, "_hidden_fn", None) is None:
             u = int(self._spec.units)
             self._hidden_fn = tf.function(lambda v: self._keys_of(v[:, None, :])[:, 0],

@@ -16,6 +16,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from ..lazy import tf
 from ..trace import Tracer
 from .state import MaxState
 
@@ -109,7 +110,6 @@ class Engine:
         what step_fn reduces inside the step loops). The result is called as
         ``f(x, embedded, *extra)``; a graph built with taps, called with
         ``with_outputs=True``, returns (its result, (model outputs, last hidden state))."""
-        import tensorflow as tf
         tr = self.crit.tracer
         tapped = self.taps
         if record is None:
@@ -213,7 +213,6 @@ def last_recurrent(tracer):
 def _tapped(tracer, trace, out=None):
     """(what the criterion's graph reads, (model output, last hidden state (N, units))):
     from a full Trace, or from forward_steps' (raw dict, output)."""
-    import tensorflow as tf
     spec = last_recurrent(tracer)
     if out is None:                       # a Trace
         h = trace.layers[spec.name].h[:, -1] if spec is not None else \
@@ -228,7 +227,6 @@ def forward_outputs(model):
     (N, units)) as NumPy arrays, from one traced forward pass (float inputs or word ids),
     compiled once per model: what ``Criterion.update_with_outputs`` gives without a
     criterion."""
-    import tensorflow as tf
     tr = tracer_for(model)
     cache = model_cache(tr)
     with CACHE_LOCK:
@@ -253,7 +251,6 @@ def forward_outputs(model):
 
 def with_max(scores_graph):
     """trace -> (scores (N, total), their maximum over the batch per item)."""
-    import tensorflow as tf
 
     @tf.autograph.experimental.do_not_convert
     def fn(trace):

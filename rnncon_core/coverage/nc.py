@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..lazy import tf
 from .base import Criterion, Segment, minmax_normalize, threshold_grid
 from .params import CURVE_THRESHOLDS, Bool, Param, Params, threshold
 
@@ -40,7 +41,6 @@ class NeuronCoverage(Criterion):
         return threshold_grid(self.threshold, self.curve_thresholds)
 
     def _scores_graph(self, trace):
-        import tensorflow as tf
         n = tf.shape(trace.inputs)[0]
         parts = []
         if self.include_input:
@@ -68,7 +68,6 @@ class NeuronCoverage(Criterion):
         return out
 
     def _build(self) -> None:
-        import tensorflow as tf
         super()._build()
         self._scores = self.engine.compile(self._scores_graph)
         # item values (targets.item_values): scaled neuron outputs, differentiable w.r.t. x

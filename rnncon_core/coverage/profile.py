@@ -39,6 +39,7 @@ import numpy as np
 from .. import paths
 from ..errors import InputError, UnsupportedModelError
 from ..io import atomic_write_npz
+from ..lazy import tf
 from ..trace import Tracer, fingerprint
 from ..zoo import class_labels
 from .base import Criterion
@@ -199,7 +200,6 @@ def build_profile(model, x, embedded: bool = False, path=None, source: str = "",
 
 def _profile_arrays(tracer, x, embedded, progress) -> dict:
     """The profile's arrays over x (see the module docstring): two passes."""
-    import tensorflow as tf
     rec = [s for s in tracer.specs if s.kind != "dense"]
 
     def run(xb):
@@ -216,7 +216,6 @@ def _profile_arrays(tracer, x, embedded, progress) -> dict:
 def _pass1_graph(tracer, run, sig, rec):
     """The first pass's graph: neuron outputs, signed contributions, the flow views and the
     hidden states of one batch."""
-    import tensorflow as tf
     cc = ContributionCoverage(tracer, values="signed")
     neuron_names = [name for name, _, _ in tracer.neuron_layers]
 
@@ -304,7 +303,6 @@ def _pca_axes(rec, mom, arrays) -> dict:
 
 def _second_pass(tracer, x, run, sig, rec, axes, progress, arrays):
     """Each input's hidden states projected on the layer's axes, put in arrays."""
-    import tensorflow as tf
 
     @tf.function(input_signature=[sig])
     def pass2(xb):
@@ -333,7 +331,6 @@ def flow_views(lt) -> dict:
       src/utils.py ``aggregate_inf``, the value its BC and TC read);
     - dnet: |ξ^h_t − ξ^h_(t−1)| (testRNN's code: ``alpha_SC``);
     - dparts: |ξ^h+_t − ξ^h+_(t−1)| + |ξ^h−_t − ξ^h−_(t−1)| (the paper's Δξ^h_t)."""
-    import tensorflow as tf
     keep = {"lstm": "f", "gru": "z"}.get(lt.spec.kind)
     h = lt.h
     pos = tf.reduce_sum(tf.nn.relu(h), axis=2)

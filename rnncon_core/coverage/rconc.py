@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, UnsupportedModelError
+from ..lazy import tf
 from .base import Criterion, Segment
 from .edge import EdgeState
 from .engine import Engine, chunk_elements
@@ -37,7 +38,6 @@ class _Block:
 def _inverse_range(r, soft: bool = False):
     """1/range, 0 where the range is 0 (all values of such a scope normalize to 0); ``soft``:
     1/max(range, 1e-6), the same values with a gradient where a scope is flat."""
-    import tensorflow as tf
     if soft:
         return 1.0 / tf.maximum(r, 1e-6)
     return tf.where(r > 0, 1.0 / tf.where(r > 0, r, tf.ones_like(r)), tf.zeros_like(r))
@@ -46,7 +46,6 @@ def _inverse_range(r, soft: bool = False):
 def _sub_maxima(v, mask=None):
     """v (T, N, J), one scope per (t, n): per (t, n) the min and 1/range (0 where masked),
     and per (t, sub-batch of _SUB inputs, j) the largest normalized value, (T, N/_SUB, J)."""
-    import tensorflow as tf
     lo = tf.reduce_min(v, axis=2)
     inv = _inverse_range(tf.reduce_max(v, axis=2) - lo)
     if mask is not None:
@@ -56,20 +55,17 @@ def _sub_maxima(v, mask=None):
 
 def _flat(v):
     """(..., N, T, K) -> (..., N, T*K)."""
-    import tensorflow as tf
     return tf.reshape(v, tf.concat([tf.shape(v)[:-2], [-1]], 0))
 
 
 def _batch_major_flat(a):
     """(T, N, K) -> (N, T*K)."""
-    import tensorflow as tf
     return _flat(tf.transpose(a, [1, 0, 2]))
 
 
 def _sub_max(normed):
     """(T, N, J) normalized values -> their maxima over sub-batches of _SUB inputs, at most 1
     (x * (1/x) can round to 1 + 2^-23)."""
-    import tensorflow as tf
     shape = (normed.shape[0], -1, _SUB, normed.shape[2])
     return tf.minimum(tf.reduce_max(tf.reshape(normed, shape), 2), 1.0)
 
@@ -84,7 +80,6 @@ class _StepReduce:
         self.absolute = absolute
 
     def __call__(self, spec, xu, hw, mask):
-        import tensorflow as tf
         out = {}
         for part, v in (("x", xu), ("h", hw)):
             v = tf.abs(v) if self.absolute else v
@@ -118,7 +113,6 @@ class _ContributionEngine(Engine):
         return max(_SUB, 1 << (min(1024, max(1, fit)).bit_length() - 1))
 
     def graph_chunk(self, x, embedded, with_outputs: bool = False):
-        import tensorflow as tf
         crit = self.crit
         n = int(x.shape[0])
         if crit.granularity == "edge":
@@ -157,7 +151,6 @@ class _ContributionTargets(Targets):
         gradient also where a scope is flat (all its contributions equal, e.g. a blank image
         column, where the exact values have none) and where a contribution is 0 under
         values="abs". Unit granularity; edge falls back to graph_values."""
-        import tensorflow as tf
         crit = self.crit
         if crit.granularity != "unit":
             return self.graph_values(x, indices, embedded)
@@ -167,7 +160,6 @@ class _ContributionTargets(Targets):
 
     def row_values(self, x, union, pos, objective: bool = False, embedded: bool = False):
         """... (unit granularity: only the rows' own items, ``_unit_rows_graph``)."""
-        import tensorflow as tf
         crit = self.crit
         if crit.granularity != "unit":
             return super().row_values(x, union, pos, objective, embedded)
@@ -296,14 +288,12 @@ class ContributionCoverage(Criterion):
     def _weight(self, b: _Block):
         """The block's weights as the contributions use them: |w| when values="abs"
         (|a·w| = |a|·|w|, so edge values stay lines in the weight)."""
-        import tensorflow as tf
         w = self.tracer._weights[b.layer]
         mat = (w["kernel"] if b.part == "x" else w["recurrent_kernel"])[:, b.col]
         return tf.abs(mat) if self.values == "abs" else mat
 
     def _source(self, raw, b: _Block):
         """The block's sources, time-major (T, N, K) (dense: (1, N, K)); |a| for "abs"."""
-        import tensorflow as tf
         r = raw[b.layer]
         if b.kind == "dense":
             a = r["x"] if self.tracer.spec[b.layer].steps else r["x"][None]
@@ -316,7 +306,6 @@ class ContributionCoverage(Criterion):
         x^t·U or h^(t-1)·W, |...| for values="abs". ``surrogate``: |v| as v·sign(v) with the
         sign held constant and sign(0) = +1, so a zero contribution still has a gradient (the
         generators' objective; the values are the same)."""
-        import tensorflow as tf
 
         def magnitude(v):
             if not surrogate:
@@ -338,7 +327,6 @@ class ContributionCoverage(Criterion):
         """Masked steps (Masking, mask_zero) are not counted: their contributions take the
         minimum of their scope's unmasked ones (0 where the whole scope is masked), so they
         normalize to 0, are never activated and leave every other value as it was."""
-        import tensorflow as tf
         big = tf.constant(3e38, parts[0].dtype)
         lo = [tf.reduce_min(p, 2) if m is None else tf.where(m, tf.reduce_min(p, 2), big)
               for p, m in zip(parts, masks)]
@@ -357,7 +345,6 @@ class ContributionCoverage(Criterion):
     def _group_min_max(self, block_lo, block_hi):
         """Per block its (T, N) minima and maxima -> per scope group its min and max, (T, N)
         for "step" (one scope per step) else (1, N)."""
-        import tensorflow as tf
         per_step = self.normalize == "step"
         out = []
         for group in self._scope_groups:
@@ -375,7 +362,6 @@ class ContributionCoverage(Criterion):
     def _scope_min_range(self, block_lo, block_hi):
         """Per block its (T, N) minima and maxima -> per input and scope the min and the range,
         (N, S) each (scope columns as numbered by _scopes)."""
-        import tensorflow as tf
         groups = self._group_min_max(block_lo, block_hi)
         lo = tf.transpose(tf.concat([g[0] for g in groups], 0))
         hi = tf.transpose(tf.concat([g[1] for g in groups], 0))
@@ -386,7 +372,6 @@ class ContributionCoverage(Criterion):
         (T, N, J)); 1/range is 0 where the range is 0, so all values of such a scope become 0.
         ``soft``: 1/max(range, 1e-6) instead, for the generators' objective: the values are the
         same, but a scope whose values are all equal (a blank image column) keeps a gradient."""
-        import tensorflow as tf
         groups = self._group_min_max([tf.reduce_min(p, 2) for p in parts],
                                      [tf.reduce_max(p, 2) for p in parts])
         out = [None] * len(parts)
@@ -405,7 +390,6 @@ class ContributionCoverage(Criterion):
     def _unit_scores_graph(self, raw, objective: bool = False):
         """(N, total) normalized unit contributions (for values() and profile()); with
         ``objective`` the same values with gradients everywhere (see graph_objective)."""
-        import tensorflow as tf
         _, _, normed = self._unit_normalized(self._unit_parts(raw, surrogate=objective),
                                              soft=objective)
         n = tf.shape(normed[0])[1]
@@ -416,7 +400,6 @@ class ContributionCoverage(Criterion):
         ``_unit_scores_graph`` gives them (the same float ops), from each scope's min and
         1/range and a gather of the items' parts instead of the (N, total) matrix: its
         transposes and their gradients cost a third of a generator's gradient step."""
-        import tensorflow as tf
         parts = self._unit_parts(raw, surrogate=objective)
         groups = self._group_min_max([tf.reduce_min(p, 2) for p in parts],
                                      [tf.reduce_max(p, 2) for p in parts])
@@ -447,7 +430,6 @@ class ContributionCoverage(Criterion):
         the step loop (Dense blocks are reduced here). The parts come back as the trace wrote
         them: signed, unmasked (the host takes |.| of the few it reads; masked steps have
         1/range 0)."""
-        import tensorflow as tf
         parts, subs = [None] * len(self.blocks), [None] * len(self.blocks)
         los, invs = [], []
         for group in self._scope_groups:          # in the order the scopes are numbered
@@ -474,7 +456,6 @@ class ContributionCoverage(Criterion):
         """Per block the sources, time-major (T, N, K); per input and scope the min and range of
         all edge products, (N, S) each (the min over a row of a*w is a*min(w) or a*max(w), so
         no product is made; for values="abs" a, w >= 0: a*min(w) and a*max(w))."""
-        import tensorflow as tf
         srcs, lo, hi = [], [], []
         for b in self.blocks:
             a = self._source(raw, b)                                   # (T, N, K)
@@ -490,7 +471,6 @@ class ContributionCoverage(Criterion):
 
     def _edge_sources_graph(self, raw):
         """_edge_parts with the sources batch-major side by side, (N, sum of T*K)."""
-        import tensorflow as tf
         srcs, m, r = self._edge_parts(raw)
         return tf.concat([_batch_major_flat(a) for a in srcs], axis=1), m, r
 
@@ -500,7 +480,6 @@ class ContributionCoverage(Criterion):
         per input and scope the intercept -min/range, (N, S); per block and grid threshold t the
         bounds of each source: its weights above L (below R, values="signed" only) are
         activated, (G, N, T*K) each."""
-        import tensorflow as tf
         srcs, m, r = self._edge_parts(raw)
         inv = _inverse_range(r)
         need = m[None] + grid[:, None, None] * r[None]                # a*w > need: activated
@@ -522,7 +501,6 @@ class ContributionCoverage(Criterion):
 
     def _edge_values_graph(self, trace, src_idx, w_idx, scope):
         """Normalized values of edges given by source column, weight and scope, (N, E)."""
-        import tensorflow as tf
         a_all, m, r = self._edge_sources_graph(trace)
         w_all = tf.concat([tf.reshape(self._weight(b), (-1,)) for b in self.blocks], axis=0)
         vals = tf.gather(a_all, src_idx, axis=1) * tf.gather(w_all, w_idx)
@@ -531,7 +509,6 @@ class ContributionCoverage(Criterion):
                         tf.zeros_like(vals))
 
     def _build(self) -> None:
-        import tensorflow as tf
         self._unit_scores = self.engine.compile(self._unit_scores_graph, record=_UNIT_RECORD)
         idx_sig = [tf.TensorSpec((None,), tf.int32)]
         if self.granularity == "unit":
@@ -633,7 +610,6 @@ class ContributionCoverage(Criterion):
 
     def _edge_lookup(self, idx: np.ndarray):
         """Flat edge indices -> (source column, weight position, scope), as int32 tensors."""
-        import tensorflow as tf
         seg = np.searchsorted(self._offsets, idx, side="right") - 1
         src, w, scope = (np.zeros(len(idx), np.int64) for _ in range(3))
         for bi in np.unique(seg):

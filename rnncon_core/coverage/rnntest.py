@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import UnsupportedModelError
+from ..lazy import tf
 from .base import Criterion, Segment
 from .params import IntRange, Param, Params
 
@@ -34,7 +35,6 @@ class HiddenStateCoverage(Criterion):
         return segs
 
     def _scores_graph(self, trace):
-        import tensorflow as tf
         parts = []
         for seg in self.segments:
             h = trace.layers[seg.layer].h                       # (N, T, u)
@@ -43,13 +43,11 @@ class HiddenStateCoverage(Criterion):
         return tf.concat(parts, axis=1)
 
     def _hidden_graph(self, trace, idx):
-        import tensorflow as tf
         flat = tf.concat([tf.reshape(trace.layers[s.layer].h, (tf.shape(trace.inputs)[0], -1))
                           for s in self.segments], axis=1)
         return tf.gather(flat, idx, axis=1)
 
     def _build(self) -> None:
-        import tensorflow as tf
         super()._build()
         self._scores = self.engine.compile(self._scores_graph)
         # item values (targets.item_values): the hidden-state values h of those (layer, step,
@@ -94,7 +92,6 @@ class CellStateCoverage(Criterion):
         return segs
 
     def _scores_graph(self, trace):
-        import tensorflow as tf
         parts = []
         for seg in self.segments:
             tc = tf.tanh(trace.layers[seg.layer].c)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
+from ..lazy import tf
 
 
 class MaxState:
@@ -30,7 +31,6 @@ class MaxState:
 
     def add_batch(self, scores, batch_max: np.ndarray) -> None:
         """add() from the batch's scores (B, total), a tf.Tensor."""
-        import tensorflow as tf
 
         def first_in_batch(t, cols):
             sub = tf.gather(scores, cols, axis=1) if cols.size < self.total else scores

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError
+from ..lazy import tf
 
 
 class Targets:
@@ -19,7 +20,6 @@ class Targets:
 
     def check_indices(self, indices):
         """Flat item indices as an int32 tensor, or an InputError."""
-        import tensorflow as tf
         total = self.crit.total
         idx = np.asarray(indices, dtype=np.int64).ravel()
         if idx.size and (idx.min() < 0 or idx.max() >= total):
@@ -40,7 +40,6 @@ class Targets:
         """item_values for code inside a tf.function: no Python-side checks (give float32
         inputs of the model's shape and int indices). Where the criterion cannot run in a
         graph (``graph_safe`` False) or when called eagerly, it is item_values."""
-        import tensorflow as tf
         if not self.graph_safe or tf.executing_eagerly():
             return self.item_values(x, indices, embedded)
         return self.crit._values_fn(x, embedded, tf.cast(indices, tf.int32))
@@ -54,7 +53,6 @@ class Targets:
         targets), those of graph_objective with ``objective``, else of graph_values (an eager
         call checks its inputs as item_values). By default every union item's values, gathered;
         a subclass may compute the rows' own items only."""
-        import tensorflow as tf
         v = (self.graph_objective if objective else self.graph_values)(x, union, embedded)
         return tf.gather(v, pos, axis=1, batch_dims=1)
 

@@ -37,6 +37,7 @@ from statistics import NormalDist
 import numpy as np
 
 from ..errors import InputError
+from ..lazy import tf
 from .base import Segment, threshold_grid
 from .params import (CURVE_THRESHOLDS, PROFILE_PATH, IntRange, OneOf, Param, Params,
                      StepWindow, Text, profile_inputs, threshold)
@@ -156,7 +157,6 @@ class BoundaryCoverage(_FlowCriterion):
         return (w, 2) if self.sides == "both" else (w,)
 
     def _scores_graph(self, tr):
-        import tensorflow as tf
         parts = []
         for s in self._specs:
             lo, inv, hi = self._range(self.view_key, s)
@@ -200,7 +200,6 @@ class StepwiseCoverage(_FlowCriterion):
         return (w,)
 
     def _scores_graph(self, tr):
-        import tensorflow as tf
         parts = []
         for s in self._specs:
             lo, inv, _ = self._range(self.view_key, s)
@@ -252,7 +251,6 @@ class TemporalCoverage(_FlowCriterion):
         return mean, float(np.sqrt(max(s2 / n - mean * mean, 0.0)))
 
     def _scores_graph(self, tr):
-        import tensorflow as tf
         cuts = tf.constant(sax_cuts(self.symbols), tf.float32)
         place = tf.constant(self.symbols ** np.arange(self.length - 1, -1, -1), tf.int32)
         parts = []
