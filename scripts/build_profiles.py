@@ -35,11 +35,12 @@ def main() -> int:
     quiet_tensorflow()
     from dashboard import state
     from rnncon_core import zoo
-    names = args.models or state.shipped()
-    unknown = sorted(set(names) - set(state.shipped()))
+    shipped = state.shipped()
+    names = args.models or shipped
+    unknown = sorted(set(names) - set(shipped))
     if unknown:
         print(f"error: not a shipped model: {', '.join(unknown)} (shipped: "
-              f"{', '.join(state.shipped())})", file=sys.stderr)
+              f"{', '.join(shipped)})", file=sys.stderr)
         return 2
     for name in names:
         started = time.perf_counter()

@@ -12,12 +12,12 @@ from typing import List, Optional
 import typer
 
 from ..coverage import CRITERIA
-from ..errors import InputError, JobCancelled, RNNConError
+from ..errors import InputError, RNNConError
 from ..io import atomic_write_text, check_writable
-from .common import (DECLARED, EXIT_FAILED, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED,
-                     EXIT_PASSED, JSON_OPT, PARAM_OPT, RAY_OPT, RUNS_DIR_OPT, SEED_INPUTS_OPT,
-                     SEED_LABELS_OPT, app, checked, declared_values, emit, internal_log, log,
-                     names, preflight, report_app, seed_inputs, store)
+from .common import (DECLARED, EXIT_FAILED, EXIT_INTERNAL, EXIT_PASSED, JSON_OPT, PARAM_OPT,
+                     RAY_OPT, RUNS_DIR_OPT, SEED_INPUTS_OPT, SEED_LABELS_OPT, app, checked,
+                     declared_values, emit, error_exit_code, internal_log, log, names,
+                     preflight, report_app, seed_inputs, store)
 
 MODEL_OPT = typer.Option(..., "--model", help="Shipped model name or .keras path.")
 DATASET_OPT = typer.Option(None, "--dataset", help="Seeds from this data set's test split: a "
@@ -248,8 +248,7 @@ def _junit_error(junit: str, e: Exception, seconds: float, model) -> None:
     130 stopped, 3 internal: the message names the log ``main`` writes the traceback to)."""
     from ..reports.campaign import junit_error_xml
     if isinstance(e, RNNConError):
-        code = EXIT_INTERRUPTED if isinstance(e, JobCancelled) else EXIT_INPUT
-        message = " ".join(str(e).split())
+        code, message = error_exit_code(e), " ".join(str(e).split())
     else:
         code, message = EXIT_INTERNAL, (f"internal error ({type(e).__name__}); the traceback "
                                         f"is in {internal_log()}")

@@ -348,10 +348,8 @@ def main(argv: list[str] | None = None) -> None:
     quiet_tensorflow()
     try:
         code = app(args=argv, standalone_mode=False)
-    except JobCancelled as e:               # stopped by Ctrl-C or `rnncon runs --cancel`
-        _fail(str(e), EXIT_INTERRUPTED)
     except RNNConError as e:
-        _fail(str(e), EXIT_INPUT)
+        _fail(str(e), error_exit_code(e))
     except TyperException as e:            # typer's (vendored click's) usage errors
         if type(e).__name__ == "NoArgsIsHelpError":     # `rnncon` alone: the help
             e.show()
@@ -369,6 +367,12 @@ def main(argv: list[str] | None = None) -> None:
     if code == EXIT_INTERRUPTED:    # typer turns Ctrl-C into a silent exit code 130
         _fail(_interrupted(), EXIT_INTERRUPTED)
     sys.exit(code if isinstance(code, int) else EXIT_PASSED)
+
+
+def error_exit_code(e: RNNConError) -> int:
+    """The exit code of a deliberate error: 130 for a stopped job (Ctrl-C, `rnncon runs
+    --cancel`), 2 for any other (bad input)."""
+    return EXIT_INTERRUPTED if isinstance(e, JobCancelled) else EXIT_INPUT
 
 
 def _interrupted() -> str:

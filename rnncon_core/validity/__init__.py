@@ -66,21 +66,19 @@ def fit_validity(dataset, flag_rate: float = 0.01, seed: int = 0, log=None,
     epochs = epochs or {}
     log = log or (lambda s: None)
     log(f"validity: fitting the autoencoder of {ds.name} ({len(x_fit):,} training inputs)")
-    stopped = should_stop or (lambda: False)
-
     def check_stopped():
-        if stopped():
+        if should_stop is not None and should_stop():
             raise JobCancelled(f"the validity checks of {ds.name} were not fitted: stopped "
                                f"during the fit, nothing kept. Run the command again, or fit "
                                f"them ahead: rnncon validity train --dataset {ds.name}")
     dist = Distribution.fit(x_fit, ds.kind, flag_rate, seed,
                             epochs=epochs.get("distribution", 40), log=log,
-                            should_stop=stopped)
+                            should_stop=should_stop)
     check_stopped()
     log("validity: fitting the reference classifier")
     ref = Reference.fit(x_fit, y_fit, ds.kind, ds.num_classes, ds.x_test, ds.y_test,
                         seed, epochs=epochs.get("reference", 30),
-                        class_names=ds.class_names, log=log, should_stop=stopped)
+                        class_names=ds.class_names, log=log, should_stop=should_stop)
     check_stopped()
     # clean test inputs checked as unchanged inputs of themselves (their own roots), and the
     # reference also without roots (its absolute bound)
